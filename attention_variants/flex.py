@@ -1,0 +1,67 @@
+"""FlexAttention: attention written as a score/mask modification, compiled into one Triton kernel."""
+from __future__ import annotations
+
+import functools
+import logging
+
+import torch
+
+from profiling.environment import Environment
+from profiling.workload import Inputs, Workload
+
+from . import Guess, Variant
+
+
+def _causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+@functools.cache
+def _compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention
+    # a CUDA build of torch on a CPU-only machine logs a warning per compile; it is not ours to show
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    return torch.compile(flex_attention, dynamic=False)
+
+
+@functools.lru_cache(maxsize=4)
+def _causal_block_mask(seq_len: int, device: str):
+    """Built once per (S, device), like the naive variants' mask."""
+    from torch.nn.attention.flex_attention import create_block_mask
+    return create_block_mask(_causal, B=None, H=None, Q_LEN=seq_len, KV_LEN=seq_len, device=device)
+
+
+def flex_attention(x: Inputs) -> torch.Tensor:
+    q, k, v = x.q, x.k, x.v
+    if q.dim() == 3:  # flex wants [B, H, S, D]: view [B*H, S, D] as one batch of B*H heads
+        q, k, v = (t.unsqueeze(0) for t in (q, k, v))
+    w = x.workload
+    block_mask = _causal_block_mask(w.seq_len, w.device) if w.causal else None
+    out = _compiled_flex()(q, k, v, block_mask=block_mask, scale=x.scale)
+    return out.squeeze(0) if x.q.dim() == 3 else out
+
+
+def _check(w: Workload, env: Environment) -> str | None:
+    try:
+        import torch.nn.attention.flex_attention  # noqa: F401
+    except ImportError:
+        return f"torch {env.torch_version} has no torch.nn.attention.flex_attention"
+    if w.device == "cuda" and env.triton_version is None:
+        return "FlexAttention compiles to Triton, and Triton is not installed"
+    return None
+
+
+FLEX = Variant(
+    key="flex",
+    label="FlexAttention (compiled)",
+    description="torch.compile(flex_attention) with a causal block mask (none when not causal)",
+    forward=flex_attention,
+    scratch_bytes=lambda w: w.batch * w.heads * w.seq_len * 4 + 2**20,
+    check=_check,
+    guess=Guess(
+        summary="one generated kernel, close to flash; the first call pays for compilation",
+        kernels_per_forward=1,
+        kernels=("triton flex_attention kernel",),
+        precision="16-bit on tensor cores",
+        materialises_scores=False, host_rank=2, speed_rank=3),
+)

@@ -1,0 +1,59 @@
+"""Attention written out by hand, op by op, as in the blog: matmul, mul, masked_fill, softmax, matmul."""
+from __future__ import annotations
+
+import torch
+
+from profiling.workload import Inputs, Workload
+
+from . import Guess, Variant
+
+
+def naive_attention(x: Inputs) -> torch.Tensor:
+    scores = x.q @ x.k.transpose(-2, -1)                        # [B, H, S, S]
+    scores = scores * x.scale
+    if x.mask is not None:
+        scores = scores.masked_fill(x.mask, float("-inf"))      # out of place: a fresh S×S tensor
+    return torch.softmax(scores, dim=-1) @ x.v                  # [B, H, S, D]
+
+
+@torch.no_grad()
+def naive_inplace_attention(x: Inputs) -> torch.Tensor:
+    scores = x.q @ x.k.transpose(-2, -1)                        # [B, H, S, S]
+    scores = scores * x.scale
+    if x.mask is not None:
+        scores.masked_fill_(x.mask, float("-inf"))              # in place: writes into the scores
+    return torch.softmax(scores, dim=-1) @ x.v
+
+
+def _two_score_matrices(w: Workload) -> int:
+    # scores and its scaled copy live together; softmax's output replaces the first
+    return 2 * w.scores_bytes()
+
+
+NAIVE = Variant(
+    key="naive",
+    label="Naive (masked_fill)",
+    description="matmul, mul, out-of-place masked_fill, softmax, matmul — five ops written out",
+    forward=naive_attention,
+    scratch_bytes=_two_score_matrices,
+    guess=Guess(
+        summary="five ops, so five kernels, one per op",
+        kernels_per_forward=5,
+        kernels=("GEMM q·kᵀ", "elementwise mul", "masked_fill", "softmax", "GEMM p·v"),
+        precision="16-bit GEMMs on tensor cores",
+        materialises_scores=True, host_rank=4, speed_rank=6),
+)
+
+NAIVE_INPLACE = Variant(
+    key="naive_inplace",
+    label="Naive (in-place masked_fill_)",
+    description="the same five ops with masked_fill_ under no_grad, so no copy of the scores",
+    forward=naive_inplace_attention,
+    scratch_bytes=_two_score_matrices,
+    guess=Guess(
+        summary="the same five kernels, minus nothing: in place only saves memory",
+        kernels_per_forward=5,
+        kernels=("GEMM q·kᵀ", "elementwise mul", "masked_fill_", "softmax", "GEMM p·v"),
+        precision="16-bit GEMMs on tensor cores",
+        materialises_scores=True, host_rank=4, speed_rank=5),
+)

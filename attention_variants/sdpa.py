@@ -1,0 +1,136 @@
+"""torch.nn.functional.scaled_dot_product_attention, pinned to one backend each, or left to choose."""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from profiling.environment import Environment
+from profiling.workload import Inputs, Workload
+
+from . import Guess, Variant
+
+
+def _sdpa(x: Inputs) -> torch.Tensor:
+    # is_causal, not our mask: the point is what SDPA does with causality by itself
+    return F.scaled_dot_product_attention(x.q, x.k, x.v, is_causal=x.workload.causal)
+
+
+def _pinned(backend: str) -> Callable[[Inputs], torch.Tensor]:
+    def forward(x: Inputs) -> torch.Tensor:
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            return _sdpa(x)
+    forward.__name__ = f"sdpa_{backend.lower()}"
+    return forward
+
+
+def _math_scratch(w: Workload) -> int:
+    # math upcasts to fp32 and keeps scores, the rebuilt mask and the softmax alive together
+    return int(2.5 * w.scores_bytes(element_bytes=4))
+
+
+def _fused_scratch(w: Workload) -> int:
+    return w.batch * w.heads * w.seq_len * 4 + 2**20  # the fp32 logsumexp and a workspace
+
+
+def _auto_scratch(w: Workload) -> int:
+    # before torch 2.14 a rank-3 call can only take the math path (DESIGN.md, version facts)
+    major, minor = (int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    return _math_scratch(w) if w.rank == 3 and (major, minor) < (2, 14) else _fused_scratch(w)
+
+
+def _cuda_only(name: str) -> Callable[[Workload, Environment], str | None]:
+    def check(w: Workload, env: Environment) -> str | None:
+        if w.device != "cuda":
+            return f"PyTorch has no CPU kernel for {name}: pinned to it, SDPA on CPU has nothing to run"
+        return None
+    return check
+
+
+def _cudnn_check(w: Workload, env: Environment) -> str | None:
+    reason = _cuda_only("cuDNN attention")(w, env)
+    if reason is None and not hasattr(SDPBackend, "CUDNN_ATTENTION"):
+        reason = f"torch {env.torch_version} has no SDPBackend.CUDNN_ATTENTION"
+    if reason is None and not torch.backends.cudnn.is_available():
+        reason = "cuDNN is not available in this PyTorch build"
+    return reason
+
+
+MATH = Variant(
+    key="sdpa_math",
+    label="SDPA · math",
+    description="scaled_dot_product_attention pinned to SDPBackend.MATH, PyTorch's reference path",
+    forward=_pinned("MATH"),
+    scratch_bytes=_math_scratch,
+    sdpa_backend="MATH",
+    guess=Guess(
+        summary="one line, so few kernels and fast",
+        kernels_per_forward=5,
+        kernels=("GEMM q·kᵀ", "softmax", "GEMM p·v"),
+        precision="16-bit GEMMs on tensor cores, like naive",
+        materialises_scores=True, host_rank=3, speed_rank=4),
+)
+
+EFFICIENT = Variant(
+    key="sdpa_efficient",
+    label="SDPA · memory-efficient",
+    description="scaled_dot_product_attention pinned to EFFICIENT_ATTENTION (xFormers' CUTLASS kernel)",
+    forward=_pinned("EFFICIENT_ATTENTION"),
+    scratch_bytes=_fused_scratch,
+    check=_cuda_only("memory-efficient attention"),
+    sdpa_backend="EFFICIENT_ATTENTION",
+    guess=Guess(
+        summary="one fused kernel that never writes the S×S scores",
+        kernels_per_forward=1,
+        kernels=("fused attention (CUTLASS fmha)",),
+        precision="16-bit on tensor cores",
+        materialises_scores=False, host_rank=2, speed_rank=3),
+)
+
+FLASH = Variant(
+    key="sdpa_flash",
+    label="SDPA · FlashAttention",
+    description="scaled_dot_product_attention pinned to FLASH_ATTENTION (FlashAttention-2)",
+    forward=_pinned("FLASH_ATTENTION"),
+    scratch_bytes=_fused_scratch,
+    sdpa_backend="FLASH_ATTENTION",
+    guess=Guess(
+        summary="fastest, so high occupancy",
+        kernels_per_forward=1,
+        kernels=("flash_fwd_kernel",),
+        precision="16-bit on tensor cores",
+        materialises_scores=False, host_rank=2, speed_rank=1, occupancy="high"),
+)
+
+CUDNN = Variant(
+    key="sdpa_cudnn",
+    label="SDPA · cuDNN",
+    description="scaled_dot_product_attention pinned to CUDNN_ATTENTION (a kernel cuDNN generates)",
+    forward=_pinned("CUDNN_ATTENTION"),
+    scratch_bytes=_fused_scratch,
+    check=_cudnn_check,
+    sdpa_backend="CUDNN_ATTENTION",
+    guess=Guess(
+        summary="no transposes, so lightest on the CPU",
+        kernels_per_forward=1,
+        kernels=("cuDNN fused attention",),
+        precision="16-bit on tensor cores",
+        materialises_scores=False, host_rank=1, speed_rank=2),
+)
+
+AUTO = Variant(
+    key="sdpa_auto",
+    label="SDPA · auto",
+    description="scaled_dot_product_attention with no pin: the backend PyTorch picks by itself",
+    forward=_sdpa,
+    scratch_bytes=_auto_scratch,
+    sdpa_backend="auto",
+    guess=Guess(
+        summary="the fastest backend for this GPU",
+        kernels_per_forward=1,
+        kernels=("whichever fused kernel is fastest here",),
+        precision="16-bit on tensor cores",
+        materialises_scores=False, host_rank=2, speed_rank=1),
+)

@@ -1,0 +1,99 @@
+"""Command line: `python -m profiling list | compare A B [...] | record --out DIR`."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import pandas as pd
+import torch
+
+from attention_variants import VARIANTS
+
+from . import reports
+from .environment import detect
+from .measurement import compare
+from .recording import record
+from .workload import Workload, WorkloadError
+
+
+def _workload(args) -> Workload:
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    base = Workload.blog() if device == "cuda" else Workload.cpu_default()
+    changes = {"device": device}
+    for field, value in (("seq_len", args.seq), ("heads", args.heads), ("batch", args.batch),
+                         ("head_dim", args.head_dim), ("dtype", args.dtype), ("rank", args.rank),
+                         ("causal", args.causal)):
+        if value is not None:
+            changes[field] = value
+    return base.replace(**changes)
+
+
+def cmd_list(args) -> int:
+    workload = _workload(args)
+    env = detect(workload.device)
+    print(f"{env.summary()}\nworkload: {workload.label()}\n")
+    rows = [{"variant": v.key, "label": v.label, "here": v.supports(workload, env) or "can run",
+             "guess": v.guess.summary} for v in VARIANTS.values()]
+    print(pd.DataFrame(rows).to_string(index=False))
+    return 0
+
+
+def cmd_compare(args) -> int:
+    workload = _workload(args)
+    progress = (lambda f, m: print(f"[{100 * f:3.0f}%] {m}", file=sys.stderr)) if args.verbose else None
+    result = compare(args.a, args.b, workload, trace_dir=args.trace_dir,
+                     **({"progress": progress} if progress else {}))
+    print(f"{result.a.environment.summary()}\nworkload: {workload.label()}\n")
+    for run in (result.a, result.b):
+        print(reports.summary_line(run))
+        if run.ok:
+            print(reports.kernel_table(run).drop(columns=["full name"]).to_string(index=False), "\n")
+    if result.verdict:
+        print(result.verdict)
+    for note in result.notes + result.a.notes + result.b.notes:
+        print(f"\n* {note.title}\n  " + "\n  ".join(note.evidence) + f"\n  {note.cause}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result.to_dict(), f, indent=1)
+    return 0
+
+
+def cmd_record(args) -> int:
+    record(args.out)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m profiling", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("list", "compare"):
+        p = sub.add_parser(name)
+        if name == "compare":
+            p.add_argument("a", help="variant A (see `list`)")
+            p.add_argument("b", help="variant B")
+            p.add_argument("--json", help="write the comparison to this JSON file")
+            p.add_argument("--trace-dir", help="keep the Chrome traces in this folder")
+            p.add_argument("-v", "--verbose", action="store_true", help="print progress")
+        p.add_argument("--seq", type=int, dest="seq")
+        p.add_argument("--heads", type=int)
+        p.add_argument("--batch", type=int)
+        p.add_argument("--head-dim", type=int, dest="head_dim")
+        p.add_argument("--dtype", choices=["fp32", "fp16", "bf16"])
+        p.add_argument("--rank", type=int, choices=[3, 4])
+        p.add_argument("--causal", action=argparse.BooleanOptionalAction, default=None)
+        p.add_argument("--device", choices=["cuda", "cpu"])
+        p.set_defaults(func=cmd_list if name == "list" else cmd_compare)
+    p = sub.add_parser("record", help="run the GPU matrix and keep runs and traces")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_record)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except WorkloadError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""What this process runs on: read at run time, never assumed."""
+from __future__ import annotations
+
+import platform
+from dataclasses import asdict, dataclass
+
+import torch
+
+# Dense datasheet peaks in TFLOP/s (tensor cores for fp16/bf16; plain FP32 on CUDA cores).
+# Only used to show "share of peak"; unknown GPUs simply show none.
+_PEAK_TFLOPS = {
+    "H200": {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0},
+    "H100 80GB HBM3": {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0},
+    "H100 PCIe": {"bf16": 756.0, "fp16": 756.0, "fp32": 51.0},
+    "A100": {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5},
+    "L4": {"bf16": 121.0, "fp16": 121.0, "fp32": 30.3},
+    "A10G": {"bf16": 70.0, "fp16": 70.0, "fp32": 31.2},
+    "L40S": {"bf16": 362.0, "fp16": 362.0, "fp32": 91.6},
+    "T4": {"fp16": 65.0, "fp32": 8.1},
+}
+
+
+@dataclass(frozen=True)
+class Environment:
+    device: str                      # "cuda" or "cpu"
+    device_name: str                 # "NVIDIA H200", or the CPU model
+    compute_capability: tuple[int, int] | None
+    torch_version: str
+    cuda_version: str | None
+    cudnn_version: int | None        # e.g. 91900 for 9.19.0
+    triton_version: str | None
+    python_version: str
+    total_memory_bytes: int | None
+    peak_tflops: dict[str, float] | None
+
+    @property
+    def torch_release(self) -> tuple[int, int]:
+        """(major, minor) of torch, e.g. (2, 11) for '2.11.0+cu130'."""
+        major, minor = self.torch_version.split("+")[0].split(".")[:2]
+        return int(major), int(minor)
+
+    @property
+    def cudnn_label(self) -> str | None:
+        if not self.cudnn_version:
+            return None
+        v = self.cudnn_version
+        return f"{v // 10000}.{v // 100 % 100}.{v % 100}" if v >= 10000 else str(v)
+
+    @property
+    def sm(self) -> str | None:
+        """'sm90' for compute capability (9, 0)."""
+        return f"sm{self.compute_capability[0]}{self.compute_capability[1]}" if self.compute_capability else None
+
+    def summary(self) -> str:
+        parts = [self.device_name]
+        if self.compute_capability:
+            parts.append(f"compute capability {self.compute_capability[0]}.{self.compute_capability[1]}")
+        parts.append(f"torch {self.torch_version}")
+        if self.cuda_version:
+            parts.append(f"CUDA {self.cuda_version}")
+        if self.cudnn_label:
+            parts.append(f"cuDNN {self.cudnn_label}")
+        return " · ".join(parts)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Environment":
+        data = dict(data)
+        if data.get("compute_capability") is not None:
+            data["compute_capability"] = tuple(data["compute_capability"])
+        return cls(**data)
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"
+
+
+def _peak_for(name: str) -> dict[str, float] | None:
+    for key, peaks in _PEAK_TFLOPS.items():
+        if key in name:
+            return peaks
+    return None
+
+
+def _triton_version() -> str | None:
+    try:
+        import triton
+        return triton.__version__
+    except Exception:  # absent, or broken on this platform
+        return None
+
+
+def detect(device: str | None = None) -> Environment:
+    """The environment of `device` ("cuda" or "cpu"); by default the GPU when there is one."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    common = dict(torch_version=torch.__version__, python_version=platform.python_version(),
+                  triton_version=_triton_version())
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        return Environment(
+            device="cuda", device_name=props.name, compute_capability=(props.major, props.minor),
+            cuda_version=torch.version.cuda, cudnn_version=torch.backends.cudnn.version(),
+            total_memory_bytes=props.total_memory, peak_tflops=_peak_for(props.name), **common)
+    return Environment(
+        device="cpu", device_name=_cpu_name(), compute_capability=None, cuda_version=None,
+        cudnn_version=None, total_memory_bytes=None, peak_tflops=None, **common)

@@ -1,0 +1,63 @@
+"""Recorded runs from real GPUs: written by `python -m profiling record`, read by replay mode and tests."""
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+from .results import Run
+from .workload import Workload
+
+RECORDED_DIR = Path(__file__).parent / "recorded"
+
+# What `record` runs on a GPU: the blog workload and the variations the notes are about.
+BLOG = Workload.blog()
+GPU_MATRIX = (
+    BLOG,                                    # the blog's workload
+    BLOG.replace(seq_len=4096),              # where naive grows kernels and flash pulls away
+    BLOG.replace(dtype="fp32"),              # who can run fp32
+    BLOG.replace(rank=3),                    # the rank-3 trap
+    BLOG.replace(head_dim=128),              # a larger head
+    BLOG.replace(causal=False),              # no mask at all
+)
+
+
+def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=print) -> list[Run]:
+    """Measure every variant on every workload; keep each run and its gzipped Chrome trace."""
+    from attention_variants import VARIANTS
+    from .measurement import measure
+
+    out_dir = Path(out_dir)
+    (out_dir / "traces").mkdir(parents=True, exist_ok=True)
+    runs = []
+    for workload in workloads:
+        for key in variants or VARIANTS:
+            run = measure(key, workload, trace_dir=out_dir / "raw")
+            if run.trace_path:
+                target = out_dir / "traces" / (Path(run.trace_path).name + ".gz")
+                with open(run.trace_path, "rb") as src, gzip.open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                run.trace_path = str(target.relative_to(out_dir))
+            runs.append(run)
+            gpu = f"{run.gpu_ms:.3f} ms" if run.gpu_ms else run.status
+            progress(f"{workload.label():45s} {key:15s} {gpu}")
+    shutil.rmtree(out_dir / "raw", ignore_errors=True)
+    (out_dir / "runs.json").write_text(json.dumps([r.to_dict() for r in runs], indent=1))
+    return runs
+
+
+def load_recorded(directory: str | Path) -> list[Run]:
+    """Runs from a recording, their trace paths made absolute."""
+    directory = Path(directory)
+    runs = [Run.from_dict(d) for d in json.loads((directory / "runs.json").read_text())]
+    for run in runs:
+        if run.trace_path:
+            run.trace_path = str(directory / run.trace_path)
+    return runs
+
+
+def recordings() -> dict[str, Path]:
+    """Name -> folder of every recording shipped with the app."""
+    return {p.name: p for p in sorted(RECORDED_DIR.iterdir()) if (p / "runs.json").exists()} \
+        if RECORDED_DIR.exists() else {}

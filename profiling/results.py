@@ -1,0 +1,144 @@
+"""Results as plain data: what a run measured, with a lossless JSON round trip.
+
+The UI, the CLI, the API, the recorded runs and ZeroGPU (which pickles results out of a
+worker) all pass these same objects around. Nothing here measures or formats.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from .environment import Environment
+from .workload import Workload
+
+
+@dataclass
+class Kernel:
+    """One row of a forward's kernel table. On a GPU a kernel, memcpy or memset; on CPU an aten op."""
+    name: str                                 # full name from the trace
+    short_name: str                           # readable: "flash_fwd_kernel", "elementwise [mul]"
+    category: str                             # gemm, fused attention, softmax, elementwise, ...
+    calls_per_forward: float
+    us_per_forward: float                     # GPU µs (CPU self µs for CPU ops)
+    share: float                              # of the forward's total, 0..1
+    grid: list[int] | None = None
+    block: list[int] | None = None
+    registers_per_thread: int | None = None
+    shared_memory_bytes: int | None = None
+    occupancy_pct: float | None = None        # Kineto's "est. achieved occupancy %", as recorded
+    launch_api: str | None = None             # cudaLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync, ...
+    precision: str | None = None              # what the name tells: "FP32 on CUDA cores (ffma)", ...
+
+
+@dataclass
+class HostOp:
+    """A CPU-side op inside the forward's range (inclusive and self time)."""
+    name: str
+    calls_per_forward: float
+    total_us_per_forward: float
+    self_us_per_forward: float
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    samples: int
+    method: str                               # "cuda events" or "perf_counter"
+
+    @property
+    def spread_pct(self) -> float:
+        return 100.0 * (self.max_ms - self.min_ms) / self.median_ms if self.median_ms else 0.0
+
+
+@dataclass
+class Accuracy:
+    max_abs_error: float                      # against an fp64 reference
+    relative_error: float                     # ||out - ref|| / ||ref||
+    naive_max_abs_error: float | None = None  # the naive computation in the same dtype, for scale
+
+
+@dataclass
+class Note:
+    """One explained mismatch: what we expected, what the trace shows, and why."""
+    title: str
+    evidence: list[str]
+    cause: str
+    kind: str = "guess"                       # guess | reference | environment | verdict
+
+
+@dataclass
+class Run:
+    variant: str
+    workload: Workload
+    environment: Environment
+    status: str = "ok"                        # ok | unsupported | error
+    reason: str | None = None                 # why it did not run (PyTorch's own words where it gave them)
+    pytorch_warnings: list[str] = field(default_factory=list)
+    first_call_ms: float | None = None        # wall time of the very first call (compilation, plans, ...)
+    timing: Timing | None = None              # device time per forward (wall time on CPU)
+    host_ms_per_forward: float | None = None  # CPU time of one forward's record_function range
+    kernels_per_forward: float | None = None
+    kernels: list[Kernel] = field(default_factory=list)
+    host_ops: list[HostOp] = field(default_factory=list)
+    backend: str | None = None                # SDPA backend that really ran, from the trace
+    peak_extra_bytes: int | None = None       # peak memory beyond the inputs
+    estimated_extra_bytes: int | None = None  # what we predicted before allocating
+    accuracy: Accuracy | None = None
+    tflops: float | None = None
+    peak_share: float | None = None           # of the device's datasheet peak, 0..1
+    profiled_forwards: int = 0
+    trace_path: str | None = None             # Chrome trace (opens in Perfetto)
+    notes: list[Note] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def gpu_ms(self) -> float | None:
+        return self.timing.median_ms if self.timing else None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["workload"] = asdict(self.workload)
+        data["environment"] = self.environment.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Run":
+        data = dict(data)
+        data["workload"] = Workload(**data["workload"])
+        data["environment"] = Environment.from_dict(data["environment"])
+        data["kernels"] = [Kernel(**k) for k in data.get("kernels", [])]
+        data["host_ops"] = [HostOp(**h) for h in data.get("host_ops", [])]
+        data["notes"] = [Note(**n) for n in data.get("notes", [])]
+        for key, kind in (("timing", Timing), ("accuracy", Accuracy)):
+            if data.get(key) is not None:
+                data[key] = kind(**data[key])
+        return cls(**data)
+
+
+@dataclass
+class Comparison:
+    a: Run
+    b: Run
+    verdict: str = ""
+    notes: list[Note] = field(default_factory=list)  # notes about A vs B (the ranking against the guess)
+
+    def to_dict(self) -> dict:
+        return {"a": self.a.to_dict(), "b": self.b.to_dict(), "verdict": self.verdict,
+                "notes": [asdict(n) for n in self.notes]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Comparison":
+        return cls(a=Run.from_dict(data["a"]), b=Run.from_dict(data["b"]), verdict=data.get("verdict", ""),
+                   notes=[Note(**n) for n in data.get("notes", [])])
+
+    def to_json(self, **kwargs) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Comparison":
+        return cls.from_dict(json.loads(text))

@@ -1,0 +1,235 @@
+"""Chrome trace -> per-forward tables.
+
+The live path and the recorded fixtures go through the same function: a Chrome trace
+(as `torch.profiler` exports it) in, kernels and host ops per forward out. Kernels are
+attributed to a forward by their launch: the runtime call (`cudaLaunchKernel`,
+`cuLaunchKernelEx`, ...) that shares the kernel's correlation id must sit inside that
+forward's `record_function` range on the CPU.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .dispatch import SDPA_BACKEND_OPS
+from .results import HostOp, Kernel
+
+FORWARD_RANGE = "attention_profiler::forward"  # record_function name of each profiled forward
+GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
+
+@dataclass
+class TraceSummary:
+    forwards: int
+    kernels: list[Kernel]
+    host_ops: list[HostOp]
+    host_ms_per_forward: float | None
+    backend: str | None
+    launch_apis: list[str] = field(default_factory=list)
+    cpu_peak_extra_bytes: int | None = None  # from profile_memory events, when recorded
+
+    @property
+    def kernels_per_forward(self) -> float:
+        return sum(k.calls_per_forward for k in self.kernels)
+
+
+def load_trace(path: str | Path) -> dict:
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+# -- names, categories, precision -------------------------------------------------------
+_GENERIC_KERNELS = ("elementwise_kernel", "vectorized_elementwise_kernel", "unrolled_elementwise_kernel",
+                    "reduce_kernel", "index_elementwise_kernel")
+_WRAPPER_FUNCTORS = {"AUnary", "BUnary", "Binary", "Unary", "CUDA"}
+
+
+def _operation(template_args: str) -> str | None:
+    """The op a generic ATen kernel runs: `masked_fill_kernel(`, `where_kernel_impl(`, `MulFunctor`."""
+    named = re.search(r"([A-Za-z0-9]+(?:_[A-Za-z0-9]+)*?)_kernel(?:_impl|_cuda)?\(", template_args)
+    if named:
+        return named.group(1).lower()
+    for prefix, suffix in re.findall(r"(\w+?)Functor(?:_(\w+))?", template_args):
+        if suffix:
+            return suffix.lower()          # CUDAFunctor_add -> add
+        if prefix not in _WRAPPER_FUNCTORS:
+            return prefix.lower()          # MulFunctor -> mul, FillFunctor -> fill
+    return None
+
+
+def short_name(name: str) -> str:
+    """A readable name: template arguments and namespaces dropped, the op kept for generic kernels."""
+    if name.startswith(("Memcpy", "Memset")):
+        return name.split(" (")[0]
+    base = re.sub(r"^void\s+", "", name).replace("(anonymous namespace)::", "")
+    base = re.split(r"[<(]", base, maxsplit=1)[0].replace("at::native::", "")
+    if base in _GENERIC_KERNELS:
+        operation = _operation(name[name.find(base) + len(base):])
+        if operation:
+            base = f"{base} [{operation}]"
+    return base if len(base) <= 100 else base[:97] + "..."
+
+
+def category(name: str, trace_category: str = "kernel") -> str:
+    if trace_category == "gpu_memcpy" or name.startswith("Memcpy"):
+        return "memcpy"
+    if trace_category == "gpu_memset" or name.startswith("Memset"):
+        return "memset"
+    lower = name.lower()
+    if "triton" in lower:
+        return "triton"
+    if "compiledfxgraph" in lower or "compiled region" in lower:
+        return "compiled graph"
+    if any(s in lower for s in ("flash_fwd", "flash_attention", "fmha", "sdpa", "attention")):
+        return "fused attention"
+    if any(s in lower for s in ("gemm", "nvjet", "xmma", "cutlass", "gemv", "cublas", "matmul", "bmm", "mm")) \
+            and "elementwise" not in lower:
+        return "gemm"
+    if "softmax" in lower:
+        return "softmax"
+    if "reduce" in lower or "sum" in lower or "max" in lower:
+        return "reduction"
+    if any(s in lower for s in ("copy", "catarray", "transpose", "clone", "contiguous")):
+        return "copy"
+    if any(s in lower for s in ("elementwise", "functor", "fill", "where", "mul", "add", "div", "triu", "tril")):
+        return "elementwise"
+    return "other"
+
+
+def precision(name: str) -> str | None:
+    """Only what the kernel's name tells; None when it tells nothing."""
+    lower = name.lower()
+    if "ffma" in lower or "sgemm" in lower or ("f32f32" in lower and "gemm" in lower):
+        return "FP32 on CUDA cores (ffma)"
+    if "tf32" in lower:
+        return "TF32 on tensor cores"
+    for mark in ("wgmma", "hmma", "s16816", "s1688", "gmma"):
+        if mark in lower:
+            return f"tensor cores ({mark})"
+    if lower.startswith("nvjet"):
+        return "tensor cores (cuBLAS nvjet)"
+    if "bf16" in lower or "bfloat16" in lower:
+        return "bf16"
+    if "half" in lower or "f16" in lower:
+        return "fp16"
+    return None
+
+
+# -- the parser ---------------------------------------------------------------------------
+def _forward_ranges(events: list[dict]) -> list[dict]:
+    ranges = [e for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+              and e.get("name", "").startswith(FORWARD_RANGE)]
+    return sorted(ranges, key=lambda e: e["ts"])
+
+
+def _inside(event: dict, rng: dict) -> bool:
+    return rng["ts"] <= event["ts"] <= rng["ts"] + rng["dur"] and event.get("pid") == rng.get("pid")
+
+
+def _self_times(ops: list[dict]) -> dict[int, float]:
+    """Self time of each op (its duration less its direct children's), by nesting on one thread."""
+    self_us: dict[int, float] = {}
+    by_thread = defaultdict(list)
+    for op in ops:
+        by_thread[op.get("tid")].append(op)
+    for thread_ops in by_thread.values():
+        thread_ops.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack: list[dict] = []
+        for op in thread_ops:
+            while stack and op["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]:
+                stack.pop()
+            self_us[id(op)] = float(op["dur"])
+            if stack:
+                self_us[id(stack[-1])] -= float(op["dur"])
+            stack.append(op)
+    return self_us
+
+
+def _cpu_peak_extra(events: list[dict], ranges: list[dict]) -> int | None:
+    memory = sorted((e for e in events if e.get("name") == "[memory]" and "Total Allocated" in e.get("args", {})
+                     and e["args"].get("Device Type", 0) == 0), key=lambda e: e["ts"])
+    peaks = []
+    for rng in ranges:
+        inside = [e for e in memory if rng["ts"] <= e["ts"] <= rng["ts"] + rng["dur"]]
+        if inside:
+            first = inside[0]["args"]
+            base = first["Total Allocated"] - first.get("Bytes", 0)
+            peaks.append(max(e["args"]["Total Allocated"] for e in inside) - base)
+    return max(peaks) if peaks else None
+
+
+def summarize_trace(trace: dict) -> TraceSummary:
+    """Per-forward kernel table and host ops from one profiled window of K forwards."""
+    events = [e for e in trace.get("traceEvents", []) if isinstance(e, dict)]
+    ranges = _forward_ranges(events)
+    forwards = len(ranges)
+    if not forwards:
+        raise ValueError(f"no '{FORWARD_RANGE}' ranges in this trace: nothing to attribute kernels to")
+
+    # CPU ops inside the ranges
+    cpu_ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+               and any(_inside(e, r) for r in ranges)]
+    self_us = _self_times(cpu_ops)
+    ops = defaultdict(lambda: [0, 0.0, 0.0])
+    for op in cpu_ops:
+        row = ops[op["name"]]
+        row[0] += 1
+        row[1] += float(op["dur"])
+        row[2] += self_us[id(op)]
+    host_ops = [HostOp(name, calls / forwards, total / forwards, self_ / forwards)
+                for name, (calls, total, self_) in ops.items()]
+    host_ops.sort(key=lambda h: -h.total_us_per_forward)
+    backend = next((SDPA_BACKEND_OPS[op.name] for op in host_ops if op.name in SDPA_BACKEND_OPS), None)
+    host_ms = sum(r["dur"] for r in ranges) / forwards / 1000.0
+
+    # GPU work launched from inside the ranges
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("cat") in LAUNCH_CATEGORIES and "correlation" in e.get("args", {})
+                and any(_inside(e, r) for r in ranges)}
+    gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES
+           and e.get("args", {}).get("correlation") in launches]
+    gpu.sort(key=lambda e: e["ts"])
+    if gpu:
+        kernels = _gpu_kernels(gpu, launches, forwards)
+    else:  # CPU run: the table lists the ops that did the work, by self time
+        kernels = _cpu_kernels(host_ops, host_ms * 1000.0)
+    launch_apis = sorted({launches[e["args"]["correlation"]]["name"] for e in gpu})
+    return TraceSummary(forwards, kernels, host_ops, host_ms, backend, launch_apis,
+                        _cpu_peak_extra(events, ranges))
+
+
+def _gpu_kernels(gpu: list[dict], launches: dict, forwards: int) -> list[Kernel]:
+    rows: dict[str, Kernel] = {}
+    for e in gpu:
+        args = e.get("args", {})
+        row = rows.get(e["name"])
+        if row is None:
+            row = rows[e["name"]] = Kernel(
+                name=e["name"], short_name=short_name(e["name"]), category=category(e["name"], e["cat"]),
+                calls_per_forward=0.0, us_per_forward=0.0, share=0.0,
+                grid=args.get("grid"), block=args.get("block"),
+                registers_per_thread=args.get("registers per thread"),
+                shared_memory_bytes=args.get("shared memory"),
+                occupancy_pct=args.get("est. achieved occupancy %"),
+                launch_api=launches[args["correlation"]]["name"], precision=precision(e["name"]))
+        row.calls_per_forward += 1.0 / forwards
+        row.us_per_forward += float(e.get("dur", 0.0)) / forwards
+    total = sum(k.us_per_forward for k in rows.values()) or 1.0
+    for k in rows.values():
+        k.share = k.us_per_forward / total
+    return list(rows.values())  # in order of first launch
+
+
+def _cpu_kernels(host_ops: list[HostOp], range_us: float) -> list[Kernel]:
+    working = [h for h in host_ops if h.self_us_per_forward > 0.5]
+    total = sum(h.self_us_per_forward for h in working) or 1.0
+    rows = [Kernel(name=h.name, short_name=h.name.replace("aten::", ""), category=category(h.name, "cpu_op"),
+                   calls_per_forward=h.calls_per_forward, us_per_forward=h.self_us_per_forward,
+                   share=h.self_us_per_forward / total) for h in working]
+    return sorted(rows, key=lambda k: -k.us_per_forward)
