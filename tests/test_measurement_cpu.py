@@ -1,0 +1,114 @@
+"""Every variant on CPU, over dtypes × ranks × causal: right answers, telling op tables, lossless JSON."""
+import json
+
+import pytest
+import torch
+
+from attention_variants import VARIANTS
+from profiling.measurement import compare, measure
+from profiling.results import Comparison, Run
+from profiling.workload import Workload
+
+TORCH_RELEASE = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+RANK3_FUSED = TORCH_RELEASE >= (2, 14)  # DESIGN.md: rank-3 inputs reach fused kernels from torch 2.14
+
+
+def small(dtype: str, rank: int, causal: bool) -> Workload:
+    return Workload(batch=1, heads=2, seq_len=64, head_dim=16, dtype=dtype, rank=rank, causal=causal, device="cpu")
+
+
+MATRIX = [(key, dtype, rank, causal) for key in VARIANTS for dtype in ("fp32", "bf16")
+          for rank in (4, 3) for causal in (True, False)]
+_runs: dict = {}
+
+
+def run_of(key, dtype, rank, causal) -> Run:
+    """Each cell measured once per session and shared by the tests below."""
+    cell = (key, dtype, rank, causal)
+    if cell not in _runs:
+        _runs[cell] = measure(key, small(dtype, rank, causal))
+    return _runs[cell]
+
+
+def expected_cpu_backend(key: str, rank: int) -> str | None:
+    """What SDPA on CPU runs for this variant, or None when it must refuse."""
+    if key in ("sdpa_efficient", "sdpa_cudnn"):
+        return None
+    if key == "sdpa_math":
+        return "math"
+    fused_ok = rank == 4 or RANK3_FUSED
+    if key == "sdpa_flash":
+        return "flash (CPU)" if fused_ok else None
+    if key == "sdpa_auto":
+        return "flash (CPU)" if fused_ok else "math"
+    return "not sdpa"
+
+
+@pytest.mark.parametrize("key, dtype, rank, causal", MATRIX)
+def test_variant_on_cpu(key, dtype, rank, causal):
+    run = run_of(key, dtype, rank, causal)
+    backend = expected_cpu_backend(key, rank)
+    if backend is None:
+        assert run.status == "unsupported", run.reason
+        assert run.reason and run.timing is None and run.kernels == []
+        return
+    assert run.ok, run.reason
+    # accurate: fp32 near exact; 16-bit within 2x of the naive computation in the same dtype
+    tolerance = 1e-5 if dtype == "fp32" else 2 * run.accuracy.naive_max_abs_error + 1e-3
+    assert run.accuracy.max_abs_error <= tolerance
+    assert run.accuracy.relative_error < (1e-5 if dtype == "fp32" else 2e-2)
+    # measured
+    assert run.timing.median_ms > 0 and run.timing.samples >= 5 and run.timing.method == "perf_counter"
+    assert run.host_ms_per_forward > 0 and run.profiled_forwards == 3
+    assert run.kernels and all(k.us_per_forward > 0 for k in run.kernels)
+    assert abs(sum(k.share for k in run.kernels) - 1) < 1e-6
+    assert run.kernels_per_forward is None  # a GPU fact, not shown for CPU ops
+    ops = {op.name for op in run.host_ops}
+    if key.startswith("sdpa"):
+        assert run.backend == backend
+    else:
+        assert run.backend is None
+    if key == "sdpa_math":
+        assert "aten::_safe_softmax" in ops and "aten::_scaled_dot_product_attention_math" in ops
+    if key == "flex":
+        assert any("Compiled" in name for name in ops)
+    # JSON round trip is lossless
+    assert Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+
+
+@pytest.mark.parametrize("rank", [4, 3])
+def test_out_of_place_naive_shows_the_copy_that_in_place_does_not(rank):
+    naive = {op.name for op in run_of("naive", "fp32", rank, True).host_ops}
+    inplace = {op.name for op in run_of("naive_inplace", "fp32", rank, True).host_ops}
+    assert {"aten::masked_fill", "aten::clone"} <= naive
+    assert "aten::masked_fill_" in inplace and not {"aten::masked_fill", "aten::clone"} & inplace
+
+
+def test_naive_materialises_the_scores_and_fused_does_not():
+    w = small("fp32", 4, True)
+    naive, flash = run_of("naive", "fp32", 4, True), run_of("sdpa_flash", "fp32", 4, True)
+    assert naive.peak_extra_bytes >= w.scores_bytes()
+    assert flash.peak_extra_bytes < w.scores_bytes()
+
+
+def test_unsupported_pins_say_why():
+    run = run_of("sdpa_cudnn", "bf16", 4, True)
+    assert run.status == "unsupported" and "CPU" in run.reason
+
+
+def test_compare_shares_inputs_and_round_trips():
+    w = small("fp32", 4, True)
+    steps = []
+    result = compare("naive", "sdpa_math", w, progress=lambda fraction, message: steps.append((fraction, message)))
+    assert result.a.variant == "naive" and result.b.variant == "sdpa_math"
+    # the same inputs: both errors are measured against one reference
+    assert result.a.accuracy.naive_max_abs_error == result.b.accuracy.naive_max_abs_error
+    assert [m for _, m in steps if "profiling" in m] == ["A · naive: profiling", "B · sdpa_math: profiling"]
+    assert all(0 <= f <= 1 for f, _ in steps) and steps[-1][0] == 1.0
+    assert Comparison.from_json(result.to_json()) == result
+
+
+def test_trace_is_kept_for_download(tmp_path):
+    run = measure("sdpa_math", small("fp32", 4, True), trace_dir=tmp_path)
+    trace = json.loads(open(run.trace_path).read())
+    assert run.trace_path.startswith(str(tmp_path)) and trace["traceEvents"]

@@ -1,0 +1,143 @@
+"""The trace parser against real Chrome traces recorded on an NVIDIA H200 (torch 2.11, cuDNN 9.19).
+
+tests/data/h200-torch2.11 holds the runs and gzipped traces that `python -m profiling record`
+wrote there; these tests parse the traces again and check what the trace really holds.
+"""
+from pathlib import Path
+
+import pytest
+
+from profiling.recording import load_recorded
+from profiling.trace import load_trace, summarize_trace
+
+DATA = Path(__file__).parent / "data" / "h200-torch2.11"
+RUNS = load_recorded(DATA)
+
+
+def recorded(variant: str, **changes):
+    """The recorded run of `variant` at the blog workload with `changes`."""
+    from profiling.workload import Workload
+    workload = Workload.blog(**changes)
+    (run,) = [r for r in RUNS if r.variant == variant and r.workload == workload]
+    return run
+
+
+def parsed(variant: str, **changes):
+    return summarize_trace(load_trace(recorded(variant, **changes).trace_path))
+
+
+def by_category(summary, category):
+    return [k for k in summary.kernels if k.category == category]
+
+
+def test_recording_is_from_an_h200():
+    env = RUNS[0].environment
+    assert env.device_name == "NVIDIA H200" and env.compute_capability == (9, 0) and env.sm == "sm90"
+    assert env.torch_release == (2, 11) and env.cudnn_version == 91900
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if r.ok], ids=lambda r: f"{r.variant}-{r.trace_path.split('/')[-1]}")
+def test_every_recorded_trace_parses_to_its_recorded_table(run):
+    summary = summarize_trace(load_trace(run.trace_path))
+    assert summary.forwards == run.profiled_forwards == 3
+    assert summary.kernels_per_forward == run.kernels_per_forward
+    assert [(k.name, k.calls_per_forward, k.launch_api, k.occupancy_pct) for k in summary.kernels] == \
+        [(k.name, k.calls_per_forward, k.launch_api, k.occupancy_pct) for k in run.kernels]
+    assert summary.backend == run.backend
+    assert abs(sum(k.share for k in summary.kernels) - 1) < 1e-6
+
+
+def test_naive_hides_a_memcpy_that_in_place_does_not():
+    naive, inplace = parsed("naive"), parsed("naive_inplace")
+    assert naive.kernels_per_forward == 7 and inplace.kernels_per_forward == 6
+    (memcpy,) = by_category(naive, "memcpy")
+    assert memcpy.short_name == "Memcpy DtoD" and memcpy.launch_api == "cudaMemcpyAsync"
+    assert memcpy.occupancy_pct is None and memcpy.registers_per_thread is None
+    assert by_category(inplace, "memcpy") == []
+    # the rest is the same five ops plus cuBLAS's workspace memset
+    assert [k.category for k in inplace.kernels] == ["memset", "gemm", "elementwise", "elementwise", "softmax", "gemm"]
+    assert [k.short_name for k in inplace.kernels][2:5] == [
+        "vectorized_elementwise_kernel [mul]", "elementwise_kernel [masked_fill]", "softmax_warp_forward"]
+
+
+def test_cublas_nvjet_gemms_are_cluster_launches_with_no_occupancy():
+    gemms = by_category(parsed("naive_inplace"), "gemm")
+    assert len(gemms) == 2
+    for gemm in gemms:
+        assert gemm.name.startswith("nvjet_sm90_")
+        assert gemm.launch_api == "cuLaunchKernelEx" and gemm.occupancy_pct == 0
+        assert gemm.registers_per_thread == 168 and gemm.precision == "tensor cores (cuBLAS nvjet)"
+        assert gemm.grid and gemm.block == [384, 1, 1]
+
+
+def test_sdpa_math_upcasts_to_fp32_gemms_on_cuda_cores():
+    summary = parsed("sdpa_math")
+    assert summary.kernels_per_forward == 20 and summary.backend == "math"
+    gemms = by_category(summary, "gemm")
+    assert len(gemms) == 2 and all("f32f32" in g.name and g.precision == "FP32 on CUDA cores (ffma)" for g in gemms)
+    assert all(g.launch_api == "cudaLaunchKernelExC" for g in gemms)
+    names = {k.short_name for k in summary.kernels}
+    assert "triu_tril_kernel" in names  # the causal mask, rebuilt on every call
+    assert "vectorized_elementwise_kernel [bfloat16_copy]" in names  # and the cast back to bf16
+    ops = {op.name for op in summary.host_ops}
+    assert {"aten::_safe_softmax", "aten::_scaled_dot_product_attention_math"} <= ops
+
+
+def test_flash_is_one_kernel_at_low_occupancy_by_design():
+    (kernel,) = parsed("sdpa_flash").kernels
+    assert kernel.short_name == "pytorch_flash::flash_fwd_kernel" and kernel.category == "fused attention"
+    assert kernel.launch_api == "cudaLaunchKernel"
+    assert kernel.occupancy_pct == 13 and kernel.registers_per_thread == 255 and kernel.shared_memory_bytes == 49152
+
+
+def test_cudnn_is_a_generated_wgmma_kernel_and_a_memset():
+    summary = parsed("sdpa_cudnn")
+    assert summary.kernels_per_forward == 2 and summary.backend == "cudnn"
+    memset, kernel = summary.kernels
+    assert memset.category == "memset" and memset.launch_api == "cudaMemsetAsync"
+    assert kernel.name.startswith("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma")
+    assert kernel.launch_api == "cuLaunchKernelEx" and kernel.occupancy_pct == 0
+    assert kernel.precision == "tensor cores (wgmma)"
+
+
+def test_efficient_is_the_sm80_cutlass_kernel_on_hopper():
+    (kernel,) = parsed("sdpa_efficient").kernels
+    assert kernel.short_name == "fmha_cutlassF_bf16_aligned_64x64_rf_sm80" and kernel.launch_api == "cudaLaunchKernel"
+
+
+@pytest.mark.parametrize("changes, backend, kernels_per_forward", [
+    ({}, "cudnn", 2),                       # Hopper + cuDNN 9.19: cuDNN first
+    ({"dtype": "fp32"}, "efficient", 1),    # flash and cuDNN take no fp32
+    ({"rank": 3}, "math", 20),              # torch 2.11: rank 3 cannot reach a fused kernel
+])
+def test_what_auto_picked(changes, backend, kernels_per_forward):
+    summary = parsed("sdpa_auto", **changes)
+    assert summary.backend == backend and summary.kernels_per_forward == kernels_per_forward
+
+
+def test_flex_is_one_triton_kernel_launched_through_the_driver():
+    (kernel,) = parsed("flex").kernels
+    assert kernel.name == "triton_tem_fused_flex_attention_0" and kernel.category == "triton"
+    assert kernel.launch_api == "cuLaunchKernel" and kernel.occupancy_pct == 0
+    assert parsed("flex", causal=False).kernels_per_forward == 3  # no block mask: one is built per call
+
+
+def test_more_kernels_at_larger_sequence_length():
+    assert parsed("naive", seq_len=4096).kernels_per_forward > parsed("naive").kernels_per_forward
+    assert parsed("sdpa_math", seq_len=4096).kernels_per_forward > parsed("sdpa_math").kernels_per_forward
+
+
+def test_host_time_per_forward_is_the_ranges_cpu_time():
+    summary = parsed("sdpa_cudnn")
+    assert 0 < summary.host_ms_per_forward < 1
+    assert summary.host_ms_per_forward * 1000 >= max(op.total_us_per_forward for op in summary.host_ops)
+
+
+@pytest.mark.parametrize("variant, changes", [("sdpa_flash", {"dtype": "fp32"}), ("sdpa_cudnn", {"dtype": "fp32"}),
+                                               ("sdpa_flash", {"rank": 3}), ("sdpa_efficient", {"rank": 3}),
+                                               ("sdpa_cudnn", {"rank": 3})])
+def test_refused_pins_keep_pytorchs_reason(variant, changes):
+    run = recorded(variant, **changes)
+    assert run.status == "unsupported" and "No available kernel" in run.reason
+    expected = "dtype" if "dtype" in changes else "4 dimensional"
+    assert any(expected in w for w in run.pytorch_warnings)
