@@ -21,6 +21,11 @@ def _compiled_flex():
     from torch.nn.attention.flex_attention import flex_attention
     # a CUDA build of torch on a CPU-only machine logs a warning per compile; it is not ours to show
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    # Every new shape recompiles; past dynamo's limit (8) it would silently run flex eagerly,
+    # unfused, and the trace would show something else. An app sees many shapes: raise it.
+    config = torch._dynamo.config
+    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, limit, max(getattr(config, limit), 256))
     return torch.compile(flex_attention, dynamic=False)
 
 

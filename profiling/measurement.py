@@ -4,6 +4,8 @@ Returns a `Run` (plain data). Nothing here formats or draws.
 """
 from __future__ import annotations
 
+import itertools
+import os
 import statistics
 import tempfile
 import time
@@ -29,6 +31,8 @@ PROFILED_FORWARDS = 3         # the blog's "active 3"
 TIMING_BUDGET_S = 0.06        # per variant: enough samples for a stable median, fast enough to stay interactive
 MIN_SAMPLES, MAX_SAMPLES = 5, 50
 _REFERENCE_CHUNK_BYTES = 256 * 2**20
+KEPT_TRACES = 64              # traces kept in the temporary folder when no trace_dir is given
+_trace_counter = itertools.count()
 
 
 def _no_progress(fraction: float, message: str) -> None:
@@ -151,6 +155,20 @@ def _profile(fn: Callable[[], torch.Tensor], device: str, forwards: int, trace_p
                 prof.step()
 
 
+def _trace_path(key: str, w: Workload, trace_dir: str | Path | None) -> Path:
+    """A named trace file; without a trace_dir, in a per-process folder that keeps the newest few."""
+    name = f"{key}_B{w.batch}H{w.heads}S{w.seq_len}D{w.head_dim}_{w.dtype}_{'causal' if w.causal else 'full'}_r{w.rank}"
+    if trace_dir:
+        directory = Path(trace_dir)
+    else:  # a long-running app must not fill the disk with traces nobody downloads
+        directory = Path(tempfile.gettempdir()) / f"attention_profiler_{os.getpid()}"
+        name = f"{time.strftime('%H%M%S')}_{next(_trace_counter)}_{name}"
+        for old in sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEPT_TRACES]:
+            old.unlink(missing_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"{name}.json"
+
+
 # -- one variant --------------------------------------------------------------------------------
 def _is_no_kernel(error: Exception) -> bool:
     text = str(error)
@@ -201,8 +219,9 @@ def measure(variant: str | Variant, workload: Workload, *, env: Environment | No
     if reason:
         run.status, run.reason = "unsupported", reason
         return run
-    check_fits(workload, workload.input_bytes + estimate, memory_budget_bytes(workload.device),
-               f"{variant.key} at {workload.label()}")
+    if _cache.workload != workload:  # inputs, the fp64 reference and its working slice are still to come
+        estimate += workload.input_bytes * 3 + _REFERENCE_CHUNK_BYTES
+    check_fits(workload, estimate, memory_budget_bytes(workload.device), f"{variant.key} at {workload.label()}")
     device = workload.device
     try:
         state = _cache.get(workload)
@@ -229,11 +248,7 @@ def measure(variant: str | Variant, workload: Workload, *, env: Environment | No
         run.accuracy = _accuracy(out, state)
 
         progress(0.6, f"{variant.key}: profiling")
-        directory = Path(trace_dir) if trace_dir else Path(tempfile.mkdtemp(prefix="attention_profiler_"))
-        directory.mkdir(parents=True, exist_ok=True)
-        w = workload
-        trace_path = directory / (f"{variant.key}_B{w.batch}H{w.heads}S{w.seq_len}D{w.head_dim}_{w.dtype}"
-                                  f"_{'causal' if w.causal else 'full'}_r{w.rank}.json")
+        trace_path = _trace_path(variant.key, workload, trace_dir)
         _profile(call, device, PROFILED_FORWARDS, trace_path)
     except torch.OutOfMemoryError as error:
         _free(device)
@@ -263,10 +278,9 @@ def compare(a: str, b: str, workload: Workload, *, trace_dir: str | Path | None 
     from .explanation import explain  # the explainer reads runs; it never measures
 
     variants = get_variant(a), get_variant(b)  # unknown keys fail here, before any work
-    env = detect(workload.device) if workload.device != "cuda" or torch.cuda.is_available() else None
     runs = []
     for i, variant in enumerate(variants):
         side = "AB"[i]
-        runs.append(measure(variant, workload, env=env, trace_dir=trace_dir,
+        runs.append(measure(variant, workload, trace_dir=trace_dir,
                             progress=lambda f, m, i=i, side=side: progress((i + f) / 2, f"{side} · {m}")))
     return explain(Comparison(*runs))

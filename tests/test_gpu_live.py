@@ -1,0 +1,72 @@
+"""Live GPU behaviour. Collected only where CUDA is available (tests/conftest.py deselects it elsewhere);
+run on the lent H200 with `python -m pytest tests/test_gpu_live.py`."""
+import json
+
+import pytest
+import torch
+
+from profiling.measurement import compare, measure
+from profiling.results import Comparison
+from profiling.workload import Workload, WorkloadError
+
+pytestmark = pytest.mark.gpu
+BLOG = Workload.blog()
+TORCH_RELEASE = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def test_the_hidden_memcpy_live():
+    result = compare("naive", "naive_inplace", BLOG)
+    naive, inplace = result.a, result.b
+    assert [k for k in naive.kernels if k.category == "memcpy"]
+    assert not [k for k in inplace.kernels if k.category == "memcpy"]
+    assert naive.kernels_per_forward == inplace.kernels_per_forward + 1
+    assert Comparison.from_dict(json.loads(result.to_json())) == result
+
+
+def test_sdpa_math_live():
+    run = measure("sdpa_math", BLOG)
+    assert run.backend == "math" and run.kernels_per_forward >= 15
+    assert any(k.precision == "FP32 on CUDA cores (ffma)" for k in run.kernels if k.category == "gemm")
+    assert any(k.short_name == "triu_tril_kernel" for k in run.kernels)
+    assert "aten::_safe_softmax" in {op.name for op in run.host_ops}
+    assert run.peak_extra_bytes >= BLOG.scores_bytes(element_bytes=4)
+
+
+@pytest.mark.parametrize("key", ["sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_auto", "flex"])
+def test_fused_variants_live(key):
+    run = measure(key, BLOG)
+    assert run.ok, run.reason
+    fused = [k for k in run.kernels if k.category in ("fused attention", "triton")]
+    assert len(fused) == 1 and run.kernels_per_forward <= 3
+    assert run.peak_extra_bytes < BLOG.scores_bytes()
+    assert run.accuracy.max_abs_error <= 2 * run.accuracy.naive_max_abs_error
+    assert run.timing.method == "cuda events" and run.timing.spread_pct < 50
+
+
+def test_rank3_follows_the_running_torch():
+    run = measure("sdpa_auto", BLOG.replace(rank=3))
+    assert run.backend == ("math" if TORCH_RELEASE < (2, 14) else run.backend) and run.ok
+    if TORCH_RELEASE >= (2, 14):
+        assert run.backend != "math"
+
+
+def test_fp32_flash_is_refused_with_pytorchs_reason():
+    run = measure("sdpa_flash", BLOG.replace(dtype="fp32"))
+    assert run.status == "unsupported" and "dtype" in run.reason and "No available kernel" in run.reason
+
+
+def test_out_of_memory_is_predicted_before_allocating():
+    free_before = torch.cuda.mem_get_info()[0]
+    with pytest.raises(WorkloadError, match="GiB"):
+        measure("sdpa_math", BLOG.replace(seq_len=131072))
+    assert torch.cuda.mem_get_info()[0] >= free_before - 2**20
+
+
+def test_out_of_memory_is_recovered_from():
+    torch.cuda.set_per_process_memory_fraction(0.002)  # ~280 MB on an H200: the estimate can't know
+    try:
+        run = measure("naive", BLOG.replace(seq_len=2048))
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert run.status == "error" and "out of memory" in run.reason
+    assert measure("sdpa_flash", BLOG).ok
