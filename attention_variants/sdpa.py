@@ -68,7 +68,7 @@ MATH = Variant(
     guess=Guess(
         summary="one line, so few kernels and fast",
         kernels_per_forward=5,
-        kernels=("GEMM q·kᵀ", "softmax", "GEMM p·v"),
+        kernels=("GEMM q·kᵀ", "scale", "causal mask", "softmax", "GEMM p·v"),
         precision="16-bit GEMMs on tensor cores, like naive",
         materialises_scores=True, host_rank=3, speed_rank=4),
 )
