@@ -30,6 +30,9 @@ class WorkloadError(ValueError):
         self.field, self.value, self.limit = field, value, limit
         super().__init__(f"{field}={value!r} is not allowed: {limit}")
 
+    def __reduce__(self):  # ZeroGPU pickles errors out of its worker: keep the fields
+        return WorkloadError, (self.field, self.value, self.limit)
+
 
 def canonical_dtype(name: str) -> str:
     key = str(name).strip().lower()

@@ -102,3 +102,10 @@ def test_a_variant_that_raises_is_a_result_not_a_crash():
     broken = Variant("broken", "Broken", "raises", fails, Guess("", 1, (), "", False, 1, 1), lambda w: 0)
     run = measure(broken, Workload.cpu_default(seq_len=32))
     assert run.status == "error" and "this variant is broken" in run.reason
+
+
+def test_workload_error_survives_pickling():
+    import pickle
+    error = pickle.loads(pickle.dumps(WorkloadError("seq_len", 0, "must be between 1 and 131072")))
+    assert (error.field, error.value, error.limit) == ("seq_len", 0, "must be between 1 and 131072")
+    assert str(error) == "seq_len=0 is not allowed: must be between 1 and 131072"
