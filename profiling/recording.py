@@ -1,6 +1,9 @@
 """Recorded runs from real GPUs: written by `python -m profiling record`, read by replay mode and tests."""
 from __future__ import annotations
 
+import copy
+import dataclasses
+import functools
 import gzip
 import json
 import shutil
@@ -61,3 +64,40 @@ def recordings() -> dict[str, Path]:
     """Name -> folder of every recording shipped with the app."""
     return {p.name: p for p in sorted(RECORDED_DIR.iterdir()) if (p / "runs.json").exists()} \
         if RECORDED_DIR.exists() else {}
+
+
+# -- replay: look runs up in a recording ------------------------------------------------------
+@functools.cache
+def recorded_runs(name: str) -> tuple[Run, ...]:
+    """Every run of the recording `name` (loaded once; treat as read-only, find_recorded hands out copies).
+
+    Short names are re-derived from the full names, so a replay reads like a live run of today's
+    parser (a recording may keep an older one's, e.g. 'elementwise_kernel [lementwise]'); every
+    number stays as recorded.
+    """
+    from .trace import short_name
+
+    runs = load_recorded(recordings()[name])
+    for run in runs:
+        for kernel in run.kernels:
+            kernel.short_name = short_name(kernel.name)
+    return tuple(runs)
+
+
+def _problem(workload: Workload) -> Workload:
+    """The workload with the fields that do not change the problem (device, seed) set aside."""
+    return dataclasses.replace(workload, device="cuda", seed=0)
+
+
+def recorded_workloads(name: str) -> list[Workload]:
+    """The distinct workloads the recording holds, in recording order."""
+    return list(dict.fromkeys(run.workload for run in recorded_runs(name)))
+
+
+def find_recorded(name: str, variant: str, workload: Workload) -> Run | None:
+    """A copy of the recorded run of `variant` on the same problem as `workload` (any device), or None."""
+    wanted = _problem(workload)
+    for run in recorded_runs(name):
+        if run.variant == variant and _problem(run.workload) == wanted:
+            return copy.deepcopy(run)
+    return None

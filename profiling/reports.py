@@ -1,11 +1,20 @@
-"""Results -> pandas tables and matplotlib figures. Renders only; never measures."""
+"""Results -> pandas tables, Markdown cards, matplotlib figures and files. Renders only; never measures.
+
+The CLI prints `summary_line` and `kernel_table`; the app shows the cards, the tables and
+`timing_figure`, and offers `export`'s files for download.
+"""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
+from matplotlib.figure import Figure
 
-from .results import Run
+from .results import Comparison, Run
 
 
+# -- tables -----------------------------------------------------------------------------------
 def kernel_table(run: Run) -> pd.DataFrame:
     """One row per kernel (per aten op on CPU), in launch order on GPU, by time on CPU."""
     gpu = run.workload.device == "cuda"
@@ -34,12 +43,17 @@ def host_ops_table(run: Run, top: int = 10) -> pd.DataFrame:
                           "self µs/fwd": round(h.self_us_per_forward, 1)} for h in run.host_ops[:top]])
 
 
+# -- one line and Markdown cards ----------------------------------------------------------------
+def device_time_label(run: Run) -> str:
+    """What `timing` measures: GPU time from CUDA events, or wall time on CPU."""
+    return "GPU" if run.workload.device == "cuda" else "wall"
+
+
 def summary_line(run: Run) -> str:
     """One line per run: the numbers a reader compares first."""
     if not run.ok:
         return f"{run.variant}: {run.status} — {run.reason}"
-    unit = "GPU" if run.workload.device == "cuda" else "wall"
-    parts = [f"{run.variant}: {unit} {run.timing.median_ms:.3f} ms/fwd "
+    parts = [f"{run.variant}: {device_time_label(run)} {run.timing.median_ms:.3f} ms/fwd "
              f"(min {run.timing.min_ms:.3f}, spread {run.timing.spread_pct:.0f}%, n={run.timing.samples})",
              f"host {run.host_ms_per_forward:.3f} ms/fwd"]
     if run.kernels_per_forward is not None:
@@ -54,3 +68,169 @@ def summary_line(run: Run) -> str:
         share = f" ({100 * run.peak_share:.0f}% of peak)" if run.peak_share else ""
         parts.append(f"{run.tflops:.1f} TFLOP/s{share}")
     return " · ".join(parts)
+
+
+def _mb(n_bytes: int | None) -> str:
+    return "—" if n_bytes is None else f"{n_bytes / 2**20:,.1f} MB"
+
+
+def guess_card(side: str, variant, cannot_run: str | None = None) -> str:
+    """What reading `variant`'s code suggests, before anything runs (Markdown)."""
+    g = variant.guess
+    lines = [f"**{side} · {variant.label}** — *“{g.summary}”*",
+             f"- kernels per forward: **{g.kernels_per_forward if g.kernels_per_forward is not None else '?'}**"
+             f" ({', '.join(g.kernels)})",
+             f"- precision: {g.precision}",
+             f"- S×S scores through memory: {'yes' if g.materialises_scores else 'no'}",
+             f"- expected speed rank {g.speed_rank}, host-cost rank {g.host_rank} (1 = best)"
+             + (f", occupancy {g.occupancy}" if g.occupancy else "")]
+    if cannot_run:
+        lines.append(f"- ⚠️ cannot run here: {cannot_run}")
+    return "\n".join(lines)
+
+
+def run_card(side: str, run: Run, label: str) -> str:
+    """The numbers of one run, or why there are none (Markdown)."""
+    head = f"### {side} · {label} `{run.variant}`"
+    if run.status == "unsupported":
+        return f"{head}\n\n> ⚠️ **Unsupported here.** {run.reason}"
+    if not run.ok:
+        return f"{head}\n\n> ❌ **Error.** {run.reason}"
+    t = run.timing
+    lines = [f"**{t.median_ms:.3f} ms** {device_time_label(run)} time per forward "
+             f"(min {t.min_ms:.3f}, spread {t.spread_pct:.0f}%, n={t.samples}, {t.method})",
+             f"- host (CPU) time of one forward: **{run.host_ms_per_forward:.3f} ms**"
+             if run.host_ms_per_forward is not None else "- host time: —"]
+    if run.kernels_per_forward is not None:
+        lines.append(f"- kernels per forward: **{run.kernels_per_forward:g}**")
+    if run.backend:
+        lines.append(f"- SDPA backend that ran: **{run.backend}**")
+    lines.append(f"- peak memory beyond the inputs: {_mb(run.peak_extra_bytes)} "
+                 f"(estimated {_mb(run.estimated_extra_bytes)})")
+    if run.accuracy:
+        a = run.accuracy
+        naive = f" (plain attention in {run.workload.dtype}: {a.naive_max_abs_error:.1e})" \
+            if a.naive_max_abs_error is not None else ""
+        lines.append(f"- max error vs fp64: {a.max_abs_error:.1e}{naive}")
+    if run.tflops:
+        share = f", {100 * run.peak_share:.0f}% of the datasheet peak" if run.peak_share else ""
+        lines.append(f"- {run.tflops:.3g} TFLOP/s{share}")
+    if run.first_call_ms is not None:
+        lines.append(f"- first call: {run.first_call_ms:.0f} ms (compilation, plans, lazy init)")
+    card = f"{head}\n\n" + "\n".join(lines)
+    if run.pytorch_warnings:
+        card += ("\n\n<details><summary>PyTorch's warnings</summary>\n\n"
+                 + "\n".join(f"- {w}" for w in run.pytorch_warnings) + "\n\n</details>")
+    return card
+
+
+def comparison_table(comparison: Comparison) -> str:
+    """A vs B, the headline numbers side by side (Markdown table)."""
+    def cell(run: Run, value) -> str:
+        return value(run) if run.ok else run.status
+
+    unit = device_time_label(comparison.a)
+    rows = [(f"{unit} ms/fwd", lambda r: f"{r.timing.median_ms:.3f}"),
+            ("host ms/fwd", lambda r: f"{r.host_ms_per_forward:.3f}" if r.host_ms_per_forward else "—"),
+            ("kernels/fwd", lambda r: f"{r.kernels_per_forward:g}" if r.kernels_per_forward else "—"),
+            ("peak memory", lambda r: _mb(r.peak_extra_bytes)),
+            ("max error", lambda r: f"{r.accuracy.max_abs_error:.1e}" if r.accuracy else "—")]
+    a, b = comparison.a, comparison.b
+    lines = [f"| | A · `{a.variant}` | B · `{b.variant}` |", "|---|---:|---:|"]
+    lines += [f"| {name} | {cell(a, value)} | {cell(b, value)} |" for name, value in rows]
+    return "\n".join(lines)
+
+
+# -- the chart --------------------------------------------------------------------------------
+CATEGORY_COLOURS = {
+    "gemm": "#4c72b0", "fused attention": "#dd8452", "softmax": "#55a868", "elementwise": "#c44e52",
+    "reduction": "#8172b3", "copy": "#937860", "memcpy": "#da8bc3", "memset": "#8c8c8c",
+}
+OTHER_COLOUR = "#ccb974"
+_SEGMENTS = 8  # kernels drawn one by one per bar; the rest are lumped into "other"
+_LABEL_CHARS = 58  # characters of 7-pt text across the whole width of the right-hand axes
+
+
+def timing_figure(comparison: Comparison) -> Figure:
+    """Left: time per forward, device and host, A vs B. Right: each forward split by kernel, stacked."""
+    runs = (("A", comparison.a), ("B", comparison.b))
+    names = [f"{side} · {run.variant}" for side, run in runs]
+    unit = device_time_label(comparison.a)
+    figure = Figure(figsize=(11, 3.4), dpi=110, layout="constrained")
+    left, right = figure.subplots(1, 2, width_ratios=(1, 1.5))
+
+    # time per forward
+    height = 0.38
+    for i, (_, run) in enumerate(runs):
+        if not run.ok:
+            left.text(0, i, f"  {run.status}", va="center", color="#a33")
+            continue
+        for offset, value, colour, label in ((-height / 2, run.timing.median_ms, "#4c72b0", f"{unit} time"),
+                                             (height / 2, run.host_ms_per_forward, "#dd8452", "host (CPU) time")):
+            if value is None:
+                continue
+            left.barh(i + offset, value, height, color=colour, label=label if i == 0 or not runs[0][1].ok else None)
+            left.text(value, i + offset, f" {value:.3f}", va="center", fontsize=8)
+    left.set_xlabel("ms per forward")
+    left.set_title("time per forward", fontsize=10)
+    left.margins(x=0.25)
+    if left.get_legend_handles_labels()[0]:
+        left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=2, frameon=False)
+
+    # where the time goes, kernel by kernel
+    seen: dict[str, str] = {}
+    widest = max((sum(k.us_per_forward for k in run.kernels) for _, run in runs if run.ok), default=0.0)
+    for i, (_, run) in enumerate(runs):
+        if not run.ok or not run.kernels:
+            right.text(0, i, f"  {run.status if not run.ok else 'no kernels'}", va="center", color="#a33")
+            continue
+        ordered = sorted(run.kernels, key=lambda k: k.us_per_forward, reverse=True)
+        shown, rest = ordered[:_SEGMENTS], ordered[_SEGMENTS:]
+        total = sum(k.us_per_forward for k in run.kernels)
+        start = 0.0
+        segments = [(k.short_name, k.category, k.us_per_forward) for k in shown]
+        if rest:
+            segments.append((f"{len(rest)} more", "other", sum(k.us_per_forward for k in rest)))
+        for name, category, width in segments:
+            colour = CATEGORY_COLOURS.get(category, OTHER_COLOUR)
+            seen.setdefault(category if category in CATEGORY_COLOURS else "other", colour)
+            right.barh(i, width, 0.6, left=start, color=colour, edgecolor="white", linewidth=0.8)
+            fits = int(_LABEL_CHARS * width / widest) if widest else 0  # characters the segment has room for
+            if fits >= 4:
+                right.text(start + width / 2, i, _clip(name, fits), ha="center", va="center", fontsize=7, color="white")
+            start += width
+        right.text(start, i, f" {total:,.0f} µs", va="center", fontsize=8)
+    right.set_xlabel("GPU µs per forward" if unit == "GPU" else "CPU self µs per forward (aten ops)")
+    right.set_title("where the time goes (kernel by kernel)" if unit == "GPU" else "where the time goes (op by op)",
+                    fontsize=10)
+    right.margins(x=0.15)
+    if seen:
+        from matplotlib.patches import Patch
+        right.legend(handles=[Patch(color=c, label=n) for n, c in seen.items()], fontsize=7,
+                     loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=min(len(seen), 5), frameon=False)
+    for axes in (left, right):
+        axes.set_yticks(range(len(names)), names)
+        axes.set_ylim(len(names) - 0.5, -0.5)  # A on top, and room for a missing bar's label
+        axes.spines[["top", "right"]].set_visible(False)
+    return figure
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+# -- files to download --------------------------------------------------------------------------
+def export(comparison: Comparison, figure: Figure, directory: str | Path) -> dict[str, Path]:
+    """Write the kernel tables (CSV), the comparison (JSON) and the chart (PNG) into `directory`."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    files: dict[str, Path] = {}
+    for side, run in (("a", comparison.a), ("b", comparison.b)):
+        if run.kernels:
+            files[f"{side}_csv"] = directory / f"{side}_{run.variant}_kernels.csv"
+            kernel_table(run).to_csv(files[f"{side}_csv"], index=False)
+    files["json"] = directory / f"comparison_{comparison.a.variant}_vs_{comparison.b.variant}.json"
+    files["json"].write_text(json.dumps(comparison.to_dict(), indent=1))
+    files["png"] = directory / f"chart_{comparison.a.variant}_vs_{comparison.b.variant}.png"
+    figure.savefig(files["png"], format="png")
+    return files

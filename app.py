@@ -1,0 +1,366 @@
+"""Attention Profiler: two attention implementations side by side — guess, run, compare, explain.
+
+The screen, top to bottom: header and environment line; controls and presets; the guesses;
+the verdict and the chart; then A | B, each with its numbers, kernel table, notes and
+downloads. UI only: numbers come from the profiling core, sentences from the explainer,
+tables, cards and charts from profiling/reports.py.
+
+    python app.py        # serves on $PORT, $GRADIO_SERVER_PORT or 7860
+"""
+from __future__ import annotations
+
+try:  # ZeroGPU wants `spaces` imported before torch touches CUDA; elsewhere GPU() is a no-op
+    import spaces
+    on_gpu = spaces.GPU(duration=120)
+except ImportError:
+    def on_gpu(fn):
+        return fn
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from urllib.parse import urlencode
+
+import gradio as gr
+
+from attention_variants import VARIANTS
+from profiling import reports
+from profiling.environment import detect
+from profiling.explanation import explain, render_markdown
+from profiling.measurement import compare
+from profiling.recording import RECORDED_DIR, find_recorded, recorded_runs, recorded_workloads, recordings
+from profiling.results import Comparison, Run
+from profiling.workload import LIMITS, Workload, WorkloadError, canonical_dtype
+
+ENV = detect()
+LIVE = "live"
+RECORDINGS = {name: recorded_runs(name)[0].environment for name in recordings()}
+SOURCES = [(f"live on this machine ({ENV.device_name})", LIVE)] + [
+    (f"recorded: {env.device_name}, torch {env.torch_version.split('+')[0]}", name)
+    for name, env in RECORDINGS.items()]
+VARIANT_CHOICES = [(f"{v.label}  ({v.key})", v.key) for v in VARIANTS.values()]
+RANKS = [("4 · [B, H, S, D]", 4), ("3 · [B·H, S, D]", 3)]
+
+# name -> (A, B, changes to the base workload). The base is the blog's workload on a GPU and
+# in a recording, Workload.cpu_default() live on a CPU. No flex here: it compiles ~15 s on CPU.
+PRESETS = {
+    "naive vs in-place (the hidden Memcpy)": ("naive", "naive_inplace", {}),
+    "math vs flash": ("sdpa_math", "sdpa_flash", {}),
+    "flash vs cuDNN": ("sdpa_flash", "sdpa_cudnn", {}),
+    "the rank-3 trap": ("sdpa_auto", "sdpa_flash", {"rank": 3}),
+    "fp32: who can run it": ("sdpa_efficient", "sdpa_flash", {"dtype": "fp32"}),
+}
+# URL query parameter -> control, in the order of the compare endpoint's parameters.
+QUERY_KEYS = ("source", "a", "b", "seq", "heads", "dtype", "batch", "head_dim", "causal", "rank")
+DEFAULT_A, DEFAULT_B = "naive", "sdpa_flash"
+
+
+def base_workload(source: str) -> Workload:
+    """The blog's workload on a GPU or from a recording; on a CPU, one sized for it."""
+    if source != LIVE:
+        return Workload.blog()  # recorded on a GPU: device "cuda", whatever this machine has
+    return Workload.blog() if ENV.device == "cuda" else Workload.cpu_default()
+
+
+def machine_line() -> str:
+    line = f"**This machine:** {ENV.summary()}"
+    if ENV.device == "cpu":
+        line += (f"  \nNo GPU here, so live runs use a CPU-sized workload ({Workload.cpu_default().label()}) "
+                 "and CPU ops instead of kernels. Choose **Source → recorded** to replay real GPU runs.")
+    return line
+
+
+# -- handlers: each calls the core, then hands the result to a renderer ---------------------------
+def workload_of(source, seq_len, heads, dtype, batch, head_dim, causal, rank) -> Workload:
+    """The controls as a Workload on the device the source measures on; WorkloadError if they are not one."""
+    return Workload(batch=batch, heads=heads, seq_len=seq_len, head_dim=head_dim, dtype=dtype, causal=causal,
+                    rank=rank, device=base_workload(source).device)
+
+
+def workload_from(*controls) -> Workload:
+    """The validated workload, or a gr.Error that names the field, the value and the limit."""
+    try:
+        return workload_of(*controls)
+    except WorkloadError as error:
+        raise gr.Error(str(error), title="Not a workload this app can run") from None
+
+
+@on_gpu
+def measure_live(a: str, b: str, workload: Workload, progress) -> dict:
+    """The only function that touches the GPU: returns plain data, so ZeroGPU can pickle it out."""
+    try:
+        return compare(a, b, workload, progress=lambda fraction, message: progress(fraction, desc=message)).to_dict()
+    except WorkloadError as error:  # over the memory or CPU budget, refused before allocating; raised
+        raise gr.Error(str(error), title="Too large for this machine") from None  # as gr.Error, which pickles
+
+
+def replay(recording: str, a: str, b: str, workload: Workload) -> dict:
+    """Recorded runs of A and B on this workload, explained now exactly like live ones."""
+    runs = [find_recorded(recording, key, workload) for key in (a, b)]
+    if None in runs:
+        held = "; ".join(w.label() for w in recorded_workloads(recording))
+        raise gr.Error(f"The recording '{recording}' has no run of {workload.label()}. It holds: {held}.",
+                       title="Not in the recording")
+    return explain(Comparison(*runs)).to_dict()
+
+
+def run_comparison(source: str, a: str, b: str, seq_len: int, heads: int, dtype: str, batch: int,
+                   head_dim: int, causal: bool, rank: int, progress=gr.Progress()) -> dict:
+    """Compare A and B on one workload; returns Comparison.to_dict() plus the source it came from."""
+    workload = workload_from(source, seq_len, heads, dtype, batch, head_dim, causal, rank)
+    result = measure_live(a, b, workload, progress) if source == LIVE else replay(source, a, b, workload)
+    return {"source": source, **result}
+
+
+def guesses(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank) -> tuple[str, str]:
+    """The guess for A and B, and whether each can run here at all (live only)."""
+    try:
+        workload = workload_of(source, seq_len, heads, dtype, batch, head_dim, causal, rank)
+    except WorkloadError:
+        workload = None
+    cards = []
+    for side, key in (("A", a), ("B", b)):
+        variant = VARIANTS.get(key)
+        if variant is None:
+            cards.append(f"**{side}**: unknown variant {key!r}")
+            continue
+        reason = variant.supports(workload, ENV) if workload is not None and source == LIVE else None
+        cards.append(reports.guess_card(side, variant, reason))
+    return cards[0], cards[1]
+
+
+def share_link(request: gr.Request, *values) -> str:
+    """A link that reproduces this comparison: the app's public address plus the controls as a query."""
+    query = dict(zip(QUERY_KEYS, values))
+    query["causal"] = str(bool(query["causal"])).lower()
+    host = request.headers.get("x-forwarded-host")  # behind a proxy (Spaces), the public host
+    if host:
+        proto = request.headers.get("x-forwarded-proto", "https").split(",")[0]
+        base = f"{proto}://{host.split(',')[0]}/"
+    else:
+        base = str(request.base_url)
+    return f"{base}?{urlencode(query)}"
+
+
+def parse_query(params: dict[str, str]) -> tuple[dict, list[str]]:
+    """Query parameters -> control values (defaults where absent) and a note for each one ignored."""
+    source = params.get("source", LIVE)
+    problems = []
+    if source == "recorded" and RECORDINGS:
+        source = next(iter(RECORDINGS))
+    if source != LIVE and source not in RECORDINGS:
+        problems.append(f"`source={source}`: choose {', '.join([LIVE, *RECORDINGS])}")
+        source = LIVE
+    base = base_workload(source)
+    values = {"source": source, "a": DEFAULT_A, "b": DEFAULT_B, "seq": base.seq_len, "heads": base.heads,
+              "dtype": base.dtype, "batch": base.batch, "head_dim": base.head_dim, "causal": base.causal,
+              "rank": base.rank}
+    fields = {"seq": "seq_len", "heads": "heads", "batch": "batch", "head_dim": "head_dim"}
+    for key, text in params.items():
+        try:
+            if key.startswith("__") or key == "source":  # gradio's own (?__theme=dark), or done above
+                continue
+            elif key in ("a", "b"):
+                if text not in VARIANTS:
+                    raise WorkloadError(key, text, f"choose one of {', '.join(VARIANTS)}")
+                values[key] = text
+            elif key in fields:
+                number = int(text) if text.strip().lstrip("-").isdigit() else text
+                base.replace(**{fields[key]: number})  # the core's own limits decide
+                values[key] = number
+            elif key == "dtype":
+                values[key] = canonical_dtype(text)
+            elif key == "causal":
+                if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise WorkloadError(key, text, "must be true or false")
+                values[key] = text.lower() in ("true", "1", "yes")
+            elif key == "rank":
+                values[key] = base.replace(rank=int(text) if text.isdigit() else text).rank
+            else:
+                problems.append(f"`{key}`: not a parameter here (use {', '.join(QUERY_KEYS)})")
+        except WorkloadError as error:
+            problems.append(f"`{key}={text}`: {error.limit}")
+    return values, problems
+
+
+def prefill(request: gr.Request) -> list:
+    """Page load: the controls from the URL's query parameters; bad ones ignored, with a visible note."""
+    values, problems = parse_query(dict(request.query_params))
+    notice = ("⚠️ Ignored from the link: " + "; ".join(problems)) if problems else ""
+    return [values[key] for key in QUERY_KEYS] + [notice]
+
+
+def switch_source(source, a, seq_len, heads, dtype, batch, head_dim, causal, rank) -> list:
+    """A recording holds a few workloads, a CPU manages only small ones: move to one that fits, and say so."""
+    if source == LIVE:
+        if ENV.device == "cuda":
+            return [gr.skip()] * 8
+        w = base_workload(LIVE)
+        notice = f"Live on this CPU: a CPU-sized workload ({w.label()})."
+    else:
+        try:
+            current = workload_of(source, seq_len, heads, dtype, batch, head_dim, causal, rank)
+        except WorkloadError:
+            current = None
+        if current is not None and find_recorded(source, a, current) is not None:
+            return [gr.skip()] * 8
+        w = base_workload(source)
+        notice = ("The recording holds " + "; ".join(x.label() for x in recorded_workloads(source))
+                  + ". Moved to the blog's workload.")
+    return [w.seq_len, w.heads, w.dtype, w.batch, w.head_dim, w.causal, w.rank, notice]
+
+
+def view_folder(keep: int = 32) -> Path:
+    """A fresh folder for one view's downloads; the oldest beyond `keep` are removed, so the disk stays bounded."""
+    root = Path(tempfile.gettempdir()) / f"attention_profiler_views_{os.getpid()}"
+    root.mkdir(exist_ok=True)
+    for old in sorted(root.iterdir(), key=lambda p: p.stat().st_mtime)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(dir=root))
+
+
+def apply_preset(name: str, source: str) -> list:
+    a, b, changes = PRESETS[name]
+    w = base_workload(source).replace(**changes)
+    return [a, b, w.seq_len, w.heads, w.dtype, w.batch, w.head_dim, w.causal, w.rank]
+
+
+# -- the screen ------------------------------------------------------------------------------------
+class Side:
+    """One column of results: A or B."""
+
+    def __init__(self, side: str):
+        self.side = side
+        key = side.lower()
+        with gr.Column(min_width=320):
+            self.card = gr.Markdown(f"### {side}\n\n*Run a comparison to see {side}'s numbers.*", elem_id=f"{key}-card")
+            self.table = gr.Dataframe(label=f"{side}: kernels per forward (GPU) or aten ops (CPU)", visible=False,
+                                      interactive=False, max_height=360, pinned_columns=1,
+                                      buttons=["fullscreen", "copy"], elem_id=f"{key}-table")
+            with gr.Accordion(f"{side}: host (CPU) ops per forward", open=False):
+                self.host = gr.Dataframe(interactive=False, max_height=300, visible=False, elem_id=f"{key}-host")
+            self.notes = gr.Markdown(elem_id=f"{key}-notes", elem_classes="notes")
+            with gr.Row():
+                self.trace = gr.DownloadButton("Chrome trace (Perfetto)", visible=False, size="sm",
+                                               elem_id=f"{key}-trace")
+                self.csv = gr.DownloadButton("kernel table (CSV)", visible=False, size="sm", elem_id=f"{key}-csv")
+
+    @property
+    def outputs(self) -> list:
+        return [self.card, self.table, self.host, self.notes, self.trace, self.csv]
+
+    def render(self, run: Run, files: dict) -> list:
+        key = self.side.lower()
+        notes = render_markdown(run.notes) if run.notes else "*No notes for this run.*"
+        return [reports.run_card(self.side, run, VARIANTS[run.variant].label),
+                gr.Dataframe(reports.kernel_table(run), visible=run.ok, column_widths=["240px"]),
+                gr.Dataframe(reports.host_ops_table(run), visible=run.ok),
+                f"#### Notes on {self.side}\n\n{notes}",
+                gr.DownloadButton(value=run.trace_path, visible=bool(run.trace_path)),
+                gr.DownloadButton(value=files.get(f"{key}_csv"), visible=f"{key}_csv" in files)]
+
+
+CSS = """
+.notes { border-left: 3px solid var(--color-accent); padding-left: 12px; }
+#verdict { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 4px 14px; }
+#chart { overflow-x: auto; }  /* on a phone the chart scrolls sideways instead of shrinking to a stamp */
+#chart .matplotlib { align-items: flex-start; }
+#chart img { min-width: 720px; }
+"""
+
+with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  # gradio's copies of downloads
+    gr.Markdown("# Attention Profiler\nTwo attention implementations on the same inputs under `torch.profiler`: "
+                "the kernels they launch, GPU and CPU time, memory, accuracy — and a note wherever the trace "
+                "differs from the guess. After the blog post *Profiling in PyTorch (Part 3): Attention is all you "
+                "profile*.")
+    gr.Markdown(machine_line(), elem_id="machine")
+
+    # controls and presets
+    with gr.Row():
+        source = gr.Radio(SOURCES, value=LIVE, label="Source", scale=2)
+        a = gr.Dropdown(VARIANT_CHOICES, value=DEFAULT_A, label="Variant A")
+        b = gr.Dropdown(VARIANT_CHOICES, value=DEFAULT_B, label="Variant B")
+    default = base_workload(LIVE)
+    with gr.Row():
+        seq_len = gr.Number(default.seq_len, precision=0, label="sequence length S",
+                            info=f"{LIMITS['seq_len'][0]}–{LIMITS['seq_len'][1]}")
+        heads = gr.Number(default.heads, precision=0, label="heads H", info=f"{LIMITS['heads'][0]}–{LIMITS['heads'][1]}")
+        dtype = gr.Radio(["fp32", "fp16", "bf16"], value=default.dtype, label="dtype")
+        batch = gr.Number(default.batch, precision=0, label="batch B", info=f"{LIMITS['batch'][0]}–{LIMITS['batch'][1]}")
+        head_dim = gr.Number(default.head_dim, precision=0, label="head dim D",
+                             info=f"{LIMITS['head_dim'][0]}–{LIMITS['head_dim'][1]}")
+        causal = gr.Checkbox(default.causal, label="causal")
+        rank = gr.Radio(RANKS, value=default.rank, label="input rank")
+    controls = [source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank]
+    workload_controls = [seq_len, heads, dtype, batch, head_dim, causal, rank]
+    with gr.Row():
+        run_button = gr.Button("Run A vs B", variant="primary", elem_id="run", scale=0, min_width=160)
+        preset_buttons = [gr.Button(name, size="sm", elem_id=f"preset-{i}") for i, name in enumerate(PRESETS)]
+    notice = gr.Markdown(elem_id="notice")
+    link = gr.Textbox(label="Link to this comparison", buttons=["copy"], interactive=False, elem_id="link")
+
+    # before the run: the guesses
+    gr.Markdown("### The guess, before anything runs")
+    with gr.Row():
+        with gr.Column(min_width=320):
+            guess_a = gr.Markdown(elem_id="guess-a")
+        with gr.Column(min_width=320):
+            guess_b = gr.Markdown(elem_id="guess-b")
+
+    # after the run: verdict and chart, then A | B
+    measured_on = gr.Markdown(elem_id="measured-on")
+    verdict = gr.Markdown("*The verdict appears here after a run.*", elem_id="verdict")
+    chart = gr.Plot(label="time per forward, A vs B", format="png", visible=False, elem_id="chart")
+    with gr.Row():
+        side_a, side_b = Side("A"), Side("B")
+    with gr.Row():
+        json_file = gr.DownloadButton("comparison (JSON)", visible=False, size="sm", elem_id="json")
+        png_file = gr.DownloadButton("chart (PNG)", visible=False, size="sm", elem_id="png")
+    with gr.Accordion("Raw result (what the API returns)", open=False):
+        result = gr.JSON(label="comparison", elem_id="result")
+
+    def show(data: dict) -> list:
+        """Render a comparison (live or recorded) onto every output of the screen."""
+        comparison = Comparison.from_dict(data)
+        recorded = data.get("source", LIVE) != LIVE
+        figure = reports.timing_figure(comparison)
+        files = reports.export(comparison, figure, view_folder())
+        where = (f"**{'Recorded' if recorded else 'Measured live'}** on {comparison.a.environment.summary()} · "
+                 f"workload {comparison.a.workload.label()}")
+        return [where,
+                f"### Verdict\n\n{comparison.verdict or '*No verdict.*'}\n\n{reports.comparison_table(comparison)}"
+                f"\n\n{render_markdown(comparison.notes)}",
+                gr.Plot(figure, visible=True),
+                *side_a.render(comparison.a, files), *side_b.render(comparison.b, files),
+                gr.DownloadButton(value=files["json"], visible=True),
+                gr.DownloadButton(value=files["png"], visible=True)]
+
+    views = [measured_on, verdict, chart, *side_a.outputs, *side_b.outputs, json_file, png_file]
+
+    # events: every measurement shares one concurrency group of size 1, so runs never overlap
+    gpu_event = dict(fn=run_comparison, inputs=controls, outputs=result, concurrency_id="gpu",
+                     concurrency_limit=1, show_progress_on=[verdict])
+    run_button.click(api_name="compare", **gpu_event).success(show, result, views, api_visibility="private")
+    for button, name in zip(preset_buttons, PRESETS):
+        button.click(lambda source, name=name: apply_preset(name, source), source, [a, b, *workload_controls],
+                     api_visibility="private", queue=False
+                     ).success(api_visibility="private", **gpu_event
+                     ).success(show, result, views, api_visibility="private")
+    source.input(switch_source, [source, a, *workload_controls], [*workload_controls, notice],
+                 api_visibility="private", queue=False)
+    gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b],
+          api_visibility="private", queue=False)
+    gr.on([c.change for c in controls], share_link, controls, link, api_visibility="private", queue=False)
+    demo.load(prefill, None, [*controls, notice], api_visibility="private", queue=False
+              ).then(guesses, controls, [guess_a, guess_b], api_visibility="private", queue=False
+              ).then(share_link, controls, link, api_visibility="private", queue=False)
+
+demo.queue(max_size=16)
+
+LAUNCH = dict(ssr_mode=False, css=CSS, theme=gr.themes.Default(primary_hue="orange"),
+              allowed_paths=[str(RECORDED_DIR)])  # the recorded traces are downloads too
+
+if __name__ == "__main__":
+    port = os.environ.get("PORT")  # Deta Space and most hosts; gradio reads GRADIO_SERVER_PORT itself
+    demo.launch(server_port=int(port) if port else None, **LAUNCH)
