@@ -32,6 +32,7 @@ class Environment:
     python_version: str
     total_memory_bytes: int | None
     peak_tflops: dict[str, float] | None
+    cpu_threads: int | None = None   # torch's intra-op threads: CPU kernels split their work by them
 
     @property
     def torch_release(self) -> tuple[int, int]:
@@ -103,7 +104,7 @@ def detect(device: str | None = None) -> Environment:
     """The environment of `device` ("cuda" or "cpu"); by default the GPU when there is one."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     common = dict(torch_version=torch.__version__, python_version=platform.python_version(),
-                  triton_version=_triton_version())
+                  triton_version=_triton_version(), cpu_threads=torch.get_num_threads())
     if device == "cuda":
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         return Environment(
