@@ -1,9 +1,14 @@
-set -x
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv
-python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())"
+# One call on the lent GPU: live GPU tests, re-record the variant matrix, the performance bench,
+# and the blog workload's comparisons with their notes. Everything lands under $OUT.
 export PYTHONUNBUFFERED=1
-python3 -m profiling list 2>&1 | tail -12
-time python3 -m profiling record --out $OUT/rec 2>&1 | tail -60
-(cd $OUT/rec && tar czf ../rec.tar.gz runs.json traces && cd .. && rm -rf rec)
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv
+python3 -m pytest -q -p no:cacheprovider tests/test_gpu_live.py tests/test_trace_h200.py tests/test_workload.py \
+  tests/test_measurement_cpu.py tests/test_explanation.py tests/test_cli.py 2>&1 | tee $OUT/pytest.txt | tail -15
+python3 -m profiling record --out $OUT/rec > $OUT/record.txt 2>&1; tail -3 $OUT/record.txt
+(cd $OUT/rec && tar czf ../rec.tar.gz runs.json traces) && rm -rf $OUT/rec
 python3 bench/bench_compare.py 2>&1 | tee $OUT/bench.txt
-python3 -m profiling compare naive sdpa_math --trace-dir /tmp/tt 2>&1 | head -70
+for pair in "naive naive_inplace" "sdpa_math sdpa_efficient" "sdpa_flash sdpa_cudnn" "sdpa_auto flex"; do
+  set -- $pair
+  /usr/bin/time -f "wall %e s (cold process)" python3 -m profiling compare $1 $2
+done > $OUT/notes.txt 2>&1
+grep -E "^(naive|sdpa|flex).*ms/fwd|wall .* s \(cold" $OUT/notes.txt

@@ -69,19 +69,8 @@ def recordings() -> dict[str, Path]:
 # -- replay: look runs up in a recording ------------------------------------------------------
 @functools.cache
 def recorded_runs(name: str) -> tuple[Run, ...]:
-    """Every run of the recording `name` (loaded once; treat as read-only, find_recorded hands out copies).
-
-    Short names are re-derived from the full names, so a replay reads like a live run of today's
-    parser (a recording may keep an older one's, e.g. 'elementwise_kernel [lementwise]'); every
-    number stays as recorded.
-    """
-    from .trace import short_name
-
-    runs = load_recorded(recordings()[name])
-    for run in runs:
-        for kernel in run.kernels:
-            kernel.short_name = short_name(kernel.name)
-    return tuple(runs)
+    """Every run of the recording `name`, loaded once (read-only: find_recorded hands out copies)."""
+    return tuple(load_recorded(recordings()[name]))
 
 
 def _problem(workload: Workload) -> Workload:

@@ -312,9 +312,12 @@ def test_cudnn_host_cost_against_its_gpu_time():
     assert f"CPU {cudnn.host_ms_per_forward * 1000:.1f} µs per forward" in note.evidence[0]
     assert f"GPU {cudnn.gpu_ms * 1000:.1f} µs" in note.evidence[0]
     assert "no aten::transpose in this forward" in note.evidence and "plan" in note.cause
-    # at head_dim 128 the memory-efficient call is lighter on the host: the guess ("lightest") is contradicted
-    wide = recorded("sdpa_cudnn", head_dim=128)
-    assert "did not make it the lightest" in apply(ex.host_heavier_than_gpu, wide).cause
+    # the guess ("no transposes, so lightest") is contradicted exactly when a fused peer is >5% lighter
+    for changes in ({}, {"head_dim": 128}):
+        run = recorded("sdpa_cudnn", **changes)
+        peers = [recorded(key, **changes) for key in ("sdpa_flash", "sdpa_efficient")]
+        lighter = any(p.host_ms_per_forward * ex.SIGNIFICANT < run.host_ms_per_forward for p in peers)
+        assert ("did not make it the lightest" in apply(ex.host_heavier_than_gpu, run).cause) == lighter
     assert "TorchDynamo" in apply(ex.host_heavier_than_gpu, recorded("flex")).cause
     assert apply(ex.host_heavier_than_gpu, recorded("naive")) is None
     assert apply(ex.host_heavier_than_gpu, recorded("sdpa_cudnn", seq_len=4096)) is None  # GPU-bound there
@@ -337,16 +340,18 @@ def test_scores_in_memory(variant, changes, materialised, guessed_wrong):
 
 def test_scores_in_memory_on_cpu(cpu_runs, cpu_rank3_auto):
     assert "S×S in memory" in apply(ex.scores_in_memory, cpu_runs["sdpa_math"]).title
-    assert "No S×S matrix" in apply(ex.scores_in_memory, cpu_runs["sdpa_flash"]).title
+    flash = apply(ex.scores_in_memory, cpu_runs["sdpa_flash"])
+    # a many-core CPU's per-thread blocks can outweigh one small S×S matrix; the scores are never written
+    assert flash.title.startswith(("No S×S matrix", "Peak above one S×S matrix, from per-thread blocks"))
     assert apply(ex.scores_in_memory, cpu_rank3_auto) is None  # S = D: the scores are no bigger than q
 
 
 def test_first_call_cost():
     flex = recorded("flex")
-    assert apply(ex.first_call_cost, flex) is None  # the recording kept no first-call time
-    flex.first_call_ms = 7366.9
     note = apply(ex.first_call_cost, flex)
-    assert note.title == "The first call took 7.37 s" and "Triton" in note.cause
+    assert note.title == f"The first call took {flex.first_call_ms / 1000:.2f} s" and "Triton" in note.cause
+    flex.first_call_ms = None  # a recording without first-call times
+    assert apply(ex.first_call_cost, flex) is None
     cudnn = recorded("sdpa_cudnn")
     cudnn.first_call_ms = 0.2
     assert apply(ex.first_call_cost, cudnn) is None
@@ -414,9 +419,11 @@ def test_rank3_is_stated_for_the_torch_that_runs():
     assert apply(ex.rank3_path, recorded("sdpa_math", rank=3)) is None  # math takes rank 3 on any torch
 
 
-def test_rank3_reaches_a_fused_kernel_on_torch_2_14_cpu(cpu_rank3_auto):
-    assert cpu_rank3_auto.environment.torch_release >= (2, 14)
+def test_rank3_on_cpu_follows_the_running_torch(cpu_rank3_auto):
     note = apply(ex.rank3_path, cpu_rank3_auto)
+    if cpu_rank3_auto.environment.torch_release < (2, 14):
+        assert cpu_rank3_auto.backend == "math" and "math" in note.title
+        return
     assert note.title == "Rank-3 input: flash (CPU) despite rank 3"
     assert "ran: aten::_scaled_dot_product_flash_attention_for_cpu" in note.evidence
     assert any(line.startswith("aten::unsqueeze") for line in note.evidence)
@@ -470,7 +477,7 @@ def test_against_the_blog_on_its_workload():
     math = apply(ex.against_blog, recorded("sdpa_math"))
     assert "math / naive in-place: 2.8x here, 3.7x on the A100" in math.evidence
     cudnn = apply(ex.against_blog, recorded("sdpa_cudnn"))
-    assert any(line.startswith("CPU time, lightest first: here sdpa_cudnn") and "A100 sdpa_efficient" in line
+    assert any(line.startswith("CPU time, lightest first: here sdpa_") and "A100 sdpa_efficient" in line
                for line in cudnn.evidence)
 
 

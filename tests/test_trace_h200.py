@@ -30,6 +30,10 @@ def by_category(summary, category):
     return [k for k in summary.kernels if k.category == category]
 
 
+def approx_fields(row) -> dict:
+    return {key: pytest.approx(value) if isinstance(value, float) else value for key, value in vars(row).items()}
+
+
 def test_recording_is_from_an_h200():
     env = RUNS[0].environment
     assert env.device_name == "NVIDIA H200" and env.compute_capability == (9, 0) and env.sm == "sm90"
@@ -41,8 +45,9 @@ def test_every_recorded_trace_parses_to_its_recorded_table(run):
     summary = summarize_trace(load_trace(run.trace_path))
     assert summary.forwards == run.profiled_forwards == 3
     assert summary.kernels_per_forward == run.kernels_per_forward
-    assert [(k.name, k.calls_per_forward, k.launch_api, k.occupancy_pct) for k in summary.kernels] == \
-        [(k.name, k.calls_per_forward, k.launch_api, k.occupancy_pct) for k in run.kernels]
+    # exact but for float sums (Python 3.12's sum() rounds differently from 3.11's)
+    assert [approx_fields(k) for k in summary.kernels] == [approx_fields(k) for k in run.kernels]
+    assert [approx_fields(h) for h in summary.host_ops] == [approx_fields(h) for h in run.host_ops]
     assert summary.backend == run.backend
     assert abs(sum(k.share for k in summary.kernels) - 1) < 1e-6
 
