@@ -1,14 +1,18 @@
 # One call on the lent GPU: live GPU tests, re-record the variant matrix, the performance bench,
 # and the blog workload's comparisons with their notes. Everything lands under $OUT.
+# (To run only some steps: bash bench/gpu_session.sh tests|record|bench|notes ...)
 export PYTHONUNBUFFERED=1
+steps=${*:-tests record bench notes}
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv
-python3 -m pytest -q -p no:cacheprovider tests/test_gpu_live.py tests/test_trace_h200.py tests/test_workload.py \
-  tests/test_measurement_cpu.py tests/test_explanation.py tests/test_cli.py 2>&1 | tee $OUT/pytest.txt | tail -15
-python3 -m profiling record --out $OUT/rec > $OUT/record.txt 2>&1; tail -3 $OUT/record.txt
-(cd $OUT/rec && tar czf ../rec.tar.gz runs.json traces) && rm -rf $OUT/rec
-python3 bench/bench_compare.py 2>&1 | tee $OUT/bench.txt
-for pair in "naive naive_inplace" "sdpa_math sdpa_efficient" "sdpa_flash sdpa_cudnn" "sdpa_auto flex"; do
-  set -- $pair
-  /usr/bin/time -f "wall %e s (cold process)" python3 -m profiling compare $1 $2
-done > $OUT/notes.txt 2>&1
-grep -E "^(naive|sdpa|flex).*ms/fwd|wall .* s \(cold" $OUT/notes.txt
+for step in $steps; do case $step in
+tests) python3 -m pytest -q -p no:cacheprovider tests/test_gpu_live.py tests/test_trace_h200.py tests/test_workload.py \
+         tests/test_measurement_cpu.py tests/test_explanation.py tests/test_cli.py 2>&1 | tee $OUT/pytest.txt | tail -15 ;;
+record) python3 -m profiling record --out $OUT/rec > $OUT/record.txt 2>&1; tail -3 $OUT/record.txt
+        (cd $OUT/rec && tar czf ../rec.tar.gz runs.json traces) && rm -rf $OUT/rec ;;
+bench) python3 bench/bench_compare.py 2>&1 | tee $OUT/bench.txt ;;
+notes) for pair in "naive naive_inplace" "sdpa_math sdpa_efficient" "sdpa_flash sdpa_cudnn" "sdpa_auto flex"; do
+         set -- $pair
+         /usr/bin/time -f "wall %e s (cold process)" python3 -m profiling compare $1 $2
+       done > $OUT/notes.txt 2>&1
+       grep -E "^(naive|sdpa|flex).*ms/fwd|wall .* s \(cold" $OUT/notes.txt ;;
+esac; done

@@ -12,6 +12,7 @@ from attention_variants import VARIANTS
 
 from . import reports
 from .environment import detect
+from .explanation import render_text
 from .measurement import compare
 from .recording import record
 from .workload import Workload, WorkloadError
@@ -49,10 +50,11 @@ def cmd_compare(args) -> int:
         print(reports.summary_line(run))
         if run.ok:
             print(reports.kernel_table(run).drop(columns=["full name"]).to_string(index=False), "\n")
-    if result.verdict:
-        print(result.verdict)
-    for note in result.notes + result.a.notes + result.b.notes:
-        print(f"\n* {note.title}\n  " + "\n  ".join(note.evidence) + f"\n  {note.cause}")
+    print(f"Verdict: {result.verdict}\n")
+    for title, notes in (("A vs B", result.notes), (f"A · {result.a.variant}", result.a.notes),
+                         (f"B · {result.b.variant}", result.b.notes)):
+        if notes:
+            print(f"== Notes: {title} ==\n{render_text(notes)}\n")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result.to_dict(), f, indent=1)

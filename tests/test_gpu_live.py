@@ -70,3 +70,14 @@ def test_out_of_memory_is_recovered_from():
         torch.cuda.set_per_process_memory_fraction(1.0)
     assert run.status == "error" and "out of memory" in run.reason
     assert measure("sdpa_flash", BLOG).ok
+
+
+def test_measuring_from_a_worker_thread_still_sees_the_kernels():
+    """Gradio runs handlers on worker threads; Kineto registered its client on the main thread."""
+    import threading
+    runs = []
+    worker = threading.Thread(target=lambda: runs.append(measure("sdpa_flash", BLOG.replace(seq_len=2048))))
+    worker.start()
+    worker.join()
+    (run,) = runs
+    assert run.ok and run.kernels_per_forward == 1 and run.kernels[0].category == "fused attention"
