@@ -144,7 +144,7 @@ def comparison_table(comparison: Comparison) -> str:
 # -- the chart --------------------------------------------------------------------------------
 CATEGORY_COLOURS = {
     "gemm": "#4c72b0", "fused attention": "#dd8452", "softmax": "#55a868", "elementwise": "#c44e52",
-    "reduction": "#8172b3", "copy": "#937860", "memcpy": "#da8bc3", "memset": "#8c8c8c",
+    "reduction": "#8172b3", "copy": "#937860", "memcpy": "#da8bc3", "memset": "#8c8c8c", "triton": "#64b5cd",
 }
 OTHER_COLOUR = "#ccb974"
 _SEGMENTS = 8  # kernels drawn one by one per bar; the rest are lumped into "other"
