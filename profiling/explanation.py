@@ -736,7 +736,7 @@ def _verdict(a: Run, b: Run) -> str:
         return why + (f"; {name(ran[0])} ran at {ran[0].gpu_ms:.3f} ms per forward." if ran else ".")
     fast, slow = sorted((a, b), key=lambda r: r.gpu_ms)
     where = "on the GPU" if a.environment.device == "cuda" else "in wall time on the CPU"
-    if slow.gpu_ms > fast.gpu_ms * SIGNIFICANT:
+    if _clearly_faster(fast, slow):
         sentence = (f"{name(fast)} is {_ratio(slow.gpu_ms, fast.gpu_ms)} faster than {name(slow)} {where} "
                     f"({fast.gpu_ms:.3f} vs {slow.gpu_ms:.3f} ms per forward)")
     else:
@@ -758,6 +758,12 @@ def _verdict(a: Run, b: Run) -> str:
     return sentence + (f"; A vs B: {', '.join(side_by_side)}." if side_by_side else ".")
 
 
+def _clearly_faster(fast: Run, slow: Run) -> bool:
+    """Over 5% apart, and even the slow one's best sample slower than the fast one's median: on a busy
+    CPU the samples spread widely, and an order inside that spread is noise, not a result."""
+    return slow.gpu_ms > fast.gpu_ms * SIGNIFICANT and slow.timing.min_ms > fast.timing.median_ms
+
+
 def _first_reason(run: Run) -> str:
     backend = _pinned(run)
     reasons = dispatch.refusal_reasons(backend, run.pytorch_warnings) if backend else []
@@ -777,7 +783,8 @@ def _ranking_notes(a: Run, b: Run) -> list[Note]:
         if ra == rb or not ma or not mb:
             continue
         expected, other = (a, b) if ra < rb else (b, a)
-        if measure(expected) <= measure(other) * SIGNIFICANT:
+        if measure(expected) <= measure(other) * SIGNIFICANT or (
+                unit != "host" and not _clearly_faster(other, expected)):
             continue
         evidence, reasons = _why_faster(other, expected, unit)
         notes.append(Note(

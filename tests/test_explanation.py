@@ -623,3 +623,14 @@ def test_an_explained_comparison_round_trips_through_json():
     comparison = ex.explain(Comparison(recorded("naive"), recorded("sdpa_math")))
     again = Comparison.from_json(comparison.to_json())
     assert again == comparison and again.a.notes == comparison.a.notes and again.verdict == comparison.verdict
+
+
+def test_an_order_inside_the_timing_spread_is_level_not_a_win():
+    # the same two recorded runs, once with their real (tight) GPU samples, once as a busy CPU spreads them
+    fast, slow = recorded("sdpa_cudnn"), recorded("sdpa_flash")
+    assert "faster than" in ex.explain(Comparison(fast, slow)).verdict
+    noisy_fast, noisy_slow = copy.deepcopy(fast), copy.deepcopy(slow)
+    noisy_slow.timing.min_ms = noisy_fast.timing.median_ms * 0.9  # its best sample beats the other's median
+    comparison = ex.explain(Comparison(noisy_fast, noisy_slow))
+    assert "are level on the GPU" in comparison.verdict
+    assert not [n for n in comparison.notes if n.kind == "verdict" and "faster" in n.title]
