@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from profiling.environment import Environment
+from profiling.environment import Environment, torch_release
 from profiling.workload import Inputs, Workload
 
 from . import Guess, Variant
@@ -37,8 +37,7 @@ def _fused_scratch(w: Workload) -> int:
 
 def _auto_scratch(w: Workload) -> int:
     # before torch 2.14 a rank-3 call can only take the math path (DESIGN.md, version facts)
-    major, minor = (int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-    return _math_scratch(w) if w.rank == 3 and (major, minor) < (2, 14) else _fused_scratch(w)
+    return _math_scratch(w) if w.rank == 3 and torch_release() < (2, 14) else _fused_scratch(w)
 
 
 def _cuda_only(name: str) -> Callable[[Workload, Environment], str | None]:

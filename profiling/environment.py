@@ -20,6 +20,12 @@ _PEAK_TFLOPS = {
 }
 
 
+def torch_release(version: str = torch.__version__) -> tuple[int, int]:
+    """(major, minor) of a torch version, e.g. (2, 11) for '2.11.0+cu130'; the running one by default."""
+    major, minor = version.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
 @dataclass(frozen=True)
 class Environment:
     device: str                      # "cuda" or "cpu"
@@ -36,9 +42,7 @@ class Environment:
 
     @property
     def torch_release(self) -> tuple[int, int]:
-        """(major, minor) of torch, e.g. (2, 11) for '2.11.0+cu130'."""
-        major, minor = self.torch_version.split("+")[0].split(".")[:2]
-        return int(major), int(minor)
+        return torch_release(self.torch_version)
 
     @property
     def cudnn_label(self) -> str | None:

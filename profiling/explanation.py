@@ -19,7 +19,6 @@ from attention_variants import VARIANTS, Guess
 from . import dispatch
 from .reference import BLOG
 from .results import Comparison, HostOp, Kernel, Note, Run
-from .trace import short_name
 
 Peers = dict[str, Run]  # variant key -> an ok run of the same workload in the same environment
 Rule = Callable[[Run, Peers], Note | None]
@@ -46,8 +45,8 @@ def _ratio(slow: float, fast: float) -> str:
 
 
 def kernel_name(k: Kernel, width: int = 64) -> str:
-    """The readable name, from the full one (recorded short names may predate trace.short_name's fixes)."""
-    name = short_name(k.name) or k.name
+    """The readable name, cut to `width`."""
+    name = k.short_name or k.name
     return name if len(name) <= width else name[:width - 1] + "…"
 
 
@@ -84,7 +83,7 @@ def _kernels(run: Run, *categories: str) -> list[Kernel]:
 
 def _aten_op(k: Kernel) -> str | None:
     """The ATen op a generic kernel runs, as trace.short_name shows it: 'elementwise_kernel [where]' -> 'where'."""
-    found = re.search(r"\[(\w+)\]$", short_name(k.name))
+    found = re.search(r"\[(\w+)\]$", k.short_name)
     return found.group(1) if found else None
 
 

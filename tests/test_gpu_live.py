@@ -7,11 +7,12 @@ import torch
 
 from profiling.measurement import compare, measure
 from profiling.results import Comparison
+from profiling.environment import torch_release
 from profiling.workload import Workload, WorkloadError
 
 pytestmark = pytest.mark.gpu
 BLOG = Workload.blog()
-TORCH_RELEASE = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+TORCH_RELEASE = torch_release()
 
 
 def test_the_hidden_memcpy_live():

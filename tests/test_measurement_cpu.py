@@ -7,9 +7,10 @@ import torch
 from attention_variants import VARIANTS
 from profiling.measurement import compare, measure
 from profiling.results import Comparison, Run
+from profiling.environment import torch_release
 from profiling.workload import Workload
 
-TORCH_RELEASE = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+TORCH_RELEASE = torch_release()
 RANK3_FUSED = TORCH_RELEASE >= (2, 14)  # DESIGN.md: rank-3 inputs reach fused kernels from torch 2.14
 
 
