@@ -9,7 +9,7 @@ import torch
 from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
-from . import Guess, Variant
+from .base import Guess, Variant
 
 
 def _causal(b, h, q_idx, kv_idx):
@@ -59,10 +59,10 @@ def _check(w: Workload, env: Environment) -> str | None:
 FLEX = Variant(
     key="flex",
     label="FlexAttention (compiled)",
-    description="torch.compile(flex_attention) with a causal block mask (none when not causal)",
     forward=flex_attention,
     scratch_bytes=lambda w: w.batch * w.heads * w.seq_len * 4 + 2**20,
     check=_check,
+    fused=True, compiled=True,
     guess=Guess(
         summary="one generated kernel, close to flash; the first call pays for compilation",
         kernels_per_forward=1,

@@ -5,7 +5,7 @@ import torch
 
 from profiling.workload import Inputs, Workload
 
-from . import Guess, Variant
+from .base import Guess, Variant
 
 
 def naive_attention(x: Inputs) -> torch.Tensor:
@@ -33,7 +33,6 @@ def _two_score_matrices(w: Workload) -> int:
 NAIVE = Variant(
     key="naive",
     label="Naive (masked_fill)",
-    description="matmul, mul, out-of-place masked_fill, softmax, matmul — five ops written out",
     forward=naive_attention,
     scratch_bytes=_two_score_matrices,
     guess=Guess(
@@ -47,7 +46,6 @@ NAIVE = Variant(
 NAIVE_INPLACE = Variant(
     key="naive_inplace",
     label="Naive (in-place masked_fill_)",
-    description="the same five ops with masked_fill_ under no_grad, so no copy of the scores",
     forward=naive_inplace_attention,
     scratch_bytes=_two_score_matrices,
     guess=Guess(

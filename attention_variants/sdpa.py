@@ -5,25 +5,17 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import SDPBackend
 
 from profiling.environment import Environment, torch_release
 from profiling.workload import Inputs, Workload
 
-from . import Guess, Variant
+from .base import Guess, Variant
 
 
 def _sdpa(x: Inputs) -> torch.Tensor:
     # is_causal, not our mask: the point is what SDPA does with causality by itself
     return F.scaled_dot_product_attention(x.q, x.k, x.v, is_causal=x.workload.causal)
-
-
-def _pinned(backend: str) -> Callable[[Inputs], torch.Tensor]:
-    def forward(x: Inputs) -> torch.Tensor:
-        with sdpa_kernel(getattr(SDPBackend, backend)):
-            return _sdpa(x)
-    forward.__name__ = f"sdpa_{backend.lower()}"
-    return forward
 
 
 def _math_scratch(w: Workload) -> int:
@@ -60,8 +52,7 @@ def _cudnn_check(w: Workload, env: Environment) -> str | None:
 MATH = Variant(
     key="sdpa_math",
     label="SDPA · math",
-    description="scaled_dot_product_attention pinned to SDPBackend.MATH, PyTorch's reference path",
-    forward=_pinned("MATH"),
+    forward=_sdpa,
     scratch_bytes=_math_scratch,
     sdpa_backend="MATH",
     guess=Guess(
@@ -75,11 +66,10 @@ MATH = Variant(
 EFFICIENT = Variant(
     key="sdpa_efficient",
     label="SDPA · memory-efficient",
-    description="scaled_dot_product_attention pinned to EFFICIENT_ATTENTION (xFormers' CUTLASS kernel)",
-    forward=_pinned("EFFICIENT_ATTENTION"),
+    forward=_sdpa,
     scratch_bytes=_fused_scratch,
     check=_cuda_only("memory-efficient attention"),
-    sdpa_backend="EFFICIENT_ATTENTION",
+    sdpa_backend="EFFICIENT_ATTENTION", fused=True,
     guess=Guess(
         summary="one fused kernel that never writes the S×S scores",
         kernels_per_forward=1,
@@ -91,10 +81,9 @@ EFFICIENT = Variant(
 FLASH = Variant(
     key="sdpa_flash",
     label="SDPA · FlashAttention",
-    description="scaled_dot_product_attention pinned to FLASH_ATTENTION (FlashAttention-2)",
-    forward=_pinned("FLASH_ATTENTION"),
+    forward=_sdpa,
     scratch_bytes=_fused_scratch,
-    sdpa_backend="FLASH_ATTENTION",
+    sdpa_backend="FLASH_ATTENTION", fused=True,
     guess=Guess(
         summary="fastest, so high occupancy",
         kernels_per_forward=1,
@@ -106,11 +95,10 @@ FLASH = Variant(
 CUDNN = Variant(
     key="sdpa_cudnn",
     label="SDPA · cuDNN",
-    description="scaled_dot_product_attention pinned to CUDNN_ATTENTION (a kernel cuDNN generates)",
-    forward=_pinned("CUDNN_ATTENTION"),
+    forward=_sdpa,
     scratch_bytes=_fused_scratch,
     check=_cudnn_check,
-    sdpa_backend="CUDNN_ATTENTION",
+    sdpa_backend="CUDNN_ATTENTION", fused=True,
     guess=Guess(
         summary="no transposes, so lightest on the CPU",
         kernels_per_forward=1,
@@ -122,10 +110,9 @@ CUDNN = Variant(
 AUTO = Variant(
     key="sdpa_auto",
     label="SDPA · auto",
-    description="scaled_dot_product_attention with no pin: the backend PyTorch picks by itself",
     forward=_sdpa,
     scratch_bytes=_auto_scratch,
-    sdpa_backend="auto",
+    sdpa_backend="auto", fused=True,
     guess=Guess(
         summary="the fastest backend for this GPU",
         kernels_per_forward=1,

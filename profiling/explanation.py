@@ -340,19 +340,19 @@ def occupancy_zero(run: Run, peers: Peers) -> Note | None:
 
 def host_heavier_than_gpu(run: Run, peers: Peers) -> Note | None:
     """When the CPU takes longer to issue a call than the GPU takes to run it, the host is the bottleneck."""
-    if not _on_gpu(run) or not run.host_ms_per_forward or not run.gpu_ms or run.host_ms_per_forward <= run.gpu_ms:
+    if not _on_gpu(run) or not run.profiled_host_ms or not run.gpu_ms or run.profiled_host_ms <= run.gpu_ms:
         return None
     busiest = sorted(run.host_ops, key=lambda h: -h.self_us_per_forward)[:2]
-    evidence = [f"CPU {_us(run.host_ms_per_forward)} per forward (profiled range) vs GPU {_us(run.gpu_ms)} "
+    evidence = [f"CPU {_us(run.profiled_host_ms)} per forward (profiled range) vs GPU {_us(run.gpu_ms)} "
                 "(CUDA events)"] + [host_line(h) for h in busiest]
     backend = dispatch.backend_key(run.backend)
     guess = _guess(run)
     if backend == "cudnn":
         transposes = _host_op(run, "aten::transpose")
         evidence.append(host_line(transposes) if transposes else "no aten::transpose in this forward")
-        lighter = [p for p in peers.values() if p.host_ms_per_forward and dispatch.backend_key(p.backend)
-                   not in (None, "cudnn", "math") and p.host_ms_per_forward * SIGNIFICANT < run.host_ms_per_forward]
-        evidence += [f"{_label(p)}: CPU {_us(p.host_ms_per_forward)} per forward" for p in lighter]
+        lighter = [p for p in peers.values() if p.profiled_host_ms and dispatch.backend_key(p.backend)
+                   not in (None, "cudnn", "math") and p.profiled_host_ms * SIGNIFICANT < run.profiled_host_ms]
+        evidence += [f"{_label(p)}: CPU {_us(p.profiled_host_ms)} per forward" for p in lighter]
         cause = ("cuDNN attention selects an execution plan for every call: it looks the shape, strides, dtype and "
                  "causality up in its plan cache (building a plan on a miss) and packs the call's pointers for it, "
                  "in `aten::_cudnn_attention_forward`, before the kernel is launched. With a kernel this short, "
@@ -371,7 +371,7 @@ def host_heavier_than_gpu(run: Run, peers: Peers) -> Note | None:
     else:
         cause = ("Every aten op of the forward goes through the dispatcher and allocates its output before its "
                  "kernel is queued; with kernels this short that host work is longer than the GPU work.")
-    return Note(title=f"More CPU time than GPU time ({_us(run.host_ms_per_forward)} vs {_us(run.gpu_ms)})",
+    return Note(title=f"More CPU time than GPU time ({_us(run.profiled_host_ms)} vs {_us(run.gpu_ms)})",
                 evidence=evidence, cause=cause)
 
 
@@ -594,8 +594,8 @@ def against_blog(run: Run, peers: Peers) -> Note | None:
     if ref.gpu_us and run.gpu_ms:
         speed = ref.gpu_us / (run.gpu_ms * 1000)
         evidence.append(f"GPU: {_us(run.gpu_ms)} here, {ref.gpu_us:g} µs on the A100 ({speed:.1f}x)")
-    if ref.host_us and run.host_ms_per_forward:
-        evidence.append(f"CPU: {_us(run.host_ms_per_forward)} here, {ref.host_us:g} µs on the A100")
+    if ref.host_us and run.profiled_host_ms:
+        evidence.append(f"CPU: {_us(run.profiled_host_ms)} here, {ref.host_us:g} µs on the A100")
     main = max(run.kernels, key=lambda k: k.us_per_forward, default=None)
     if ref.occupancy_pct is not None and main and main.occupancy_pct is not None:
         evidence.append(f"occupancy of {kernel_name(main, 40)}: {main.occupancy_pct:g}% here, "
@@ -605,12 +605,12 @@ def against_blog(run: Run, peers: Peers) -> Note | None:
         evidence.append(f"math / naive in-place: {_ratio(run.gpu_ms, inplace.gpu_ms)} here, "
                         f"{_ratio(ref.gpu_us, blog_inplace)} on the A100")
     fused = {k: p for k, p in {**peers, run.variant: run}.items()
-             if k in ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn") and p.host_ms_per_forward}
+             if k in ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn") and p.profiled_host_ms}
     if run.variant in fused and len(fused) > 1:
-        here = sorted(fused, key=lambda k: fused[k].host_ms_per_forward)
+        here = sorted(fused, key=lambda k: fused[k].profiled_host_ms)
         there = sorted(fused, key=lambda k: BLOG.results[k].host_us)
         evidence.append("CPU time, lightest first: here " + " < ".join(
-            f"{k} {fused[k].host_ms_per_forward * 1000:.0f} µs" for k in here) + "; A100 " + " < ".join(
+            f"{k} {fused[k].profiled_host_ms * 1000:.0f} µs" for k in here) + "; A100 " + " < ".join(
             f"{k} {BLOG.results[k].host_us:g} µs" for k in there))
     if not evidence:
         return None
@@ -740,13 +740,13 @@ def _verdict(a: Run, b: Run) -> str:
                     f"({fast.gpu_ms:.3f} vs {slow.gpu_ms:.3f} ms per forward)")
     else:
         sentence = f"{name(a)} and {name(b)} are level {where} ({a.gpu_ms:.3f} vs {b.gpu_ms:.3f} ms per forward)"
-    if a.host_ms_per_forward and b.host_ms_per_forward:
-        light, heavy = sorted((a, b), key=lambda r: r.host_ms_per_forward)
-        if heavy.host_ms_per_forward > light.host_ms_per_forward * SIGNIFICANT:
-            sentence += (f", and {name(light)[0]} is {_ratio(heavy.host_ms_per_forward, light.host_ms_per_forward)} "
-                         f"lighter on the host ({light.host_ms_per_forward:.3f} vs {heavy.host_ms_per_forward:.3f} ms)")
+    if a.profiled_host_ms and b.profiled_host_ms:
+        light, heavy = sorted((a, b), key=lambda r: r.profiled_host_ms)
+        if heavy.profiled_host_ms > light.profiled_host_ms * SIGNIFICANT:
+            sentence += (f", and {name(light)[0]} is {_ratio(heavy.profiled_host_ms, light.profiled_host_ms)} "
+                         f"lighter on the host ({light.profiled_host_ms:.3f} vs {heavy.profiled_host_ms:.3f} ms)")
         else:
-            sentence += f", with the same host time ({a.host_ms_per_forward:.3f} vs {b.host_ms_per_forward:.3f} ms)"
+            sentence += f", with the same host time ({a.profiled_host_ms:.3f} vs {b.profiled_host_ms:.3f} ms)"
     side_by_side = []  # A's value first, then B's
     if a.kernels_per_forward and b.kernels_per_forward:
         side_by_side.append(f"{a.kernels_per_forward:g} vs {b.kernels_per_forward:g} kernels per forward")
@@ -777,7 +777,7 @@ def _ranking_notes(a: Run, b: Run) -> list[Note]:
     notes = []
     speed = ("faster", "GPU") if a.environment.device == "cuda" else ("faster on this CPU", "wall")
     for what, rank, measure, unit in ((speed[0], "speed_rank", lambda r: r.gpu_ms, speed[1]),
-                                      ("lighter on the host", "host_rank", lambda r: r.host_ms_per_forward, "host")):
+                                      ("lighter on the host", "host_rank", lambda r: r.profiled_host_ms, "host")):
         ra, rb, ma, mb = getattr(ga, rank), getattr(gb, rank), measure(a), measure(b)
         if ra == rb or not ma or not mb:
             continue

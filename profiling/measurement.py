@@ -225,32 +225,33 @@ def measure(variant: str | Variant, workload: Workload, *, env: Environment | No
     check_fits(workload, estimate, memory_budget_bytes(workload.device), f"{variant.key} at {workload.label()}")
     device = workload.device
     try:
-        state = _cache.get(workload)
-        call = lambda: variant.forward(state.inputs)  # noqa: E731
+        with variant.pin():  # entered once around every loop: the pin is not part of a call
+            state = _cache.get(workload)
+            call = lambda: variant.forward(state.inputs)  # noqa: E731
 
-        progress(0.0, f"{variant.key}: warm-up" + (" (compiling)" if variant.key == "flex" else ""))
-        t0 = time.perf_counter()
-        out, run.pytorch_warnings, error = _first_call(call)
-        _sync(device)
-        run.first_call_ms = (time.perf_counter() - t0) * 1000.0
-        if error is not None:
-            run.status = "unsupported" if _is_no_kernel(error) else "error"
-            run.reason = _refusal_reason(run.pytorch_warnings, error)
-            return run
-        t0 = time.perf_counter()
-        for _ in range(WARMUP_CALLS - 1):
-            call()
-        _sync(device)
-        estimate_s = (time.perf_counter() - t0) / max(1, WARMUP_CALLS - 1)
+            progress(0.0, f"{variant.key}: warm-up" + (" (compiling)" if variant.key == "flex" else ""))
+            t0 = time.perf_counter()
+            out, run.pytorch_warnings, error = _first_call(call)
+            _sync(device)
+            run.first_call_ms = (time.perf_counter() - t0) * 1000.0
+            if error is not None:
+                run.status = "unsupported" if _is_no_kernel(error) else "error"
+                run.reason = _refusal_reason(run.pytorch_warnings, error)
+                return run
+            t0 = time.perf_counter()
+            for _ in range(WARMUP_CALLS - 1):
+                call()
+            _sync(device)
+            estimate_s = (time.perf_counter() - t0) / max(1, WARMUP_CALLS - 1)
 
-        progress(0.3, f"{variant.key}: timing")
-        run.timing = _time_forward(call, device, estimate_s)
-        run.peak_extra_bytes = _peak_extra_bytes(call, device)
-        run.accuracy = _accuracy(out, state)
+            progress(0.3, f"{variant.key}: timing")
+            run.timing = _time_forward(call, device, estimate_s)
+            run.peak_extra_bytes = _peak_extra_bytes(call, device)
+            run.accuracy = _accuracy(out, state)
 
-        progress(0.6, f"{variant.key}: profiling")
-        trace_path = _trace_path(variant.key, workload, trace_dir)
-        _profile(call, device, PROFILED_FORWARDS, trace_path)
+            progress(0.6, f"{variant.key}: profiling")
+            trace_path = _trace_path(variant.key, workload, trace_dir)
+            _profile(call, device, PROFILED_FORWARDS, trace_path)
     except torch.OutOfMemoryError as error:
         _free(device)
         run.status = "error"
@@ -261,7 +262,7 @@ def measure(variant: str | Variant, workload: Workload, *, env: Environment | No
     run.trace_path = str(trace_path)
     run.profiled_forwards = summary.forwards
     run.kernels, run.host_ops, run.backend = summary.kernels, summary.host_ops, summary.backend
-    run.host_ms_per_forward = summary.host_ms_per_forward
+    run.profiled_host_ms = summary.profiled_host_ms
     if device == "cuda":
         run.kernels_per_forward = summary.kernels_per_forward
     else:

@@ -55,7 +55,7 @@ def summary_line(run: Run) -> str:
         return f"{run.variant}: {run.status} — {run.reason}"
     parts = [f"{run.variant}: {device_time_label(run)} {run.timing.median_ms:.3f} ms/fwd "
              f"(min {run.timing.min_ms:.3f}, spread {run.timing.spread_pct:.0f}%, n={run.timing.samples})",
-             f"host {run.host_ms_per_forward:.3f} ms/fwd"]
+             f"host {run.profiled_host_ms:.3f} ms/fwd"]
     if run.kernels_per_forward is not None:
         parts.append(f"{run.kernels_per_forward:g} kernels/fwd")
     if run.backend:
@@ -99,8 +99,8 @@ def run_card(side: str, run: Run, label: str) -> str:
     t = run.timing
     lines = [f"**{t.median_ms:.3f} ms** {device_time_label(run)} time per forward "
              f"(min {t.min_ms:.3f}, spread {t.spread_pct:.0f}%, n={t.samples}, {t.method})",
-             f"- host (CPU) time of one forward: **{run.host_ms_per_forward:.3f} ms**"
-             if run.host_ms_per_forward is not None else "- host time: —"]
+             f"- host (CPU) time of one forward: **{run.profiled_host_ms:.3f} ms**"
+             if run.profiled_host_ms is not None else "- host time: —"]
     if run.kernels_per_forward is not None:
         lines.append(f"- kernels per forward: **{run.kernels_per_forward:g}**")
     if run.backend:
@@ -131,7 +131,7 @@ def comparison_table(comparison: Comparison) -> str:
 
     unit = device_time_label(comparison.a)
     rows = [(f"{unit} ms/fwd", lambda r: f"{r.timing.median_ms:.3f}"),
-            ("host ms/fwd", lambda r: f"{r.host_ms_per_forward:.3f}" if r.host_ms_per_forward else "—"),
+            ("host ms/fwd", lambda r: f"{r.profiled_host_ms:.3f}" if r.profiled_host_ms else "—"),
             ("kernels/fwd", lambda r: f"{r.kernels_per_forward:g}" if r.kernels_per_forward else "—"),
             ("peak memory", lambda r: _mb(r.peak_extra_bytes)),
             ("max error", lambda r: f"{r.accuracy.max_abs_error:.1e}" if r.accuracy else "—")]
@@ -166,7 +166,7 @@ def timing_figure(comparison: Comparison) -> Figure:
             left.text(0, i, f"  {run.status}", va="center", color="#a33")
             continue
         for offset, value, colour, label in ((-height / 2, run.timing.median_ms, "#4c72b0", f"{unit} time"),
-                                             (height / 2, run.host_ms_per_forward, "#dd8452", "host (CPU) time")):
+                                             (height / 2, run.profiled_host_ms, "#dd8452", "host (CPU) time")):
             if value is None:
                 continue
             left.barh(i + offset, value, height, color=colour, label=label if i == 0 or not runs[0][1].ok else None)

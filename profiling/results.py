@@ -41,11 +41,25 @@ class HostOp:
 
 @dataclass
 class Timing:
+    """A distribution of per-call times: enough to say whether two of them really differ."""
     median_ms: float
     min_ms: float
     max_ms: float
     samples: int
-    method: str                               # "cuda events" or "perf_counter"
+    method: str                               # "cuda events", "perf_counter", "thread cpu time, GPU parked"
+    p25_ms: float | None = None               # quartiles: an order is stated only when they do not overlap
+    p75_ms: float | None = None
+
+    @classmethod
+    def of(cls, times_ms: list[float], method: str) -> "Timing":
+        ordered = sorted(times_ms)
+        def at(q: float) -> float:  # linear interpolation between the closest ranks
+            i = q * (len(ordered) - 1)
+            lo = int(i)
+            hi = min(lo + 1, len(ordered) - 1)
+            return ordered[lo] + (ordered[hi] - ordered[lo]) * (i - lo)
+        return cls(median_ms=at(0.5), min_ms=ordered[0], max_ms=ordered[-1], samples=len(ordered),
+                   method=method, p25_ms=at(0.25), p75_ms=at(0.75))
 
     @property
     def spread_pct(self) -> float:
@@ -78,7 +92,13 @@ class Run:
     pytorch_warnings: list[str] = field(default_factory=list)
     first_call_ms: float | None = None        # wall time of the very first call (compilation, plans, ...)
     timing: Timing | None = None              # device time per forward (wall time on CPU)
-    host_ms_per_forward: float | None = None  # CPU time of one forward's record_function range
+    # The host, three figures each named for what it is (GPU runs; on a CPU the host does the work itself):
+    host_cost: Timing | None = None           # CPU time to issue one forward while the GPU is kept busy
+    pin_cost_ms: float | None = None          # entering and leaving the sdpa_kernel pin, costed apart
+    back_to_back_ms: float | None = None      # wall time of N forwards in a plain loop, divided by N
+    bound: str | None = None                  # "host" or "gpu": what sets the back-to-back pace
+    profiled_host_ms: float | None = None     # the forward's record_function range: includes profiler overhead
+    compiled_before: bool = False             # torch.compile had run in this process before this measurement
     kernels_per_forward: float | None = None
     kernels: list[Kernel] = field(default_factory=list)
     host_ops: list[HostOp] = field(default_factory=list)
@@ -109,12 +129,14 @@ class Run:
     @classmethod
     def from_dict(cls, data: dict) -> "Run":
         data = dict(data)
+        if "host_ms_per_forward" in data:  # recordings made before the host figures were split
+            data["profiled_host_ms"] = data.pop("host_ms_per_forward")
         data["workload"] = Workload(**data["workload"])
         data["environment"] = Environment.from_dict(data["environment"])
         data["kernels"] = [Kernel(**k) for k in data.get("kernels", [])]
         data["host_ops"] = [HostOp(**h) for h in data.get("host_ops", [])]
         data["notes"] = [Note(**n) for n in data.get("notes", [])]
-        for key, kind in (("timing", Timing), ("accuracy", Accuracy)):
+        for key, kind in (("timing", Timing), ("host_cost", Timing), ("accuracy", Accuracy)):
             if data.get(key) is not None:
                 data[key] = kind(**data[key])
         return cls(**data)

@@ -28,7 +28,7 @@ class TraceSummary:
     forwards: int
     kernels: list[Kernel]
     host_ops: list[HostOp]
-    host_ms_per_forward: float | None
+    profiled_host_ms: float | None
     backend: str | None
     launch_apis: list[str] = field(default_factory=list)
     cpu_peak_extra_bytes: int | None = None  # from profile_memory events, when recorded

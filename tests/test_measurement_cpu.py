@@ -60,7 +60,7 @@ def test_variant_on_cpu(key, dtype, rank, causal):
     assert run.accuracy.relative_error < (1e-5 if dtype == "fp32" else 2e-2)
     # measured
     assert run.timing.median_ms > 0 and run.timing.samples >= 5 and run.timing.method == "perf_counter"
-    assert run.host_ms_per_forward > 0 and run.profiled_forwards == 3
+    assert run.profiled_host_ms > 0 and run.profiled_forwards == 3
     assert run.kernels and all(k.us_per_forward > 0 for k in run.kernels)
     assert abs(sum(k.share for k in run.kernels) - 1) < 1e-6
     assert run.kernels_per_forward is None  # a GPU fact, not shown for CPU ops

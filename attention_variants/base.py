@@ -1,0 +1,56 @@
+"""What a variant is: a forward over seeded `Inputs`, the guess a reader would make, and its traits.
+
+The families (naive, sdpa, flex) build `Variant`s; the registry in `__init__` lists them.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Callable, ContextManager
+
+import torch
+
+from profiling.environment import Environment
+from profiling.workload import Inputs, Workload
+
+
+@dataclass(frozen=True)
+class Guess:
+    """What reading the code suggests, before anything runs."""
+    summary: str                        # the intuition in one line: "one line, so few kernels and fast"
+    kernels_per_forward: int | None     # how many kernels one forward should launch on a GPU
+    kernels: tuple[str, ...]            # which ones, in plain words
+    precision: str                      # the arithmetic one expects for 16-bit inputs
+    materialises_scores: bool           # does the S×S score matrix go through memory?
+    host_rank: int                      # expected CPU cost per call: 1 = lightest
+    speed_rank: int                     # expected GPU speed: 1 = fastest
+    occupancy: str = ""                 # what one expects Kineto's occupancy column to say
+
+
+@dataclass(frozen=True)
+class Variant:
+    key: str
+    label: str
+    forward: Callable[[Inputs], torch.Tensor]        # one forward, without the pin (see `pin`)
+    guess: Guess
+    scratch_bytes: Callable[[Workload], int]         # memory estimate beyond q, k, v and the output
+    check: Callable[[Workload, Environment], str | None] = lambda workload, env: None
+    sdpa_backend: str | None = None                  # the SDPBackend it pins ("FLASH_ATTENTION"), "auto", or None
+    fused: bool = False                              # meant to run as one kernel that never writes S×S
+    compiled: bool = False                           # goes through torch.compile
+
+    def supports(self, workload: Workload, env: Environment) -> str | None:
+        """None when this variant can run here, else the reason it cannot."""
+        return self.check(workload, env)
+
+    @property
+    def pinned(self) -> bool:
+        return self.sdpa_backend not in (None, "auto")
+
+    def pin(self) -> ContextManager:
+        """The `sdpa_kernel` context a pinned variant runs in (a no-op for the others). Measurement enters
+        it once around a loop of forwards, so a call's figures are SDPA's and the pin is costed apart."""
+        if not self.pinned:
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        return sdpa_kernel(getattr(SDPBackend, self.sdpa_backend))
