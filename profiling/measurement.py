@@ -1,17 +1,24 @@
-"""Measure one variant on one workload: warm-up, timing, memory, accuracy, a profiled window.
+"""Measure variants on one workload: warm-up, timing, host cost, memory, accuracy, a profiled window.
 
-Returns a `Run` (plain data). Nothing here formats or draws.
+Returns `Run`s (plain data). Nothing here explains, formats or draws.
+
+Everything that times or profiles holds one process-wide lock: two profiler sessions at once
+crash libtorch, and two timings at once contaminate each other, whoever calls.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import statistics
+import sys
 import tempfile
+import threading
 import time
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
@@ -28,11 +35,63 @@ from .workload import Inputs, Workload, WorkloadError, check_fits, memory_budget
 Progress = Callable[[float, str], None]
 WARMUP_CALLS = 3              # as in the blog
 PROFILED_FORWARDS = 3         # the blog's "active 3"
-TIMING_BUDGET_S = 0.06        # per variant: enough samples for a stable median, fast enough to stay interactive
+TIMING_BUDGET_S = 0.06        # GPU, per variant: CUDA events are steady, this gives a stable median
 MIN_SAMPLES, MAX_SAMPLES = 5, 50
+CPU_TIMING_BUDGET_S = 1.0     # CPU, per comparison: more samples while the spread is wide, up to this
+CPU_MAX_SAMPLES = 200
+SETTLED_SPREAD = 0.10         # a CPU timing has settled when its quartiles are within 10% of its median
+HOST_COST_BUDGET_S = 0.05     # host cost per call: this much host time, 20 to 300 calls
+HOST_COST_CALLS = (20, 300)
+QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well under CUDA's queue depth
+HOST_BOUND = 1.10             # back-to-back per call over GPU time by more than this: the host sets the pace
+PIN_CALLS = 200
 _REFERENCE_CHUNK_BYTES = 256 * 2**20
 KEPT_TRACES = 64              # traces kept in the temporary folder when no trace_dir is given
 _trace_counter = itertools.count()
+_LOCK = threading.RLock()     # one measurement at a time in this process, whatever calls it
+
+
+class _OtherWork:
+    """Counts work of this process that runs beside a measurement (rendering another visitor's result):
+    it shares the CPU, so a timing taken meanwhile is marked as such."""
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        self.running = 0      # how many are running now
+        self.started = 0      # how many have ever started
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._guard:
+            self.running += 1
+            self.started += 1
+        try:
+            yield
+        finally:
+            with self._guard:
+                self.running -= 1
+
+    def mark(self) -> tuple[int, int]:
+        return self.running, self.started
+
+
+other_work = _OtherWork()  # `with other_work(): render(...)` in the app
+
+
+def _overlapped(mark: tuple[int, int]) -> bool:
+    """Did other work run at any time since `mark` was taken?"""
+    running, started = other_work.mark()
+    return mark[0] > 0 or running > 0 or started > mark[1]
+
+
+def _compiled_before() -> bool:
+    """Has torch.compile produced a graph in this process? (Read without importing dynamo.)"""
+    utils = sys.modules.get("torch._dynamo.utils")
+    return bool(utils and utils.counters["stats"]["unique_graphs"])
+
+
+class Stopped(Exception):
+    """The time budget ran out; what was measured so far is kept."""
 
 
 def _no_progress(fraction: float, message: str) -> None:
@@ -96,39 +155,101 @@ def _accuracy(out: torch.Tensor, state: _WorkloadCache) -> Accuracy:
                     naive_max_abs_error=state.naive_error)
 
 
-# -- timing -----------------------------------------------------------------------------------
+# -- timing ---------------------------------------------------------------------------------
 def _sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
 
 
-def _time_forward(fn: Callable[[], torch.Tensor], device: str, estimate_s: float) -> Timing:
-    budget_s = TIMING_BUDGET_S if device == "cuda" else 4 * TIMING_BUDGET_S  # a CPU's samples spread wider
-    samples = int(min(MAX_SAMPLES, max(MIN_SAMPLES, budget_s / max(estimate_s, 1e-6))))
-    if device == "cuda":
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
-        torch.cuda.synchronize()
-        # Keep the GPU busy while the host queues every forward, so the events time the GPU's
-        # work alone and not the gaps a slow host would leave between launches.
-        if hasattr(torch.cuda, "_sleep"):
-            torch.cuda._sleep(int(min(0.05, samples * estimate_s) * 2e9))
-        for start, end in zip(starts, ends):
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-        times_ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-        method = "cuda events"
-    else:
-        times_ms = []
-        for _ in range(samples):
-            t0 = time.perf_counter()
-            fn()
-            times_ms.append((time.perf_counter() - t0) * 1000.0)
-        method = "perf_counter"
-    return Timing(median_ms=statistics.median(times_ms), min_ms=min(times_ms), max_ms=max(times_ms),
-                  samples=samples, method=method)
+def _park_gpu(seconds: float) -> None:
+    """Queue a spin on the GPU so the host runs ahead of it: what follows is timed without host gaps."""
+    if hasattr(torch.cuda, "_sleep"):
+        torch.cuda._sleep(int(min(seconds, 1.0) * 2e9))  # ~2 GHz: a little longer on slower clocks
+
+
+def _time_gpu(call: Callable[[], torch.Tensor], estimate_s: float) -> Timing:
+    """CUDA events around each forward, every forward queued behind a parked GPU, so the events time the
+    GPU's work alone and not the gaps a slow host would leave between launches."""
+    samples = int(min(MAX_SAMPLES, max(MIN_SAMPLES, TIMING_BUDGET_S / max(estimate_s, 1e-6))))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
+    torch.cuda.synchronize()
+    _park_gpu(min(0.05, samples * estimate_s))
+    for start, end in zip(starts, ends):
+        start.record()
+        call()
+        end.record()
+    torch.cuda.synchronize()
+    return Timing.of([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda events")
+
+
+def _settled(times: list[list[float]]) -> bool:
+    """Every timing's quartiles are tight, or (two timings) their quartiles are already apart."""
+    stats = [Timing.of(t, "") for t in times]
+    tight = all(s.p75_ms - s.p25_ms <= SETTLED_SPREAD * s.median_ms for s in stats)
+    apart = len(stats) == 2 and (stats[0].p75_ms < stats[1].p25_ms or stats[1].p75_ms < stats[0].p25_ms)
+    return tight or apart
+
+
+def _time_cpu(subjects: list["_Subject"], deadline: float | None) -> None:
+    """Wall time per forward on the CPU, A and B interleaved call by call (so a burst of load hits both),
+    with more rounds while the spread is wide, up to CPU_TIMING_BUDGET_S."""
+    times: list[list[float]] = [[] for _ in subjects]
+    until = time.perf_counter() + CPU_TIMING_BUDGET_S
+    for rounds in itertools.count(1):
+        for subject, samples in zip(subjects, times):
+            with subject.variant.pin():  # entered outside the timed call
+                t0 = time.perf_counter()
+                subject.call()
+                samples.append((time.perf_counter() - t0) * 1000.0)
+        if rounds < MIN_SAMPLES:
+            continue
+        now = time.perf_counter()
+        if now > until or rounds >= CPU_MAX_SAMPLES or _settled(times) or (deadline and now > deadline):
+            break
+    for subject, samples in zip(subjects, times):
+        subject.run.timing = Timing.of(samples, "perf_counter")
+
+
+def _host_figures(call: Callable[[], torch.Tensor], run: Run) -> None:
+    """Host cost per call (the GPU parked so the host never waits on it), back-to-back time per call
+    (a plain loop, what a model sees), and which of the two sides sets that pace."""
+    kernels = max(1.0, run.kernels_per_forward or 1.0)
+    host_guess_s = (run.profiled_host_ms or 0.1) / 1000.0  # the profiled range: an upper bound
+    calls = int(min(HOST_COST_CALLS[1], QUEUE_LAUNCHES / kernels, HOST_COST_BUDGET_S / host_guess_s))
+    calls = max(HOST_COST_CALLS[0], calls)
+    torch.cuda.synchronize()
+    _park_gpu(2 * calls * host_guess_s + 0.005)
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1000.0)
+    torch.cuda.synchronize()
+    run.host_cost = Timing.of(times, "perf_counter per call, GPU parked")
+
+    per_call_s = max(run.timing.median_ms / 1000.0, run.host_cost.median_ms / 1000.0)
+    loop = int(min(MAX_SAMPLES * 4, max(MIN_SAMPLES * 4, TIMING_BUDGET_S / per_call_s)))
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(loop):
+        call()
+    torch.cuda.synchronize()
+    run.back_to_back_ms = (time.perf_counter() - t0) * 1000.0 / loop
+    run.bound = "host" if run.back_to_back_ms > HOST_BOUND * run.timing.median_ms else "gpu"
+
+
+def _pin_cost_ms(variant: Variant) -> float | None:
+    """What entering and leaving the variant's `sdpa_kernel` pin costs, alone."""
+    if not variant.pinned:
+        return None
+    times = []
+    for _ in range(PIN_CALLS):
+        t0 = time.perf_counter()
+        with variant.pin():
+            pass
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return statistics.median(times)
 
 
 def _peak_extra_bytes(fn: Callable[[], torch.Tensor], device: str) -> int | None:
@@ -206,83 +327,163 @@ def _free(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def measure(variant: str | Variant, workload: Workload, *, env: Environment | None = None,
-            trace_dir: str | Path | None = None, progress: Progress = _no_progress) -> Run:
-    """Measure one variant. Bad input raises WorkloadError before anything is allocated;
-    a variant that cannot run here comes back as a Run with status 'unsupported' and the reason."""
-    variant = variant if isinstance(variant, Variant) else get_variant(variant)
-    if workload.device == "cuda" and not torch.cuda.is_available():
-        raise WorkloadError("device", "cuda", "no CUDA GPU is visible to this process")
-    env = env or detect(workload.device)
-    estimate = variant.scratch_bytes(workload)
-    run = Run(variant=variant.key, workload=workload, environment=env, estimated_extra_bytes=estimate)
+@dataclass
+class _Subject:
+    """One variant on its way through a measurement."""
+    variant: Variant
+    run: Run
+    call: Callable[[], torch.Tensor] | None = None
+    out: torch.Tensor | None = None
+    estimate_s: float = 0.0
+    trace_path: Path | None = None
+
+    @property
+    def going(self) -> bool:
+        return self.run.status == "ok"
+
+
+def _prepare(subject: _Subject, progress: Progress) -> None:
+    """Refuse what cannot run or fit, then the first call (PyTorch's refusals, compilation) and warm-up."""
+    variant, run = subject.variant, subject.run
+    workload, env = run.workload, run.environment
     reason = variant.supports(workload, env)
     if reason:
         run.status, run.reason = "unsupported", reason
-        return run
+        return
+    estimate = run.estimated_extra_bytes
     if _cache.workload != workload:  # inputs, the fp64 reference and its working slice are still to come
         estimate += workload.input_bytes * 3 + _REFERENCE_CHUNK_BYTES
     check_fits(workload, estimate, memory_budget_bytes(workload.device), f"{variant.key} at {workload.label()}")
     device = workload.device
-    try:
-        with variant.pin():  # entered once around every loop: the pin is not part of a call
-            state = _cache.get(workload)
-            call = lambda: variant.forward(state.inputs)  # noqa: E731
+    run.compiled_before = _compiled_before()
+    inputs = _cache.get(workload).inputs
+    subject.call = lambda: variant.forward(inputs)
+    progress(0.0, f"{variant.key}: warm-up" + (" (compiling)" if variant.compiled else ""))
+    with variant.pin():
+        t0 = time.perf_counter()
+        subject.out, run.pytorch_warnings, error = _first_call(subject.call)
+        _sync(device)
+        run.first_call_ms = (time.perf_counter() - t0) * 1000.0
+        if error is not None:
+            run.status = "unsupported" if _is_no_kernel(error) else "error"
+            run.reason = _refusal_reason(run.pytorch_warnings, error)
+            return
+        t0 = time.perf_counter()
+        for _ in range(WARMUP_CALLS - 1):
+            subject.call()
+        _sync(device)
+    subject.estimate_s = (time.perf_counter() - t0) / max(1, WARMUP_CALLS - 1)
 
-            progress(0.0, f"{variant.key}: warm-up" + (" (compiling)" if variant.key == "flex" else ""))
-            t0 = time.perf_counter()
-            out, run.pytorch_warnings, error = _first_call(call)
-            _sync(device)
-            run.first_call_ms = (time.perf_counter() - t0) * 1000.0
-            if error is not None:
-                run.status = "unsupported" if _is_no_kernel(error) else "error"
-                run.reason = _refusal_reason(run.pytorch_warnings, error)
-                return run
-            t0 = time.perf_counter()
-            for _ in range(WARMUP_CALLS - 1):
-                call()
-            _sync(device)
-            estimate_s = (time.perf_counter() - t0) / max(1, WARMUP_CALLS - 1)
 
-            progress(0.3, f"{variant.key}: timing")
-            run.timing = _time_forward(call, device, estimate_s)
-            run.peak_extra_bytes = _peak_extra_bytes(call, device)
-            run.accuracy = _accuracy(out, state)
-
-            progress(0.6, f"{variant.key}: profiling")
-            trace_path = _trace_path(variant.key, workload, trace_dir)
-            _profile(call, device, PROFILED_FORWARDS, trace_path)
-    except torch.OutOfMemoryError as error:
-        _free(device)
-        run.status = "error"
-        run.reason = f"out of memory on {env.device_name}: {str(error).splitlines()[0]}"
-        return run
-
-    summary = trace_mod.summarize_trace(trace_mod.load_trace(trace_path))
-    run.trace_path = str(trace_path)
-    run.profiled_forwards = summary.forwards
-    run.kernels, run.host_ops, run.backend = summary.kernels, summary.host_ops, summary.backend
-    run.profiled_host_ms = summary.profiled_host_ms
-    if device == "cuda":
-        run.kernels_per_forward = summary.kernels_per_forward
-    else:
-        run.peak_extra_bytes = summary.cpu_peak_extra_bytes
+def _finish(subject: _Subject, trace_dir: str | Path | None, progress: Progress) -> None:
+    """Memory, accuracy, the profiled window and, on a GPU, the host figures; then the trace's tables."""
+    variant, run, call = subject.variant, subject.run, subject.call
+    workload, device = run.workload, run.workload.device
+    with variant.pin():  # entered once around every loop: the pin is not part of a call
+        run.peak_extra_bytes = _peak_extra_bytes(call, device)
+        run.accuracy = _accuracy(subject.out, _cache.get(workload))
+        subject.out = None
+        progress(0.6, f"{variant.key}: profiling")
+        subject.trace_path = _trace_path(variant.key, workload, trace_dir)
+        _profile(call, device, PROFILED_FORWARDS, subject.trace_path)
+        summary = trace_mod.summarize_trace(trace_mod.load_trace(subject.trace_path))
+        run.trace_path = str(subject.trace_path)
+        run.profiled_forwards = summary.forwards
+        run.kernels, run.host_ops, run.backend = summary.kernels, summary.host_ops, summary.backend
+        run.profiled_host_ms = summary.profiled_host_ms
+        if device == "cuda":
+            run.kernels_per_forward = summary.kernels_per_forward
+            progress(0.8, f"{variant.key}: host cost")
+            _host_figures(call, run)
+        else:
+            run.peak_extra_bytes = summary.cpu_peak_extra_bytes
+    run.pin_cost_ms = _pin_cost_ms(variant)
     run.tflops = workload.flops / (run.timing.median_ms * 1e-3) / 1e12
-    peak = (env.peak_tflops or {}).get(workload.dtype)
+    peak = (run.environment.peak_tflops or {}).get(workload.dtype)
     run.peak_share = run.tflops / peak if peak else None
     progress(1.0, f"{variant.key}: done")
-    return run
+
+
+def _guarded(subject: _Subject, step: Callable[[], None]) -> None:
+    """Run one step of a subject; an out-of-memory error becomes its result, and frees what it can."""
+    if not subject.going:
+        return
+    try:
+        step()
+    except torch.OutOfMemoryError as error:
+        _free(subject.run.workload.device)
+        subject.out = None
+        subject.run.status = "error"
+        subject.run.reason = f"out of memory on {subject.run.environment.device_name}: {str(error).splitlines()[0]}"
+
+
+def measure_runs(variants: list[Variant], workload: Workload, *, env: Environment | None = None,
+                 trace_dir: str | Path | None = None, progress: Progress = _no_progress,
+                 budget_s: float | None = None) -> list[Run]:
+    """Measure `variants` on the same inputs, one after another (their CPU timings interleaved), under
+    the process-wide lock. Bad input raises WorkloadError before anything is allocated; a variant that
+    cannot run comes back with status 'unsupported' and the reason; past `budget_s` seconds the variants
+    not yet done come back with status 'stopped'."""
+    if workload.device == "cuda" and not torch.cuda.is_available():
+        raise WorkloadError("device", "cuda", "no CUDA GPU is visible to this process")
+    env = env or detect(workload.device)
+    with _LOCK:
+        started = time.perf_counter()
+        deadline = started + budget_s if budget_s else None
+        subjects = [_Subject(v, Run(variant=v.key, workload=workload, environment=env,
+                                    estimated_extra_bytes=v.scratch_bytes(workload))) for v in variants]
+        n = len(subjects)
+
+        def step_progress(i: int):
+            return lambda f, m: progress((i + f) / n, m)
+
+        def check_time() -> None:
+            if deadline and time.perf_counter() > deadline:
+                for s in subjects:
+                    if s.going and s.run.profiled_forwards == 0:  # not finished yet
+                        s.run.status = "stopped"
+                        s.run.reason = (f"stopped after {time.perf_counter() - started:.1f} s: over this "
+                                        f"request's time budget of {budget_s:.0f} s")
+
+        for i, s in enumerate(subjects):
+            _guarded(s, lambda s=s, i=i: _prepare(s, step_progress(i)))
+            check_time()
+        going = [s for s in subjects if s.going]
+        mark = other_work.mark()
+        if workload.device == "cuda":
+            for i, s in enumerate(going):
+                step_progress(subjects.index(s))(0.3, f"{s.variant.key}: timing")
+                def time_one(s=s):
+                    with s.variant.pin():
+                        s.run.timing = _time_gpu(s.call, s.estimate_s)
+                _guarded(s, time_one)
+        elif going:
+            progress(0.3 / n, "timing " + " and ".join(s.variant.key for s in going) + " (interleaved)")
+            _time_cpu(going, deadline)
+        disturbed = _overlapped(mark)
+        for s in going:
+            s.run.concurrent_work = disturbed
+        check_time()
+        for i, s in enumerate(subjects):
+            _guarded(s, lambda s=s, i=i: _finish(s, trace_dir, step_progress(i)))
+            check_time()
+        return [s.run for s in subjects]
+
+
+def measure(variant: str | Variant, workload: Workload, *, env: Environment | None = None,
+            trace_dir: str | Path | None = None, progress: Progress = _no_progress,
+            budget_s: float | None = None) -> Run:
+    """Measure one variant (see `measure_runs`)."""
+    variant = variant if isinstance(variant, Variant) else get_variant(variant)
+    return measure_runs([variant], workload, env=env, trace_dir=trace_dir, progress=progress, budget_s=budget_s)[0]
 
 
 def compare(a: str, b: str, workload: Workload, *, trace_dir: str | Path | None = None,
-            progress: Progress = _no_progress) -> Comparison:
-    """Measure A then B on the same inputs (never overlapping), then explain both."""
+            progress: Progress = _no_progress, budget_s: float | None = None) -> Comparison:
+    """Measure A and B on the same inputs (never overlapping anything else), then explain both."""
     from .explanation import explain  # the explainer reads runs; it never measures
 
-    variants = get_variant(a), get_variant(b)  # unknown keys fail here, before any work
-    runs = []
-    for i, variant in enumerate(variants):
-        side = "AB"[i]
-        runs.append(measure(variant, workload, trace_dir=trace_dir,
-                            progress=lambda f, m, i=i, side=side: progress((i + f) / 2, f"{side} · {m}")))
+    variants = [get_variant(a), get_variant(b)]  # unknown keys fail here, before any work
+    runs = measure_runs(variants, workload, trace_dir=trace_dir, budget_s=budget_s,
+                        progress=lambda f, m: progress(f, f"{'AB'[min(1, int(f * 2))]} · {m}"))
     return explain(Comparison(*runs))

@@ -34,17 +34,21 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
     out_dir = Path(out_dir)
     (out_dir / "traces").mkdir(parents=True, exist_ok=True)
     runs = []
-    for workload in workloads:
-        for key in variants or VARIANTS:
-            run = measure(key, workload, trace_dir=out_dir / "raw")
-            if run.trace_path:
-                target = out_dir / "traces" / (Path(run.trace_path).name + ".gz")
-                with open(run.trace_path, "rb") as src, gzip.open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-                run.trace_path = str(target.relative_to(out_dir))
-            runs.append(run)
-            gpu = f"{run.gpu_ms:.3f} ms" if run.gpu_ms else run.status
-            progress(f"{workload.label():45s} {key:15s} {gpu}")
+    keys = list(variants or VARIANTS)
+    # Compiled variants last: once torch.compile has run in a process, it can change the others' host
+    # figures (Run.compiled_before says so), and no uncompiled run should carry that.
+    order = [(w, k) for compiled in (False, True) for w in workloads for k in keys
+             if VARIANTS[k].compiled == compiled]
+    for workload, key in order:
+        run = measure(key, workload, trace_dir=out_dir / "raw")
+        if run.trace_path:
+            target = out_dir / "traces" / (Path(run.trace_path).name + ".gz")
+            with open(run.trace_path, "rb") as src, gzip.open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            run.trace_path = str(target.relative_to(out_dir))
+        runs.append(run)
+        gpu = f"{run.gpu_ms:.3f} ms" if run.gpu_ms else run.status
+        progress(f"{workload.label():45s} {key:15s} {gpu}")
     shutil.rmtree(out_dir / "raw", ignore_errors=True)
     (out_dir / "runs.json").write_text(json.dumps([r.to_dict() for r in runs], indent=1))
     return runs

@@ -87,7 +87,7 @@ class Run:
     variant: str
     workload: Workload
     environment: Environment
-    status: str = "ok"                        # ok | unsupported | error
+    status: str = "ok"                        # ok | unsupported | error | stopped
     reason: str | None = None                 # why it did not run (PyTorch's own words where it gave them)
     pytorch_warnings: list[str] = field(default_factory=list)
     first_call_ms: float | None = None        # wall time of the very first call (compilation, plans, ...)
@@ -99,6 +99,7 @@ class Run:
     bound: str | None = None                  # "host" or "gpu": what sets the back-to-back pace
     profiled_host_ms: float | None = None     # the forward's record_function range: includes profiler overhead
     compiled_before: bool = False             # torch.compile had run in this process before this measurement
+    concurrent_work: bool = False             # other work of this process shared the CPU while this was timed
     kernels_per_forward: float | None = None
     kernels: list[Kernel] = field(default_factory=list)
     host_ops: list[HostOp] = field(default_factory=list)

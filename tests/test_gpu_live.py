@@ -82,3 +82,28 @@ def test_measuring_from_a_worker_thread_still_sees_the_kernels():
     worker.join()
     (run,) = runs
     assert run.ok and run.kernels_per_forward == 1 and run.kernels[0].category == "fused attention"
+
+
+@pytest.mark.parametrize("key", ["sdpa_flash", "sdpa_auto", "naive_inplace"])
+def test_host_figures_live(key):
+    """Host cost per call is unprofiled and smaller than the profiled range; back-to-back never beats the
+    GPU; the bound follows back-to-back; a pinned variant's pin is costed apart."""
+    run = measure(key, BLOG)
+    assert run.ok and run.host_cost.samples >= 20 and run.host_cost.method.startswith("perf_counter")
+    assert 0 < run.host_cost.median_ms < run.profiled_host_ms
+    assert run.back_to_back_ms >= 0.95 * run.gpu_ms
+    assert run.bound == ("host" if run.back_to_back_ms > 1.10 * run.gpu_ms else "gpu")
+    assert (run.pin_cost_ms is not None) == (key == "sdpa_flash")
+
+
+def test_two_threads_measuring_at_once_do_not_crash():
+    """Two overlapping profiler sessions segfault libtorch: the core's lock serialises them."""
+    import threading
+    runs = []
+    threads = [threading.Thread(target=lambda: runs.append(compare("sdpa_flash", "sdpa_cudnn", BLOG)))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(runs) == 2 and all(c.a.ok and c.b.ok for c in runs)

@@ -117,3 +117,104 @@ def test_trace_is_kept_for_download(tmp_path):
     run = measure("sdpa_math", small("fp32", 4, True), trace_dir=tmp_path)
     trace = json.loads(open(run.trace_path).read())
     assert run.trace_path.startswith(str(tmp_path)) and trace["traceEvents"]
+
+
+def _sleepy_pin_variant(calls: list):
+    """A pinned variant whose pin costs 20 ms and whose forward costs almost nothing."""
+    import contextlib
+    import time as _time
+
+    from attention_variants.base import Guess, Variant
+
+    class SleepyPin(Variant):
+        def pin(self):
+            @contextlib.contextmanager
+            def slow():
+                _time.sleep(0.02)
+                yield
+            return slow()
+
+    def forward(x):
+        calls.append(1)
+        return x.q.clone()
+
+    return SleepyPin("pinned_probe", "probe", forward, Guess("", 1, (), "", False, 1, 1), lambda w: 0,
+                     sdpa_backend="MATH")
+
+
+def test_a_pinned_call_is_timed_without_its_pin_and_the_pin_is_costed_apart():
+    calls = []
+    run = measure(_sleepy_pin_variant(calls), Workload.cpu_default(seq_len=32))
+    assert run.ok, run.reason
+    assert run.timing.median_ms < 5           # the 20 ms pin is outside every timed call
+    assert run.pin_cost_ms >= 20              # and measured on its own
+    assert len(calls) > run.timing.samples    # warm-up, timing, profiling: many calls, none timed with the pin
+
+
+def test_two_threads_measuring_at_once_take_turns():
+    """The profiler crashes when two sessions overlap: measurements hold one process-wide lock."""
+    import threading
+
+    from profiling import measurement
+
+    inside, most = [0], [0]
+    original = measurement._profile
+
+    def counting(*args, **kwargs):
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        try:
+            return original(*args, **kwargs)
+        finally:
+            inside[0] -= 1
+
+    measurement._profile = counting
+    try:
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(compare("naive", "sdpa_math", small("fp32", 4, True))))
+                   for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        measurement._profile = original
+    assert len(results) == 3 and all(c.a.ok and c.b.ok for c in results)
+    assert most[0] == 1
+
+
+def test_cpu_timings_of_a_pair_are_interleaved_and_quartiles_kept():
+    comparison = compare("naive", "naive_inplace", small("fp32", 4, True))
+    for run in (comparison.a, comparison.b):
+        t = run.timing
+        assert t.min_ms <= t.p25_ms <= t.median_ms <= t.p75_ms <= t.max_ms and t.samples >= 5
+    assert comparison.a.timing.samples == comparison.b.timing.samples  # one sample of each per round
+    assert comparison.a.host_cost is None and comparison.a.bound is None  # on a CPU the host does the work
+
+
+def test_a_run_over_its_time_budget_stops_cleanly():
+    from profiling.measurement import measure_runs
+    from attention_variants import get_variant
+    runs = measure_runs([get_variant("naive"), get_variant("sdpa_math")], small("fp32", 4, True), budget_s=1e-9)
+    assert all(r.status == "stopped" and "time budget" in r.reason for r in runs)
+
+
+def test_other_work_during_timing_marks_the_run():
+    import threading
+
+    from profiling.measurement import other_work
+    release = threading.Event()
+
+    def render():
+        with other_work():
+            release.wait(5)
+
+    worker = threading.Thread(target=render)
+    worker.start()
+    try:
+        busy = measure("naive", small("fp32", 4, True))
+    finally:
+        release.set()
+        worker.join()
+    assert busy.concurrent_work
+    assert not measure("naive", small("fp32", 4, True)).concurrent_work
