@@ -48,6 +48,7 @@ PIN_CALLS = 200
 _REFERENCE_CHUNK_BYTES = 256 * 2**20
 KEPT_TRACES = 64              # traces kept in the temporary folder when no trace_dir is given
 _trace_counter = itertools.count()
+PHASES = {"prepare": (0.0, 0.2), "timing": (0.2, 0.2), "finish": (0.4, 0.6)}  # (start, width) of progress
 _LOCK = threading.RLock()     # one measurement at a time in this process, whatever calls it
 
 
@@ -383,7 +384,7 @@ def _finish(subject: _Subject, trace_dir: str | Path | None, progress: Progress)
         run.peak_extra_bytes = _peak_extra_bytes(call, device)
         run.accuracy = _accuracy(subject.out, _cache.get(workload))
         subject.out = None
-        progress(0.6, f"{variant.key}: profiling")
+        progress(0.1, f"{variant.key}: profiling")
         subject.trace_path = _trace_path(variant.key, workload, trace_dir)
         _profile(call, device, PROFILED_FORWARDS, subject.trace_path)
         summary = trace_mod.summarize_trace(trace_mod.load_trace(subject.trace_path))
@@ -393,7 +394,7 @@ def _finish(subject: _Subject, trace_dir: str | Path | None, progress: Progress)
         run.profiled_host_ms = summary.profiled_host_ms
         if device == "cuda":
             run.kernels_per_forward = summary.kernels_per_forward
-            progress(0.8, f"{variant.key}: host cost")
+            progress(0.6, f"{variant.key}: host cost")
             _host_figures(call, run)
         else:
             run.peak_extra_bytes = summary.cpu_peak_extra_bytes
@@ -419,7 +420,7 @@ def _guarded(subject: _Subject, step: Callable[[], None]) -> None:
 
 def measure_runs(variants: list[Variant], workload: Workload, *, env: Environment | None = None,
                  trace_dir: str | Path | None = None, progress: Progress = _no_progress,
-                 budget_s: float | None = None) -> list[Run]:
+                 budget_s: float | None = None, labels: list[str] | None = None) -> list[Run]:
     """Measure `variants` on the same inputs, one after another (their CPU timings interleaved), under
     the process-wide lock. Bad input raises WorkloadError before anything is allocated; a variant that
     cannot run comes back with status 'unsupported' and the reason; past `budget_s` seconds the variants
@@ -433,9 +434,12 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
         subjects = [_Subject(v, Run(variant=v.key, workload=workload, environment=env,
                                     estimated_extra_bytes=v.scratch_bytes(workload))) for v in variants]
         n = len(subjects)
+        names = [f"{label} · " if label else "" for label in (labels or [""] * n)]
 
-        def step_progress(i: int):
-            return lambda f, m: progress((i + f) / n, m)
+        def step_progress(i: int, phase: str):
+            """Progress of subject i within a phase; the phases follow one another, so it only grows."""
+            start, width = PHASES[phase]
+            return lambda f, m: progress(start + width * (i + min(f, 1.0)) / n, names[i] + m)
 
         def check_time() -> None:
             if deadline and time.perf_counter() > deadline:
@@ -446,26 +450,26 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
                                         f"request's time budget of {budget_s:.0f} s")
 
         for i, s in enumerate(subjects):
-            _guarded(s, lambda s=s, i=i: _prepare(s, step_progress(i)))
+            _guarded(s, lambda s=s, i=i: _prepare(s, step_progress(i, "prepare")))
             check_time()
         going = [s for s in subjects if s.going]
         mark = other_work.mark()
+        for s in going:
+            step_progress(subjects.index(s), "timing")(0.0, f"{s.variant.key}: timing")
         if workload.device == "cuda":
-            for i, s in enumerate(going):
-                step_progress(subjects.index(s))(0.3, f"{s.variant.key}: timing")
+            for s in going:
                 def time_one(s=s):
                     with s.variant.pin():
                         s.run.timing = _time_gpu(s.call, s.estimate_s)
                 _guarded(s, time_one)
         elif going:
-            progress(0.3 / n, "timing " + " and ".join(s.variant.key for s in going) + " (interleaved)")
             _time_cpu(going, deadline)
         disturbed = _overlapped(mark)
         for s in going:
             s.run.concurrent_work = disturbed
         check_time()
         for i, s in enumerate(subjects):
-            _guarded(s, lambda s=s, i=i: _finish(s, trace_dir, step_progress(i)))
+            _guarded(s, lambda s=s, i=i: _finish(s, trace_dir, step_progress(i, "finish")))
             check_time()
         return [s.run for s in subjects]
 
@@ -484,6 +488,6 @@ def compare(a: str, b: str, workload: Workload, *, trace_dir: str | Path | None 
     from .explanation import explain  # the explainer reads runs; it never measures
 
     variants = [get_variant(a), get_variant(b)]  # unknown keys fail here, before any work
-    runs = measure_runs(variants, workload, trace_dir=trace_dir, budget_s=budget_s,
-                        progress=lambda f, m: progress(f, f"{'AB'[min(1, int(f * 2))]} · {m}"))
+    runs = measure_runs(variants, workload, trace_dir=trace_dir, budget_s=budget_s, progress=progress,
+                        labels=["A", "B"])
     return explain(Comparison(*runs))
