@@ -4,8 +4,8 @@
 
 For efficient, flash, cuDNN, auto and flex at the blog workload and at 1x1x128x64:
 - the app's figures (`measure`): GPU ms (CUDA events), host cost per call, back-to-back per call, bound;
-- the same three, measured by `independent()` below in a fresh process for each variant: plain torch,
-  no project code in the timed path, the pin entered once around the loop;
+- the same three, measured by `independent()` below (plain torch, no project code in the timed path, the
+  pin entered once around the loop) in the same process right after, and in a fresh process;
 - isolation: pinned cuDNN's host cost in a process where compiled flex ran first;
 - A vs A: each fused variant compared with itself (the JSON is kept to check the verdict on a CPU);
 - a warm comparison's wall time (target <= 0.5 s).
@@ -116,7 +116,8 @@ def main() -> int:
         w = Workload(batch=b, heads=h, seq_len=s, head_dim=d, dtype="bf16", causal=True)
         for key in VARIANTS:  # flex last: it compiles
             run = measure(key, w)
-            ind = bare[(key, shape)]
+            fresh = bare[(key, shape)]
+            ind = independent(key, SHAPES[shape]) if run.ok else fresh  # same process, right after
             if "error" in ind or not run.ok:
                 print(f"{shape:5s} {key:15s} app {run.status} {run.reason or ''} | independent {ind}")
                 continue
@@ -124,7 +125,8 @@ def main() -> int:
             rows.append(dict(shape=shape, variant=key, gpu=run.gpu_ms, gpu_ind=ind["gpu_ms"],
                              host=run.host_cost.median_ms, host_ind=ind["host_ms"], b2b=run.back_to_back_ms,
                              b2b_ind=ind["b2b_ms"], bound=run.bound, bound_ind=ind_bound,
-                             profiled=run.profiled_host_ms, pin=run.pin_cost_ms))
+                             profiled=run.profiled_host_ms, pin=run.pin_cost_ms,
+                             host_fresh=fresh.get("host_ms"), b2b_fresh=fresh.get("b2b_ms")))
     print(f"{'shape':5s} {'variant':15s} {'GPU ms':>15s} {'host µs/call':>17s} {'b2b µs/call':>17s} "
           f"{'bound':>11s} {'profiled µs':>11s} {'pin µs':>7s}   (app / independent)")
     for r in rows:
@@ -132,7 +134,8 @@ def main() -> int:
               f"{r['host'] * 1e3:8.1f}/{r['host_ind'] * 1e3:8.1f} {r['b2b'] * 1e3:8.1f}/{r['b2b_ind'] * 1e3:8.1f} "
               f"{r['bound']:>5s}/{r['bound_ind']:5s} {r['profiled'] * 1e3:11.1f} "
               f"{(r['pin'] or 0) * 1e3:7.1f}   host {100 * (r['host'] / r['host_ind'] - 1):+.0f}% "
-              f"gpu {100 * (r['gpu'] / r['gpu_ind'] - 1):+.1f}%")
+              f"gpu {100 * (r['gpu'] / r['gpu_ind'] - 1):+.1f}%   fresh process: host "
+              f"{(r['host_fresh'] or 0) * 1e3:.1f} b2b {(r['b2b_fresh'] or 0) * 1e3:.1f}")
 
     # isolation: pinned cuDNN after compiled flex ran in this process (it has, above)
     blog = Workload.blog()
