@@ -152,3 +152,16 @@ def test_refused_pins_keep_pytorchs_reason(variant, changes):
     assert run.status == "unsupported" and "No available kernel" in run.reason
     expected = "dtype" if "dtype" in changes else "4 dimensional"
     assert any(expected in w for w in run.pytorch_warnings)
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if r.ok], ids=lambda r: f"{r.variant}-{r.workload.label()}")
+def test_recorded_bound_follows_the_back_to_back_figure(run):
+    """Host-bound means a plain loop of calls runs slower than the GPU needs; the host cost per call is the
+    unprofiled figure, well under the profiled range, and a loop is never faster than one call's GPU time."""
+    from profiling.measurement import HOST_BOUND
+    assert run.bound == ("host" if run.back_to_back_ms > HOST_BOUND * run.gpu_ms else "gpu")
+    assert run.back_to_back_ms >= 0.95 * run.gpu_ms
+    assert run.host_cost.samples >= 20 and run.host_cost.median_ms < run.profiled_host_ms
+    assert (run.pin_cost_ms is not None) == (run.variant in ("sdpa_math", "sdpa_efficient", "sdpa_flash", "sdpa_cudnn"))
+    if run.variant != "flex":
+        assert not run.compiled_before  # compiled variants are recorded last
