@@ -71,6 +71,7 @@ class Accuracy:
     max_abs_error: float                      # against an fp64 reference
     relative_error: float                     # ||out - ref|| / ||ref||
     naive_max_abs_error: float | None = None  # the naive computation in the same dtype, for scale
+    rows_checked: int | None = None           # query rows compared (a seeded sample at large S); None: all
 
 
 @dataclass

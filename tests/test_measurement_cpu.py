@@ -218,3 +218,16 @@ def test_other_work_during_timing_marks_the_run():
         worker.join()
     assert busy.concurrent_work
     assert not measure("naive", small("fp32", 4, True)).concurrent_work
+
+
+def test_accuracy_at_large_s_checks_a_sample_of_rows_with_bounded_memory():
+    from profiling import measurement
+    rows = measurement._checked_rows(131072)
+    assert rows is not None and 64 <= len(rows) <= 256 and {0, 131071} <= set(rows.tolist())
+    assert len(rows) * 131072 * 8 <= measurement._REFERENCE_CHUNK_BYTES  # one slice of fp64 scores
+    assert measurement._checked_rows(1024) is None                        # small S: every row
+    w = small("fp32", 4, True).replace(seq_len=256)
+    x = w.make_inputs()
+    picked = torch.tensor([0, 7, 100, 255])
+    full = measurement._chunked_attention(x, torch.float64, None)
+    assert torch.allclose(measurement._chunked_attention(x, torch.float64, picked), full[:, picked])
