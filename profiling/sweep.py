@@ -552,7 +552,8 @@ def describe(fact) -> str:
             text += "; the S×S scores go through memory" if fact.expected == 2 else "; no S×S scores are stored"
         text += ")."
         if fact.whole_range_exponent is not None and fact.whole_range_exponent < fact.exponent - 0.25:
-            text += f" Over the whole range S^{fact.whole_range_exponent:.2f}: a fixed cost per call hides short S."
+            fixed = "a fixed cost per call" if fact.quantity == "time" else "a fixed workspace"
+            text += f" Over the whole range S^{fact.whole_range_exponent:.2f}: {fixed} hides short S."
         return text
     if isinstance(fact, Crossover):
         return (f"{fact.faster_after} overtakes {fact.faster_before} near S={fact.seq_len:,.0f}: "
