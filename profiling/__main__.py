@@ -1,4 +1,5 @@
-"""Command line: `python -m profiling list | compare A B [...] | sweep A B [...] | record --out DIR | record-sweeps --out DIR`."""
+"""Command line: `python -m profiling list | compare A B [...] | sweep A B [...] | record --out DIR |
+record-sweeps --out DIR`."""
 from __future__ import annotations
 
 import argparse
@@ -71,7 +72,8 @@ def cmd_sweep(args) -> int:
     if args.source:
         result = find_recorded_sweep(args.source, args.a, args.b, base)
         if result is None:
-            held = [f"{sweep_mod.family_label(s.workload)}: {', '.join(s.variants)}" for s in recorded_sweeps(args.source)]
+            held = [f"{sweep_mod.family_label(s.workload)}: {', '.join(s.variants)}"
+                    for s in recorded_sweeps(args.source)]
             print(f"error: no recorded sweep of {args.a} and {args.b} at {sweep_mod.family_label(base)} in "
                   f"'{args.source}'; it holds: " + ("; ".join(held) or "no sweeps"), file=sys.stderr)
             return 2

@@ -54,10 +54,11 @@ class KernelCount:
 class SweepPoint:
     variant: str
     seq_len: int
-    status: str                               # ok | unsupported | error | does not fit
+    status: str                               # ok | unsupported | error | does not fit | refused (too slow here)
     reason: str | None = None                 # PyTorch's words, the OOM, or the memory refusal in words
     timing: Timing | None = None              # device time per forward (wall on CPU)
     host_cost: Timing | None = None           # CPU time to issue one forward, GPU kept busy
+    pin_cost_ms: float | None = None          # entering and leaving a pinned variant's sdpa_kernel, apart
     back_to_back_ms: float | None = None
     bound: str | None = None                  # "host" | "gpu"
     peak_extra_bytes: int | None = None
@@ -88,13 +89,14 @@ class SweepPoint:
     @property
     def stops(self) -> bool:
         """Longer sequences need more memory still: the variant is not tried past this point."""
-        return self.status == "does not fit" or self.out_of_memory
+        return self.status in ("does not fit", "refused") or self.out_of_memory
 
     @classmethod
     def of_run(cls, run: Run, wall_s: float | None = None) -> "SweepPoint":
         kernels = [KernelCount(k.short_name, k.category, k.calls_per_forward, k.us_per_forward) for k in run.kernels]
         return cls(variant=run.variant, seq_len=run.workload.seq_len, status=run.status, reason=run.reason,
-                   timing=run.timing, host_cost=run.host_cost, back_to_back_ms=run.back_to_back_ms,
+                   timing=run.timing, host_cost=run.host_cost, pin_cost_ms=run.pin_cost_ms,
+                   back_to_back_ms=run.back_to_back_ms,
                    bound=run.bound, peak_extra_bytes=run.peak_extra_bytes,
                    estimated_extra_bytes=run.estimated_extra_bytes, tflops=run.tflops, peak_share=run.peak_share,
                    kernels_per_forward=run.kernels_per_forward, kernels=kernels, backend=run.backend,
@@ -181,9 +183,9 @@ class Sweep:
 
 def family_label(workload: Workload) -> str:
     """The workload with S left free: '8x16xSx64 bf16 causal (rank 4)'."""
-    shape = "x".join("S" if n == workload.seq_len and i == len(workload.shape) - 2 else str(n)
-                     for i, n in enumerate(workload.shape))
-    return f"{shape} {workload.dtype}{' causal' if workload.causal else ''} (rank {workload.rank})"
+    dims = [str(n) for n in workload.shape]
+    dims[-2] = "S"
+    return f"{'x'.join(dims)} {workload.dtype}{' causal' if workload.causal else ''} (rank {workload.rank})"
 
 
 # -- which lengths ------------------------------------------------------------------------------
@@ -316,9 +318,11 @@ def _measure_point(measure, variant: Variant, workload: Workload, env: Environme
     t0 = time.perf_counter()
     try:
         run = measure(variant, workload, env=env, progress=progress)
-    except WorkloadError as error:  # measure's own checks: memory freed less than thought, CPU FLOP limit
-        return SweepPoint(variant.key, workload.seq_len, "does not fit", reason=error.limit,
-                          needed_bytes=needed, available_bytes=memory_budget_bytes(workload.device))
+    except WorkloadError as error:  # measure's own checks: less memory free than a moment ago, the CPU's FLOP limit
+        memory = "GiB" in error.limit
+        return SweepPoint(variant.key, workload.seq_len, "does not fit" if memory else "refused", reason=error.limit,
+                          needed_bytes=needed if memory else None,
+                          available_bytes=memory_budget_bytes(workload.device) if memory else None)
     return SweepPoint.of_run(run, wall_s=time.perf_counter() - t0)
 
 
@@ -384,11 +388,12 @@ class Crossover:
 class StopsFitting:
     variant: str
     seq_len: int                  # the first length that did not fit (or ran out of memory)
-    status: str                   # does not fit | error
+    status: str                   # does not fit | refused | error (out of memory)
     needed_bytes: int | None
     available_bytes: int | None
     last_ran: int | None          # the longest length that ran
     own_bytes: int | None = None  # the variant's own scratch: when it fits alone, the reference is what stops it
+    reason: str | None = None
 
     @property
     def stopped_by_reference(self) -> bool:
@@ -480,7 +485,8 @@ def stops_fitting(result: Sweep) -> list[StopsFitting]:
             ran = [p.seq_len for p in points if p.ok and p.seq_len < stop.seq_len]
             facts.append(StopsFitting(variant, stop.seq_len, stop.status, stop.needed_bytes,
                                       stop.available_bytes, ran[-1] if ran else None,
-                                      stop.estimated_extra_bytes if stop.status == "does not fit" else None))
+                                      stop.estimated_extra_bytes if stop.status == "does not fit" else None,
+                                      stop.reason))
     return facts
 
 
@@ -498,7 +504,8 @@ def bound_changes(result: Sweep) -> list[BoundChange]:
 def kernel_changes(result: Sweep) -> list[KernelChange]:
     facts = []
     for variant in result.variants:
-        ran = [p for p in result.of(variant) if p.ok]
+        # GPU points only: a CPU point's "kernels" are the aten ops with measurable self time, which flicker
+        ran = [p for p in result.of(variant) if p.ok and p.kernels_per_forward is not None]
         for before, after in zip(ran, ran[1:]):
             names_before = _counts(before)
             names_after = _counts(after)
@@ -566,6 +573,8 @@ def describe(fact) -> str:
                    f"{_gib(fact.needed_bytes)}, {_gib(fact.available_bytes)} free")
         elif fact.status == "does not fit":
             why = f"needs {_gib(fact.needed_bytes)}, {_gib(fact.available_bytes)} free"
+        elif fact.status == "refused":
+            why = " ".join((fact.reason or "refused").split(";")[0].split()[:20])
         else:
             why = "ran out of memory"
         last = f"; the longest that ran is S={fact.last_ran}" if fact.last_ran else ""
@@ -600,7 +609,7 @@ RECORDED_FAMILIES = (
 
 def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress: Callable[[str], None] = print) -> list[Sweep]:
     """Each family over 128…131072, every variant stopping at its first point that does not fit;
-    written to out_dir/sweeps.json (no traces: a sweep keeps numbers and kernel names)."""
+    written to out_dir/sweeps.json after each family (no traces: a sweep keeps numbers and kernel names)."""
     from pathlib import Path
 
     from attention_variants import VARIANTS
@@ -611,9 +620,11 @@ def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress: Callable[[str],
     for base, keys in families:
         t0 = time.perf_counter()
         result = sweep_variants(list(keys or VARIANTS), base, DOUBLING,
-                                progress=lambda f, m: progress(f"[{100 * f:3.0f}%] {m}") if "done" in m else None)
-        progress(f"{family_label(base)}: {len(result.points)} points in "
-                 f"{time.perf_counter() - t0:.0f} s")
+                                progress=lambda f, m: progress(f"{time.perf_counter() - t0:6.1f} s  {m}")
+                                if m.endswith(": done") or m.startswith("predicted") else None)
+        table = result.to_frame().drop(columns=["host µs", "bound", "TFLOP/s", "first call ms"])
+        progress(f"{family_label(base)}: {len(result.points)} points in {time.perf_counter() - t0:.0f} s\n"
+                 f"{table.to_string(index=False, max_colwidth=60)}")
         sweeps.append(result)
         (out_dir / "sweeps.json").write_text(json.dumps([s.to_dict() for s in sweeps], indent=1))
     return sweeps

@@ -141,7 +141,8 @@ def test_slopes_against_expectation_on_the_top_of_the_range():
     assert naive_time.exponent == pytest.approx(1.85, abs=0.01) and naive_time.as_expected
     assert naive_time.whole_range_exponent == pytest.approx(1.48, abs=0.01)  # a fixed 0.1 ms flattens short S
     assert by_key["naive", "memory"].exponent == pytest.approx(2.0) and by_key["naive", "memory"].expected == 2.0
-    assert by_key["sdpa_flash", "memory"].exponent == pytest.approx(1.0) and by_key["sdpa_flash", "memory"].expected == 1.0
+    flash_memory = by_key["sdpa_flash", "memory"]
+    assert flash_memory.exponent == pytest.approx(1.0) and flash_memory.expected == 1.0
     assert "S^1.85" in describe(naive_time) and "fixed cost" in describe(naive_time)
 
 
@@ -231,3 +232,11 @@ def test_cli_replays_a_recorded_sweep(tmp_path, capsys, monkeypatch, small_sweep
         assert "it holds: 8x16xSx64 bf16 causal (rank 4): naive, naive_inplace, sdpa_flash" in capsys.readouterr().err
     finally:
         recording.recorded_sweeps.cache_clear()
+
+
+def test_a_point_over_the_cpu_flop_limit_is_refused_with_measures_reason():
+    result = sweep("naive", "sdpa_flash", SMALL.replace(head_dim=512), [64, 8192], budget_s=1e9)  # 137 GFLOP at 8192
+    assert [(p.seq_len, p.status) for p in result.points] == [(64, "ok"), (64, "ok"), (8192, "refused"),
+                                                              (8192, "refused")]
+    assert "over the CPU limit of 40 GFLOP" in result.points[-1].reason
+    assert "over the CPU limit of 40 GFLOP" in describe(sweep_mod.stops_fitting(result)[0])
