@@ -86,7 +86,9 @@ def cmd_sweep(args) -> int:
     print(f"{result.environment.summary()}\nworkload: {sweep_mod.family_label(result.workload)} "
           f"({'recorded: ' + args.source if args.source else result.workload.device})\n")
     table = result.to_frame().drop(columns=["first call ms", "wall s"])
-    print(table.map(_cell).to_string(index=False), "\n")
+    # cell by cell, not DataFrame.map: that needs pandas 2.1, and the GPU machine may have 2.0
+    cells = pd.DataFrame([[_cell(v) for v in row] for row in table.itertuples(index=False)], columns=table.columns)
+    print(cells.to_string(index=False), "\n")
     for fact in sweep_mod.facts(result):
         print(f"- {sweep_mod.describe(fact)}")
     if result.stopped:

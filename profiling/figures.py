@@ -156,7 +156,8 @@ def timeline_figure(a: Timeline, b: Timeline, *, dark: bool = False) -> Figure:
     for side, (timeline, cpu_y, gpu_y) in enumerate(((a, 3.0, 2.0), (b, 1.0, 0.0))):
         name = f"{'AB'[side]} · {timeline.label}"
         labels += [(cpu_y, f"{name} CPU\nrange {timeline.range_us:,.0f} µs"),
-                   (gpu_y, f"{name} GPU\nbusy {timeline.gpu_busy_us:,.0f} · idle {timeline.gpu_idle_us:,.0f} µs")]
+                   (gpu_y, f"{name} GPU\nbusy {timeline.gpu_busy_us:,.0f} · idle {timeline.gpu_idle_us:,.0f} µs"
+                    if timeline.gpu else f"{name} GPU\nnone (a CPU run)")]
         axes.barh(cpu_y, timeline.range_us, 0.9, left=0, color=theme["range"], edgecolor=theme["muted"],
                   linewidth=0.6)
         for span in (s for s in timeline.cpu if s.kind == "op" and s.depth == 0):
