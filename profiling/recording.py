@@ -94,3 +94,24 @@ def find_recorded(name: str, variant: str, workload: Workload) -> Run | None:
         if run.variant == variant and _problem(run.workload) == wanted:
             return copy.deepcopy(run)
     return None
+
+
+# -- recorded sweeps ----------------------------------------------------------------------------
+@functools.cache
+def recorded_sweeps(name: str) -> tuple:
+    """Every sweep of the recording `name` (its sweeps.json, written by `record-sweeps`), loaded once."""
+    from .sweep import Sweep
+
+    path = RECORDED_DIR / name / "sweeps.json"
+    if not path.exists():
+        return ()
+    return tuple(Sweep.from_dict(d) for d in json.loads(path.read_text()))
+
+
+def find_recorded_sweep(name: str, a: str, b: str, workload: Workload):
+    """The recorded sweep of A and B on `workload`'s problem with S left free (any device), or None."""
+    wanted = _problem(workload.replace(seq_len=1))
+    for recorded in recorded_sweeps(name):
+        if {a, b} <= set(recorded.variants) and _problem(recorded.workload.replace(seq_len=1)) == wanted:
+            return copy.deepcopy(recorded.select([a, b]))  # the cached sweep stays as recorded
+    return None
