@@ -135,6 +135,15 @@ def _checked_rows(seq_len: int) -> torch.Tensor | None:
     return torch.cat([torch.tensor([0, seq_len - 1]), sample]).sort().values
 
 
+def reference_bytes(workload: Workload) -> int:
+    """What the fp64 accuracy check allocates at most: a working slice of scores, its softmax and the
+    upcast slices (each under _REFERENCE_CHUNK_BYTES, four in all), and the fp64 reference rows and the
+    same rows in the inputs' dtype."""
+    rows = _checked_rows(workload.seq_len)
+    checked = workload.seq_len if rows is None else len(rows)
+    return 4 * _REFERENCE_CHUNK_BYTES + 2 * workload.batch * workload.heads * checked * workload.head_dim * 8
+
+
 def _chunked_attention(x: Inputs, dtype: torch.dtype, rows: torch.Tensor | None) -> torch.Tensor:
     """Plain attention in `dtype` for the query `rows` (all when None), over slices of the leading dim so
     the scores in flight stay near _REFERENCE_CHUNK_BYTES whatever S is. Returns [B*H, rows, D]."""
@@ -243,13 +252,20 @@ def _host_cost_ms(call: Callable[[], torch.Tensor], calls: int, host_guess_s: fl
     return Timing.of(times, "perf_counter per call, GPU parked")
 
 
+def _calls(per_call_s: float, wanted: float) -> int:
+    """How many calls a host figure takes: what the budget allows, within HOST_COST_CALLS; a call of a
+    millisecond or more is GPU-bound beyond doubt, and five of them settle it."""
+    least = HOST_COST_CALLS[0] if per_call_s < 1e-3 else 5
+    return int(min(HOST_COST_CALLS[1], max(least, wanted)))
+
+
 def _host_figures(call: Callable[[], torch.Tensor], run: Run) -> None:
     """Back-to-back time per call (a plain loop: what a model sees), host cost per call (the GPU parked so
     the host never waits on it), and which of the two sides sets the back-to-back pace."""
     gpu_s = run.timing.median_ms / 1000.0
     host_guess_s = (run.profiled_host_ms or 0.1) / 1000.0  # the profiled range: an upper bound
     per_call_s = max(gpu_s, host_guess_s)
-    loop = int(min(HOST_COST_CALLS[1], max(HOST_COST_CALLS[0], HOST_FIGURES_BUDGET_S / per_call_s)))
+    loop = _calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(loop):
@@ -260,8 +276,7 @@ def _host_figures(call: Callable[[], torch.Tensor], run: Run) -> None:
 
     # as many calls as the budget allows, with the queued launches and the parked GPU's drain bounded
     kernels = max(1.0, run.kernels_per_forward or 1.0)
-    calls = int(min(HOST_COST_CALLS[1], QUEUE_LAUNCHES / kernels, HOST_FIGURES_BUDGET_S / per_call_s))
-    calls = max(HOST_COST_CALLS[0], calls)
+    calls = _calls(per_call_s, min(QUEUE_LAUNCHES / kernels, HOST_FIGURES_BUDGET_S / per_call_s))
     run.host_cost = _host_cost_ms(call, calls, host_guess_s)
     # A plain loop can never issue calls faster than one call's host cost: a median above the back-to-back
     # pace means something else took the CPU meanwhile. Measure once more and keep the steadier one.
@@ -382,8 +397,8 @@ def _prepare(subject: _Subject, progress: Progress) -> None:
         run.status, run.reason = "unsupported", reason
         return
     estimate = run.estimated_extra_bytes
-    if _cache.workload != workload:  # inputs, the fp64 reference and its working slice are still to come
-        estimate += workload.input_bytes * 3 + _REFERENCE_CHUNK_BYTES
+    if _cache.workload != workload:  # inputs and the fp64 accuracy check are still to come
+        estimate += workload.input_bytes + reference_bytes(workload)
     check_fits(workload, estimate, memory_budget_bytes(workload.device), f"{variant.key} at {workload.label()}")
     device = workload.device
     run.compiled_before = _compiled_before()

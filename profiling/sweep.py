@@ -21,6 +21,7 @@ import pandas as pd
 from attention_variants import Variant, get_variant
 
 from .environment import Environment, detect
+from .measurement import reference_bytes
 from .results import Run, Timing
 from .workload import CPU_MAX_GFLOP_PER_FORWARD, LIMITS, Workload, WorkloadError, memory_budget_bytes
 
@@ -189,16 +190,9 @@ def family_label(workload: Workload) -> str:
 
 
 # -- which lengths ------------------------------------------------------------------------------
-def reference_bytes(workload: Workload) -> int:
-    """The fp64 accuracy reference `measure` builds: inputs in fp64 and a working slice of at least one
-    S×S fp64 score matrix and its scaled copy (measure's own check counts only 256 MiB for the slice)."""
-    from .measurement import _REFERENCE_CHUNK_BYTES
-    return workload.input_bytes * 3 + max(_REFERENCE_CHUNK_BYTES, 2 * workload.seq_len**2 * 8)
-
-
 def needed_bytes(variant: Variant, workload: Workload) -> int:
     """What measuring `variant` at this point allocates: its scratch, the inputs and the reference."""
-    return variant.scratch_bytes(workload) + reference_bytes(workload)
+    return variant.scratch_bytes(workload) + workload.input_bytes + reference_bytes(workload)
 
 
 def default_seq_lens(variants: Iterable[str], base: Workload, budget_bytes: int | None = None) -> list[int]:

@@ -39,18 +39,19 @@ def test_naive_lanes_hold_the_forwards_ops_launches_and_kernels_in_order():
     # the hidden copy of the out-of-place masked_fill sits under aten::clone → copy_
     copy = next(s for s in timeline.cpu if s.name == "cudaMemcpyAsync")
     assert copy.depth == 3 and by_correlation[gpu[3].correlation] is copy
-    assert gpu[3].start_us == pytest.approx(278.3, abs=0.1) and gpu[3].dur_us == pytest.approx(126.5, abs=0.1)
-    assert timeline.range_us == pytest.approx(233.281) and timeline.gpu_idle_us == pytest.approx(14.0, abs=1.0)
+    memcpy = next(k for k in RUNS["naive"].kernels if k.category == "memcpy")
+    assert gpu[3].dur_us == pytest.approx(memcpy.us_per_forward, rel=0.1)  # one forward's copy, the average's size
+    assert timeline.range_us == pytest.approx(RUNS["naive"].profiled_host_ms * 1000)  # the median range
+    assert 0 <= timeline.gpu_idle_us < gpu[-1].end_us - gpu[0].start_us
 
 
-def test_cudnn_is_launch_bound_the_gpu_waits_on_the_launch():
+def test_cudnn_kernel_starts_as_soon_as_it_is_launched_under_the_profiler():
     timeline = run_timeline(RUNS["sdpa_cudnn"])
     (memset, kernel) = timeline.gpu
     assert (memset.kind, kernel.kind) == ("memset", "kernel")
     assert kernel.name.startswith("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma")
     launch = next(s for s in timeline.cpu if s.correlation == kernel.correlation)
     assert launch.name == "cuLaunchKernelEx" and kernel.start_us - launch.end_us < 5  # runs as soon as launched
-    assert kernel.end_us < timeline.range_us * 1.5
 
 
 @pytest.mark.parametrize("forward", [1, 2, 3])
