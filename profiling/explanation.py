@@ -340,19 +340,19 @@ def occupancy_zero(run: Run, peers: Peers) -> Note | None:
 
 def host_heavier_than_gpu(run: Run, peers: Peers) -> Note | None:
     """When the CPU takes longer to issue a call than the GPU takes to run it, the host is the bottleneck."""
-    if not _on_gpu(run) or not run.profiled_host_ms or not run.gpu_ms or run.profiled_host_ms <= run.gpu_ms:
+    if not _on_gpu(run) or run.bound != "host" or run.host_cost is None:
         return None
     busiest = sorted(run.host_ops, key=lambda h: -h.self_us_per_forward)[:2]
-    evidence = [f"CPU {_us(run.profiled_host_ms)} per forward (profiled range) vs GPU {_us(run.gpu_ms)} "
-                "(CUDA events)"] + [host_line(h) for h in busiest]
+    evidence = [f"CPU {_us(run.host_cost.median_ms)} to issue one forward (GPU kept busy) vs GPU {_us(run.gpu_ms)} "
+                f"(CUDA events); back to back {_us(run.back_to_back_ms)} per call"] + [host_line(h) for h in busiest]
     backend = dispatch.backend_key(run.backend)
     guess = _guess(run)
     if backend == "cudnn":
         transposes = _host_op(run, "aten::transpose")
         evidence.append(host_line(transposes) if transposes else "no aten::transpose in this forward")
-        lighter = [p for p in peers.values() if p.profiled_host_ms and dispatch.backend_key(p.backend)
-                   not in (None, "cudnn", "math") and p.profiled_host_ms * SIGNIFICANT < run.profiled_host_ms]
-        evidence += [f"{_label(p)}: CPU {_us(p.profiled_host_ms)} per forward" for p in lighter]
+        lighter = [p for p in peers.values() if p.host_cost and dispatch.backend_key(p.backend)
+                   not in (None, "cudnn", "math") and p.host_cost.p75_ms < run.host_cost.p25_ms]
+        evidence += [f"{_label(p)}: CPU {_us(p.host_cost.median_ms)} per forward" for p in lighter]
         cause = ("cuDNN attention selects an execution plan for every call: it looks the shape, strides, dtype and "
                  "causality up in its plan cache (building a plan on a miss) and packs the call's pointers for it, "
                  "in `aten::_cudnn_attention_forward`, before the kernel is launched. With a kernel this short, "
@@ -371,7 +371,7 @@ def host_heavier_than_gpu(run: Run, peers: Peers) -> Note | None:
     else:
         cause = ("Every aten op of the forward goes through the dispatcher and allocates its output before its "
                  "kernel is queued; with kernels this short that host work is longer than the GPU work.")
-    return Note(title=f"More CPU time than GPU time ({_us(run.profiled_host_ms)} vs {_us(run.gpu_ms)})",
+    return Note(title=f"Host-bound: {_us(run.back_to_back_ms)} per call back to back, {_us(run.gpu_ms)} on the GPU",
                 evidence=evidence, cause=cause)
 
 

@@ -36,6 +36,7 @@ WARMUP_CALLS = 3              # as in the blog
 PROFILED_FORWARDS = 3         # the blog's "active 3"
 TIMING_BUDGET_S = 0.06        # GPU, per variant: CUDA events are steady, this gives a stable median
 MIN_SAMPLES, MAX_SAMPLES = 5, 50
+GROUP_S, GROUP_MAX = 200e-6, 64  # forwards shorter than 200 µs are timed in groups of up to 64
 CPU_TIMING_BUDGET_S = 1.0     # CPU, per comparison: more samples while the spread is wide, up to this
 CPU_MAX_SAMPLES = 200
 SETTLED_SPREAD = 0.10         # a CPU timing has settled when its quartiles are within 10% of its median
@@ -194,19 +195,33 @@ def _park_gpu(seconds: float) -> None:
 
 
 def _time_gpu(call: Callable[[], torch.Tensor], estimate_s: float) -> Timing:
-    """CUDA events around each forward, every forward queued behind a parked GPU, so the events time the
-    GPU's work alone and not the gaps a slow host would leave between launches."""
-    samples = int(min(MAX_SAMPLES, max(MIN_SAMPLES, TIMING_BUDGET_S / max(estimate_s, 1e-6))))
+    """CUDA events around groups of forwards, every forward queued behind a parked GPU, so the events time
+    the GPU's work alone and not the gaps a slow host would leave between launches. A forward of a few
+    microseconds is timed in groups of calls (each sample is a group's mean): an event pair costs about
+    as much as such a kernel and would otherwise be most of what it measures."""
+    probe_start, probe_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    _park_gpu(0.002 + 10 * estimate_s)
+    probe_start.record()
+    for _ in range(10):
+        call()
+    probe_end.record()
+    torch.cuda.synchronize()
+    per_call_s = max(probe_start.elapsed_time(probe_end) / 10 / 1000.0, 1e-7)
+    group = int(min(GROUP_MAX, max(1, GROUP_S // per_call_s)))
+    samples = int(min(MAX_SAMPLES, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * per_call_s))))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
     torch.cuda.synchronize()
-    _park_gpu(min(0.05, samples * estimate_s))
+    _park_gpu(min(0.05, samples * group * max(estimate_s, per_call_s)))
     for start, end in zip(starts, ends):
         start.record()
-        call()
+        for _ in range(group):
+            call()
         end.record()
     torch.cuda.synchronize()
-    return Timing.of([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda events")
+    method = "cuda events" if group == 1 else f"cuda events per {group} calls"
+    return Timing.of([s.elapsed_time(e) / group for s, e in zip(starts, ends)], method)
 
 
 def _settled(times: list[list[float]]) -> bool:

@@ -46,7 +46,7 @@ class Timing:
     min_ms: float
     max_ms: float
     samples: int
-    method: str                               # "cuda events", "perf_counter", "thread cpu time, GPU parked"
+    method: str                               # "cuda events [per N calls]", "perf_counter", ...; how it was timed
     p25_ms: float | None = None               # quartiles: an order is stated only when they do not overlap
     p75_ms: float | None = None
 

@@ -41,7 +41,7 @@ def test_fused_variants_live(key):
     assert len(fused) == 1 and run.kernels_per_forward <= 3
     assert run.peak_extra_bytes < BLOG.scores_bytes()
     assert run.accuracy.max_abs_error <= 2 * run.accuracy.naive_max_abs_error
-    assert run.timing.method == "cuda events" and run.timing.spread_pct < 50
+    assert run.timing.method.startswith("cuda events") and run.timing.spread_pct < 50
 
 
 def test_rank3_follows_the_running_torch():
