@@ -13,6 +13,14 @@ from .workload import Workload
 
 
 @dataclass
+class Launch:
+    """Who launched a kernel: the aten ops around its launch call, outermost first, and those launches' cost."""
+    ops: list[str]                            # ["aten::masked_fill", "aten::clone", "aten::copy_"]
+    calls_per_forward: float
+    us_per_forward: float
+
+
+@dataclass
 class Kernel:
     """One row of a forward's kernel table. On a GPU a kernel, memcpy or memset; on CPU an aten op."""
     name: str                                 # full name from the trace
@@ -28,6 +36,7 @@ class Kernel:
     occupancy_pct: float | None = None        # Kineto's "est. achieved occupancy %", as recorded
     launch_api: str | None = None             # cudaLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync, ...
     precision: str | None = None              # what the name tells: "FP32 on CUDA cores (ffma)", ...
+    launched_by: list[Launch] | None = None   # by launching op chain; None where the trace did not say
 
 
 @dataclass
@@ -133,13 +142,20 @@ class Run:
             data["profiled_host_ms"] = data.pop("host_ms_per_forward")
         data["workload"] = Workload(**data["workload"])
         data["environment"] = Environment.from_dict(data["environment"])
-        data["kernels"] = [Kernel(**k) for k in data.get("kernels", [])]
+        data["kernels"] = [_kernel(k) for k in data.get("kernels", [])]
         data["host_ops"] = [HostOp(**h) for h in data.get("host_ops", [])]
         data["notes"] = [Note(**n) for n in data.get("notes", [])]
         for key, kind in (("timing", Timing), ("host_cost", Timing), ("accuracy", Accuracy)):
             if data.get(key) is not None:
                 data[key] = kind(**data[key])
         return cls(**data)
+
+
+def _kernel(data: dict) -> Kernel:
+    data = dict(data)
+    if data.get("launched_by") is not None:
+        data["launched_by"] = [Launch(**launch) for launch in data["launched_by"]]
+    return Kernel(**data)
 
 
 @dataclass
