@@ -276,13 +276,12 @@ def measure(variant: str | Variant, workload: Workload, *, env: Environment | No
 
 def compare(a: str, b: str, workload: Workload, *, trace_dir: str | Path | None = None,
             progress: Progress = _no_progress) -> Comparison:
-    """Measure A then B on the same inputs (never overlapping), then explain both."""
-    from .explanation import explain  # the explainer reads runs; it never measures
-
+    """Measure A then B on the same inputs (never overlapping). Unexplained: `profiling.explain.explain` adds
+    the verdict and notes, for live and recorded runs alike."""
     variants = get_variant(a), get_variant(b)  # unknown keys fail here, before any work
     runs = []
     for i, variant in enumerate(variants):
         side = "AB"[i]
         runs.append(measure(variant, workload, trace_dir=trace_dir,
                             progress=lambda f, m, i=i, side=side: progress((i + f) / 2, f"{side} · {m}")))
-    return explain(Comparison(*runs))
+    return Comparison(*runs)
