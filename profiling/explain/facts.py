@@ -217,7 +217,7 @@ class Occupancy:
     blocks: int                  # resident blocks per SM
     warps: int
     fraction: float              # of the SM's warp slots
-    limiter: str                 # "registers", "shared memory", "threads", "blocks"
+    limiter: str                 # what caps it: "registers", "shared memory", "threads", "blocks" (or several)
 
 
 def occupancy(k: Kernel, limits: ArchLimits) -> Occupancy | None:
@@ -233,8 +233,8 @@ def occupancy(k: Kernel, limits: ArchLimits) -> Occupancy | None:
           "blocks": limits.blocks_per_sm}
     if k.shared_memory_bytes:
         by["shared memory"] = limits.shared_per_sm // (k.shared_memory_bytes + limits.reserved_shared_per_block)
-    limiter = min(by, key=lambda name: by[name])
-    blocks = by[limiter]
+    blocks = min(by.values())
+    limiter = " and ".join(name for name, n in by.items() if n == blocks)
     return Occupancy(blocks, blocks * warps_per_block, blocks * warps_per_block / limits.warps_per_sm, limiter)
 
 

@@ -254,11 +254,14 @@ def flex_mask_per_call(run: Run, peers: Peers) -> Note | None:
     """flex_attention with block_mask=None makes a full block mask inside every call: extra Triton kernels."""
     extra = [k for k in kernels_in(run, "triton") if k.short_name.startswith(("triton_poi_fused_ones",
                                                                              "triton_poi_fused_zeros"))]
-    if not on_gpu(run) or run.variant != "flex" or not extra:
+    v = variant(run)
+    if not on_gpu(run) or not (v and v.compiled) or not extra:
         return None
     facts = {"kernels": measured(run, "kernels_per_forward", "count"),
              "time": total(of_kernel(run, k, "us_per_forward", "us") for k in extra)}
-    return note("flex_mask_per_call", "guess", "{kernels} kernels, not 1: a block mask built on every call",
+    g = guess(run)
+    return note("flex_mask_per_call", "guess",
+                f"{{kernels}} kernels, not {g.kernels_per_forward if g else 1}: a block mask built on every call",
                 "Not causal, this variant passes `block_mask=None`, and flex_attention then makes a full block mask "
                 "inside every call; compiled, that is {n} small Triton kernels ({time}). A mask made once with "
                 "`create_block_mask` and passed in removes them.",
@@ -361,7 +364,8 @@ def scores_in_memory(run: Run, peers: Peers) -> Note | None:
     facts["matrices"] = ratio(facts["peak"], facts["scores"])
     g = guess(run)
     materialised = facts["matrices"].value >= 0.9
-    fused_op = ran(run) in ("flash", "efficient", "cudnn") or run.variant == "flex"
+    v = variant(run)
+    fused_op = ran(run) in ("flash", "efficient", "cudnn") or bool(v and v.fused and v.compiled)
     wrong = g is not None and g.materialises_scores != (materialised and not fused_op)
     if materialised and fused_op and run.environment.device == "cpu":
         threads = run.environment.cpu_threads
@@ -397,7 +401,7 @@ def first_call(run: Run, peers: Peers) -> Note | None:
     v = variant(run)
     if v and v.compiled:
         made = "a Triton kernel" if run.environment.device == "cuda" else "C++ code"
-        cause = (f"torch.compile traced flex_attention and generated {made} on the first call; later calls reuse "
+        cause = (f"torch.compile traced the forward and generated {made} on the first call; later calls reuse "
                  "it while shape and dtype match.")
     elif ran(run) == "cudnn":
         cause = "cuDNN built an execution plan for this shape on the first call; later calls find it cached."
