@@ -1,7 +1,8 @@
 """Numbers into words, in one place: for notes, cards, tables and the command line.
 
-One spelling per unit (µs, ms, s; B, KiB, MiB, GiB), one truncation rule (`clip`), ratios that say
-their direction ("2.1× faster here than on the A100"), and the glossary of the jargon notes use.
+One spelling per unit (µs, ms, s; B, KiB, MiB, GiB), one truncation rule (`clip`), ratios written
+"2.1×" for the sentence to give their direction ("2.1× faster here than on the A100"), and the glossary
+of the jargon notes use.
 Nothing here measures or decides; it only writes.
 """
 from __future__ import annotations
@@ -58,11 +59,6 @@ def times(ratio: float) -> str:
 def count(value: float) -> str:
     """7, 4,096, 2.33: per-forward averages of whole counts print whole."""
     return f"{round(value):,}" if abs(value - round(value)) < 0.01 else f"{value:,.2f}"
-
-
-def faster(ratio: float, here: str, there: str, word: str = "faster") -> str:
-    """Direction made explicit: '2.1× faster here than on the A100' (ratio = slow / fast, ≥ 1)."""
-    return f"{times(ratio)} {word} {here} than {there}"
 
 
 FORMATS = {"ms": ms, "us": us, "s": seconds, "bytes": size, "share": share, "pct": percent, "x": times,

@@ -61,11 +61,6 @@ def kernels_in(run: Run, *categories: str) -> list[Kernel]:
     return [k for k in run.kernels if k.category in categories]
 
 
-def gpu_us(run: Run) -> float:
-    """The forward's GPU time as the profiled kernel table adds it up."""
-    return sum(k.us_per_forward for k in run.kernels)
-
-
 def main_kernel(run: Run) -> Kernel | None:
     return max(run.kernels, key=lambda k: k.us_per_forward, default=None)
 

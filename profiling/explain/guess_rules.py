@@ -471,7 +471,7 @@ def unpredicted_kernels(run: Run, explained: set[str]) -> Note | None:
                 evidence=[f"{text.kernel(u.kernel, 64)} · ×{text.count(u.extra_calls)}"
                           f"{' unpredicted' if u.whole else ' more than guessed'} · {text.share(u.kernel.share)} · "
                           + ("; ".join(f"from {text.chain(launch.ops)}" for launch in (u.kernel.launched_by or []))
-                             or "an aten op itself")
+                             or "a CPU op, by self time")
                           + (" · explained in a note" if u.kernel.name in explained else "")
                           for u in unpredicted]
                 + [f"guessed, did not run: {what}" for what in missing])
