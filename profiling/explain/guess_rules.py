@@ -48,18 +48,19 @@ def in_place(run: Run, peers: Peers) -> Note | None:
                                measured(run, "workload.scores_bytes()", "bytes"))}
     if not 1.9 <= facts["matrices"].value <= 2.3:
         return None
-    naive = peers.get("naive")
+    # the same computation out of place, where the comparison has it: its trace clones the scores
+    naive = next((p for p in peers.values() if host_op(p, "aten::masked_fill") and host_op(p, "aten::clone")), None)
     time_clause, weight = "", 0.1
-    if naive and naive.gpu_ms and run.gpu_ms:
-        naive_ms = measured(naive, "timing.median_ms", "ms", "peers[naive]")
+    if naive and naive.gpu_ms and run.gpu_ms and naive.peak_extra_bytes is not None:
+        who = f"peers[{naive.variant}]"
+        naive_ms = measured(naive, "timing.median_ms", "ms", who)
         facts |= {"saved": ratio(difference(naive_ms, measured(run, "timing.median_ms", "ms")), naive_ms, "share"),
-                  "naive_peak": measured(naive, "peak_extra_bytes", "bytes", "peers[naive]")}
-        time_clause = " It saves {saved} of naive's time (the copy), but the same peak: {peak} here, {naive_peak} there."
+                  "naive_peak": measured(naive, "peak_extra_bytes", "bytes", who)}
+        time_clause = " It saves {saved} of the out-of-place time (the copy); out of place, the peak is {naive_peak} too."
         weight = facts["saved"].value
     return note("in_place", "guess", "In place saves time, not peak memory",
                 "The guess said in place only saves memory. The peak, {peak} ({matrices} one S×S matrix), is "
-                "already reached at `scores * scale`, when two S×S matrices are alive, before any fill."
-                + time_clause,
+                "reached at `scores * scale`, with two S×S matrices alive, before any fill." + time_clause,
                 weight=weight, facts=facts, ops=["aten::masked_fill_", "aten::mul"],
                 evidence=[text.host_line(host_op(run, "aten::masked_fill_"))])
 
@@ -71,16 +72,16 @@ def library_memsets(run: Run, peers: Peers) -> Note | None:
         return None
     owners = sorted({launch.ops[-1] for k in memsets for launch in (k.launched_by or []) if launch.ops})
     library = " and ".join(sorted({"cuDNN" if "cudnn" in o else "cuBLAS" if o in ("aten::bmm", "aten::mm")
-                                   else "the library" for o in owners}))
+                                   else "library" for o in owners}))
     facts = {"count": total(of_kernel(run, k, "calls_per_forward", "count") for k in memsets),
              "time": total(of_kernel(run, k, "us_per_forward", "us") for k in memsets)}
     n = facts["count"].value
     inside = " and ".join(f"`{text.op(o)}`" for o in owners) or "the library call"
     return note("library_memsets", "guess",
                 f"{{count}} Memset{'s' if n != 1 else ''} per forward from inside {inside}",
-                f"No line of code asks for them: {library} zeroes a small buffer with cudaMemsetAsync inside "
-                f"{inside}, before its kernel ({{time}} in all). The profiler lists Memsets with the kernels, so the "
-                "count is {count} above the ops written.",
+                f"No line of code asks for {'it' if n == 1 else 'them'}: inside {inside}, before its kernel, the "
+                f"{library} call issues a cudaMemsetAsync ({{time}} in all). The profiler lists Memsets with the "
+                "kernels, so the count is {count} above the ops written.",
                 weight=min(sum(k.share for k in memsets), NEGLIGIBLE), facts=facts, kernels=memsets, ops=owners,
                 evidence=[f"{text.kernel_line(k)} · launched by {text.chain(launch.ops)}"
                           for k in memsets for launch in (k.launched_by or [])])
