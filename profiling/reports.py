@@ -58,7 +58,9 @@ def summary_line(run: Run) -> str:
         return f"{run.variant}: {run.status} — {run.reason}"
     parts = [f"{run.variant}: {device_time_label(run)} {run.timing.median_ms:.3f} ms/fwd "
              f"(min {run.timing.min_ms:.3f}, spread {run.timing.spread_pct:.0f}%, n={run.timing.samples})",
-             f"host {run.profiled_host_ms:.3f} ms/fwd"]
+             f"profiled range {run.profiled_host_ms:.3f} ms/fwd"]
+    if run.host_cost is not None:
+        parts.append(f"host cost {text.ms(run.host_cost.median_ms)}/call")
     if run.kernels_per_forward is not None:
         parts.append(f"{run.kernels_per_forward:g} kernels/fwd")
     if run.backend:
@@ -102,8 +104,10 @@ def run_card(side: str, run: Run, label: str) -> str:
     t = run.timing
     lines = [f"**{t.median_ms:.3f} ms** {device_time_label(run)} time per forward "
              f"(min {t.min_ms:.3f}, spread {t.spread_pct:.0f}%, n={t.samples}, {t.method})",
-             f"- host (CPU) time of one forward: **{run.profiled_host_ms:.3f} ms**"
-             if run.profiled_host_ms is not None else "- host time: —"]
+             f"- host (CPU) cost to issue one forward: **{text.ms(run.host_cost.median_ms)}** (unprofiled, GPU kept busy)"
+             if run.host_cost is not None else "- host cost per call: — (not measured in this run)",
+             f"- profiled range of one forward: {run.profiled_host_ms:.3f} ms (includes the profiler's overhead)"
+             if run.profiled_host_ms is not None else "- profiled range: —"]
     if run.kernels_per_forward is not None:
         lines.append(f"- kernels per forward: **{run.kernels_per_forward:g}**")
     if run.backend:
@@ -134,7 +138,8 @@ def comparison_table(comparison: Comparison) -> str:
 
     unit = device_time_label(comparison.a)
     rows = [(f"{unit} ms/fwd", lambda r: f"{r.timing.median_ms:.3f}"),
-            ("host ms/fwd", lambda r: f"{r.profiled_host_ms:.3f}" if r.profiled_host_ms else "—"),
+            ("host cost ms/call", lambda r: f"{r.host_cost.median_ms:.3f}" if r.host_cost else "—"),
+            ("profiled range ms", lambda r: f"{r.profiled_host_ms:.3f}" if r.profiled_host_ms else "—"),
             ("kernels/fwd", lambda r: f"{r.kernels_per_forward:g}" if r.kernels_per_forward else "—"),
             ("peak memory", lambda r: _size(r.peak_extra_bytes)),
             ("max error", lambda r: f"{r.accuracy.max_abs_error:.1e}" if r.accuracy else "—")]
