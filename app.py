@@ -24,13 +24,13 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from attention_variants import VARIANTS
+from attention_variants import VARIANTS, guess_for
 from profiling import reports
 from profiling.environment import detect
-from profiling.explanation import explain, render_markdown
+from profiling.explain import explain
 from profiling.measurement import compare
 from profiling.recording import RECORDED_DIR, find_recorded, recorded_runs, recorded_workloads, recordings
-from profiling.results import Comparison, Run
+from profiling.results import Comparison
 from profiling.workload import LIMITS, Workload, WorkloadError, canonical_dtype
 
 ENV = detect()
@@ -90,7 +90,8 @@ def workload_from(*controls) -> Workload:
 def measure_live(a: str, b: str, workload: Workload, progress) -> dict:
     """The only function that touches the GPU: returns plain data, so ZeroGPU can pickle it out."""
     try:
-        return compare(a, b, workload, progress=lambda fraction, message: progress(fraction, desc=message)).to_dict()
+        measured = compare(a, b, workload, progress=lambda fraction, message: progress(fraction, desc=message))
+        return explain(measured).to_dict()
     except WorkloadError as error:  # over the memory or CPU budget, refused before allocating; raised
         raise gr.Error(str(error), title="Too large for this machine") from None  # as gr.Error, which pickles
 
@@ -114,7 +115,7 @@ def run_comparison(source: str, a: str, b: str, seq_len: int, heads: int, dtype:
 
 
 def guesses(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank) -> tuple[str, str]:
-    """The guess for A and B, and whether each can run here at all (live only)."""
+    """The guess for A and B on this workload, and whether each can run here at all (live only)."""
     try:
         workload = workload_of(source, seq_len, heads, dtype, batch, head_dim, causal, rank)
     except WorkloadError:
@@ -126,7 +127,8 @@ def guesses(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank) 
             cards.append(f"**{side}**: unknown variant {key!r}")
             continue
         reason = variant.supports(workload, ENV) if workload is not None and source == LIVE else None
-        cards.append(reports.guess_card(side, variant, reason))
+        shown = workload or base_workload(source)  # controls that are not a workload yet: the base one's guess
+        cards.append(reports.guess_card(side, variant, guess_for(key, shown), reason, cpu=shown.device == "cpu"))
     return cards[0], cards[1]
 
 
@@ -250,9 +252,10 @@ class Side:
     def outputs(self) -> list:
         return [self.card, self.table, self.host, self.notes, self.trace, self.csv]
 
-    def render(self, run: Run, files: dict) -> list:
+    def render(self, comparison: Comparison, files: dict) -> list:
         key = self.side.lower()
-        notes = render_markdown(run.notes) if run.notes else "*No notes for this run.*"
+        run = comparison.a if key == "a" else comparison.b
+        notes = reports.side_notes_markdown(comparison, key)
         return [reports.run_card(self.side, run, VARIANTS[run.variant].label),
                 gr.Dataframe(reports.kernel_table(run), visible=run.ok, column_widths=["240px"]),
                 gr.Dataframe(reports.host_ops_table(run), visible=run.ok),
@@ -329,10 +332,9 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         where = (f"**{'Recorded' if recorded else 'Measured live'}** on {comparison.a.environment.summary()} · "
                  f"workload {comparison.a.workload.label()}")
         return [where,
-                f"### Verdict\n\n{comparison.verdict or '*No verdict.*'}\n\n{reports.comparison_table(comparison)}"
-                f"\n\n{render_markdown(comparison.notes)}",
+                f"### Verdict\n\n{reports.verdict_markdown(comparison, reports.comparison_table(comparison))}",
                 gr.Plot(figure, visible=True),
-                *side_a.render(comparison.a, files), *side_b.render(comparison.b, files),
+                *side_a.render(comparison, files), *side_b.render(comparison, files),
                 gr.DownloadButton(value=files["json"], visible=True),
                 gr.DownloadButton(value=files["png"], visible=True)]
 

@@ -1,14 +1,16 @@
 """Every attention variant the profiler knows, in one place, each with the guess beside it.
 
-A variant (`base.Variant`) is a forward over seeded `Inputs`, what an engineer reading its
-code would expect to see in the trace (its `Guess`), its traits (pinned SDPA backend, fused,
-compiled) and a `supports` check that returns the reason it cannot run here, or None.
+A variant (`base.Variant`) is a forward over seeded `Inputs`, its traits (pinned SDPA backend,
+fused, compiled) and a `supports` check that returns the reason it cannot run here, or None.
+What an engineer reading its code would expect to see in the trace is its row in `guesses.GUESSES`
+(`guess_for(key, workload)`).
 """
 from __future__ import annotations
 
 from profiling.workload import WorkloadError
 
-from .base import Guess, Variant
+from .base import Variant
+from .guesses import Expected, Guess, guess_for
 from . import flex, naive, sdpa
 
 

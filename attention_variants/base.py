@@ -1,6 +1,7 @@
-"""What a variant is: a forward over seeded `Inputs`, the guess a reader would make, and its traits.
+"""What a variant is: a forward over seeded `Inputs`, a memory estimate, a check, and its traits.
 
-The families (naive, sdpa, flex) build `Variant`s; the registry in `__init__` lists them.
+The families (naive, sdpa, flex) build `Variant`s; the registry in `__init__` lists them, and
+`guesses.py` holds the guess a reader would make for each.
 """
 from __future__ import annotations
 
@@ -15,24 +16,10 @@ from profiling.workload import Inputs, Workload
 
 
 @dataclass(frozen=True)
-class Guess:
-    """What reading the code suggests, before anything runs."""
-    summary: str                        # the intuition in one line: "one line, so few kernels and fast"
-    kernels_per_forward: int | None     # how many kernels one forward should launch on a GPU
-    kernels: tuple[str, ...]            # which ones, in plain words
-    precision: str                      # the arithmetic one expects for 16-bit inputs
-    materialises_scores: bool           # does the S×S score matrix go through memory?
-    host_rank: int                      # expected CPU cost per call: 1 = lightest
-    speed_rank: int                     # expected GPU speed: 1 = fastest
-    occupancy: str = ""                 # what one expects Kineto's occupancy column to say
-
-
-@dataclass(frozen=True)
 class Variant:
     key: str
     label: str
     forward: Callable[[Inputs], torch.Tensor]        # one forward, without the pin (see `pin`)
-    guess: Guess
     scratch_bytes: Callable[[Workload], int]         # memory estimate beyond q, k, v and the output
     check: Callable[[Workload, Environment], str | None] = lambda workload, env: None
     sdpa_backend: str | None = None                  # the SDPBackend it pins ("FLASH_ATTENTION"), "auto", or None

@@ -9,7 +9,7 @@ import torch
 from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
-from .base import Guess, Variant
+from .base import Variant
 
 
 def _causal(b, h, q_idx, kv_idx):
@@ -63,10 +63,4 @@ FLEX = Variant(
     scratch_bytes=lambda w: w.batch * w.heads * w.seq_len * 4 + 2**20,
     check=_check,
     fused=True, compiled=True,
-    guess=Guess(
-        summary="one generated kernel, close to flash; the first call pays for compilation",
-        kernels_per_forward=1,
-        kernels=("triton flex_attention kernel",),
-        precision="16-bit on tensor cores",
-        materialises_scores=False, host_rank=2, speed_rank=3),
 )

@@ -5,7 +5,7 @@ import torch
 
 from profiling.workload import Inputs, Workload
 
-from .base import Guess, Variant
+from .base import Variant
 
 
 def naive_attention(x: Inputs) -> torch.Tensor:
@@ -35,12 +35,6 @@ NAIVE = Variant(
     label="Naive (masked_fill)",
     forward=naive_attention,
     scratch_bytes=_two_score_matrices,
-    guess=Guess(
-        summary="five ops, so five kernels, one per op",
-        kernels_per_forward=5,
-        kernels=("GEMM q·kᵀ", "elementwise mul", "masked_fill", "softmax", "GEMM p·v"),
-        precision="16-bit GEMMs on tensor cores",
-        materialises_scores=True, host_rank=4, speed_rank=6),
 )
 
 NAIVE_INPLACE = Variant(
@@ -48,10 +42,4 @@ NAIVE_INPLACE = Variant(
     label="Naive (in-place masked_fill_)",
     forward=naive_inplace_attention,
     scratch_bytes=_two_score_matrices,
-    guess=Guess(
-        summary="the same five kernels, minus nothing: in place only saves memory",
-        kernels_per_forward=5,
-        kernels=("GEMM q·kᵀ", "elementwise mul", "masked_fill_", "softmax", "GEMM p·v"),
-        precision="16-bit GEMMs on tensor cores",
-        materialises_scores=True, host_rank=4, speed_rank=5),
 )

@@ -10,7 +10,7 @@ from torch.nn.attention import SDPBackend
 from profiling.environment import Environment, torch_release
 from profiling.workload import Inputs, Workload
 
-from .base import Guess, Variant
+from .base import Variant
 
 
 def _sdpa(x: Inputs) -> torch.Tensor:
@@ -55,12 +55,6 @@ MATH = Variant(
     forward=_sdpa,
     scratch_bytes=_math_scratch,
     sdpa_backend="MATH",
-    guess=Guess(
-        summary="one line, so few kernels and fast",
-        kernels_per_forward=5,
-        kernels=("GEMM q·kᵀ", "scale", "causal mask", "softmax", "GEMM p·v"),
-        precision="16-bit GEMMs on tensor cores, like naive",
-        materialises_scores=True, host_rank=3, speed_rank=4),
 )
 
 EFFICIENT = Variant(
@@ -70,12 +64,6 @@ EFFICIENT = Variant(
     scratch_bytes=_fused_scratch,
     check=_cuda_only("memory-efficient attention"),
     sdpa_backend="EFFICIENT_ATTENTION", fused=True,
-    guess=Guess(
-        summary="one fused kernel that never writes the S×S scores",
-        kernels_per_forward=1,
-        kernels=("fused attention (CUTLASS fmha)",),
-        precision="16-bit on tensor cores",
-        materialises_scores=False, host_rank=2, speed_rank=3),
 )
 
 FLASH = Variant(
@@ -84,12 +72,6 @@ FLASH = Variant(
     forward=_sdpa,
     scratch_bytes=_fused_scratch,
     sdpa_backend="FLASH_ATTENTION", fused=True,
-    guess=Guess(
-        summary="fastest, so high occupancy",
-        kernels_per_forward=1,
-        kernels=("flash_fwd_kernel",),
-        precision="16-bit on tensor cores",
-        materialises_scores=False, host_rank=2, speed_rank=1, occupancy="high"),
 )
 
 CUDNN = Variant(
@@ -99,12 +81,6 @@ CUDNN = Variant(
     scratch_bytes=_fused_scratch,
     check=_cudnn_check,
     sdpa_backend="CUDNN_ATTENTION", fused=True,
-    guess=Guess(
-        summary="no transposes, so lightest on the CPU",
-        kernels_per_forward=1,
-        kernels=("cuDNN fused attention",),
-        precision="16-bit on tensor cores",
-        materialises_scores=False, host_rank=1, speed_rank=2),
 )
 
 AUTO = Variant(
@@ -113,10 +89,4 @@ AUTO = Variant(
     forward=_sdpa,
     scratch_bytes=_auto_scratch,
     sdpa_backend="auto", fused=True,
-    guess=Guess(
-        summary="the fastest backend for this GPU",
-        kernels_per_forward=1,
-        kernels=("whichever fused kernel is fastest here",),
-        precision="16-bit on tensor cores",
-        materialises_scores=False, host_rank=2, speed_rank=1),
 )

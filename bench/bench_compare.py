@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from attention_variants import get_variant  # noqa: E402
+from profiling.explain import explain  # noqa: E402
 from profiling.measurement import _cache, compare, measure  # noqa: E402
 from profiling.workload import Workload  # noqa: E402
 

@@ -9,11 +9,11 @@ import sys
 import pandas as pd
 import torch
 
-from attention_variants import VARIANTS
+from attention_variants import VARIANTS, guess_for
 
 from . import reports
 from .environment import detect
-from .explanation import render_text
+from .explain import explain
 from .measurement import compare
 from .recording import find_recorded_sweep, record, recorded_sweeps
 from .workload import Workload, WorkloadError
@@ -39,7 +39,7 @@ def cmd_list(args) -> int:
     env = detect(workload.device)
     print(f"{env.summary()}\nworkload: {workload.label()}\n")
     rows = [{"variant": v.key, "label": v.label, "here": v.supports(workload, env) or "can run",
-             "guess": v.guess.summary} for v in VARIANTS.values()]
+             "guess": guess_for(v.key, workload).summary} for v in VARIANTS.values()]
     print(pd.DataFrame(rows).to_string(index=False))
     return 0
 
@@ -47,18 +47,14 @@ def cmd_list(args) -> int:
 def cmd_compare(args) -> int:
     workload = _workload(args)
     progress = (lambda f, m: print(f"[{100 * f:3.0f}%] {m}", file=sys.stderr)) if args.verbose else None
-    result = compare(args.a, args.b, workload, trace_dir=args.trace_dir,
-                     **({"progress": progress} if progress else {}))
+    result = explain(compare(args.a, args.b, workload, trace_dir=args.trace_dir,
+                             **({"progress": progress} if progress else {})))
     print(f"{result.a.environment.summary()}\nworkload: {workload.label()}\n")
     for run in (result.a, result.b):
         print(reports.summary_line(run))
         if run.ok:
             print(reports.kernel_table(run).drop(columns=["full name"]).to_string(index=False), "\n")
-    print(f"Verdict: {result.verdict}\n")
-    for title, notes in (("A vs B", result.notes), (f"A · {result.a.variant}", result.a.notes),
-                         (f"B · {result.b.variant}", result.b.notes)):
-        if notes:
-            print(f"== Notes: {title} ==\n{render_text(notes)}\n")
+    print(reports.notes_text(result), "\n")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result.to_dict(), f, indent=1)

@@ -544,10 +544,9 @@ def measure(variant: str | Variant, workload: Workload, *, env: Environment | No
 
 def compare(a: str, b: str, workload: Workload, *, trace_dir: str | Path | None = None,
             progress: Progress = _no_progress, budget_s: float | None = None) -> Comparison:
-    """Measure A and B on the same inputs (never overlapping anything else), then explain both."""
-    from .explanation import explain  # the explainer reads runs; it never measures
-
+    """Measure A and B on the same inputs (never overlapping anything else). Unexplained:
+    `profiling.explain.explain` adds the verdict and notes, for live and recorded runs alike."""
     variants = [get_variant(a), get_variant(b)]  # unknown keys fail here, before any work
     runs = measure_runs(variants, workload, trace_dir=trace_dir, budget_s=budget_s, progress=progress,
                         labels=["A", "B"])
-    return explain(Comparison(*runs))
+    return Comparison(*runs)

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from .results import Run
+from .trace import load_trace, summarize_trace
 from .workload import Workload
 
 RECORDED_DIR = Path(__file__).parent / "recorded"
@@ -55,12 +56,15 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
 
 
 def load_recorded(directory: str | Path) -> list[Run]:
-    """Runs from a recording, their trace paths made absolute."""
+    """Runs from a recording, their trace paths made absolute. Kernel tables recorded before the parser read
+    who launched each kernel are read again from the run's own trace."""
     directory = Path(directory)
     runs = [Run.from_dict(d) for d in json.loads((directory / "runs.json").read_text())]
     for run in runs:
         if run.trace_path:
             run.trace_path = str(directory / run.trace_path)
+            if any(k.launched_by is None for k in run.kernels):
+                run.kernels = summarize_trace(load_trace(run.trace_path)).kernels
     return runs
 
 

@@ -17,9 +17,6 @@ class ReferenceResult:
     kernels_per_forward: int | None
     kernels: tuple[str, ...]               # as the post names them; plain words where it gives no name
     gpu_us: float | None                   # GPU time per forward
-    host_us: float | None = None           # CPU time of the forward's record_function range
-    occupancy_pct: float | None = None     # Kineto's "est. achieved occupancy %" of the main kernel
-    launch_api: str | None = None          # of the main kernel, where the post names it
     finding: str = ""                      # the post's lesson for this variant, in one line
 
 
@@ -29,14 +26,8 @@ class Reference:
     device_name: str
     compute_capability: tuple[int, int]
     workload: Workload
-    method: str
-    warmup_calls: int
-    profiler_schedule: dict[str, int]
+    method: str                            # how it measured: warm-up, profiler schedule, what was counted
     results: dict[str, ReferenceResult] = field(default_factory=dict)
-
-    @property
-    def sm(self) -> str:
-        return f"sm{self.compute_capability[0]}{self.compute_capability[1]}"
 
     def differences(self, workload: Workload) -> list[str]:
         """How `workload` differs from the blog's, field by field ("seq_len 4096 vs 1024"); [] when it matches.
@@ -56,8 +47,6 @@ BLOG = Reference(
     workload=Workload.blog(),  # B=8, H=16, S=1024, D=64, bf16, causal, rank 4; mask triu(ones(S, S), 1) built once
     method=("3 warm-up calls; torch.profiler schedule wait 1 / warmup 1 / active 3; "
             "kernels counted inside one forward's record_function range"),
-    warmup_calls=3,
-    profiler_schedule={"wait": 1, "warmup": 1, "active": 3},
     results={
         "naive": ReferenceResult(
             kernels_per_forward=6,
@@ -74,21 +63,22 @@ BLOG = Reference(
             kernels=("FP32 sgemm (CUDA cores) ×2", "fp32 upcast copies", "causal mask rebuilt every call",
                      "_safe_softmax", "bf16 downcast"),
             gpu_us=7239.0,
-            finding="20 kernels, FP32 sgemm on CUDA cores, mask rebuilt every call: 3.7x slower than in-place naive"),
+            finding="20 kernels, FP32 sgemm on CUDA cores, mask rebuilt every call: 3.7× slower than in-place naive"),
         "sdpa_efficient": ReferenceResult(
             kernels_per_forward=1,
             kernels=("fmha_cutlassF_bf16_aligned_64x64_rf_sm80",),
-            gpu_us=277.9, host_us=117.0,
-            finding="one CUTLASS kernel, the lightest on the CPU"),
+            gpu_us=277.9,
+            finding="one CUTLASS kernel, the lightest on the CPU (a profiled range)"),
         "sdpa_flash": ReferenceResult(
             kernels_per_forward=1,
             kernels=("pytorch_flash::flash_fwd_kernel",),
-            gpu_us=146.8, host_us=138.0, occupancy_pct=13.0, launch_api="cudaLaunchKernel",
+            gpu_us=146.8,
             finding="FlashAttention-2, the fastest on the A100, at ~13% estimated occupancy by design"),
         "sdpa_cudnn": ReferenceResult(
             kernels_per_forward=1,
             kernels=("one cuDNN-generated fused kernel",),
-            gpu_us=186.3, host_us=214.0, occupancy_pct=0.0, launch_api="cuLaunchKernelEx",
-            finding="no transposes, yet the highest CPU time of the three; 0% occupancy shown is not a real zero"),
+            gpu_us=186.3,
+            finding=("no transposes, yet the highest CPU time of the three (a profiled range); 0% occupancy, put "
+                     "down to a CUPTI gap for cuLaunchKernelEx")),
     },
 )

@@ -6,12 +6,15 @@ The CLI prints `summary_line` and `kernel_table`; the app shows the cards, the t
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .results import Comparison, Run
+from . import text
+from .explain import TOP
+from .results import Comparison, Note, Run
 
 
 # -- tables -----------------------------------------------------------------------------------
@@ -55,13 +58,15 @@ def summary_line(run: Run) -> str:
         return f"{run.variant}: {run.status} — {run.reason}"
     parts = [f"{run.variant}: {device_time_label(run)} {run.timing.median_ms:.3f} ms/fwd "
              f"(min {run.timing.min_ms:.3f}, spread {run.timing.spread_pct:.0f}%, n={run.timing.samples})",
-             f"host {run.profiled_host_ms:.3f} ms/fwd"]
+             f"profiled range {run.profiled_host_ms:.3f} ms/fwd"]
+    if run.host_cost is not None:
+        parts.append(f"host cost {text.ms(run.host_cost.median_ms)}/call")
     if run.kernels_per_forward is not None:
         parts.append(f"{run.kernels_per_forward:g} kernels/fwd")
     if run.backend:
         parts.append(f"backend {run.backend}")
     if run.peak_extra_bytes is not None:
-        parts.append(f"peak +{run.peak_extra_bytes / 2**20:.1f} MB")
+        parts.append(f"peak +{text.size(run.peak_extra_bytes)}")
     if run.accuracy:
         parts.append(f"max err {run.accuracy.max_abs_error:.2e}")
     if run.tflops:
@@ -70,16 +75,16 @@ def summary_line(run: Run) -> str:
     return " · ".join(parts)
 
 
-def _mb(n_bytes: int | None) -> str:
-    return "—" if n_bytes is None else f"{n_bytes / 2**20:,.1f} MB"
+def _size(n_bytes: int | None) -> str:
+    return "—" if n_bytes is None else text.size(n_bytes)
 
 
-def guess_card(side: str, variant, cannot_run: str | None = None) -> str:
-    """What reading `variant`'s code suggests, before anything runs (Markdown)."""
-    g = variant.guess
+def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bool = False) -> str:
+    """What reading `variant`'s code suggests for this workload, before anything runs (Markdown)."""
+    g = guess
     lines = [f"**{side} · {variant.label}** — *“{g.summary}”*",
-             f"- kernels per forward: **{g.kernels_per_forward if g.kernels_per_forward is not None else '?'}**"
-             f" ({', '.join(g.kernels)})",
+             f"- {'aten ops' if cpu else 'kernels'} per forward: **{g.kernels_per_forward}**"
+             f" ({', '.join(e.what for e in g.kernels)})",
              f"- precision: {g.precision}",
              f"- S×S scores through memory: {'yes' if g.materialises_scores else 'no'}",
              f"- expected speed rank {g.speed_rank}, host-cost rank {g.host_rank} (1 = best)"
@@ -99,14 +104,16 @@ def run_card(side: str, run: Run, label: str) -> str:
     t = run.timing
     lines = [f"**{t.median_ms:.3f} ms** {device_time_label(run)} time per forward "
              f"(min {t.min_ms:.3f}, spread {t.spread_pct:.0f}%, n={t.samples}, {t.method})",
-             f"- host (CPU) time of one forward: **{run.profiled_host_ms:.3f} ms**"
-             if run.profiled_host_ms is not None else "- host time: —"]
+             f"- host (CPU) cost to issue one forward: **{text.ms(run.host_cost.median_ms)}** (unprofiled, GPU kept busy)"
+             if run.host_cost is not None else "- host cost per call: — (not measured in this run)",
+             f"- profiled range of one forward: {run.profiled_host_ms:.3f} ms (includes the profiler's overhead)"
+             if run.profiled_host_ms is not None else "- profiled range: —"]
     if run.kernels_per_forward is not None:
         lines.append(f"- kernels per forward: **{run.kernels_per_forward:g}**")
     if run.backend:
         lines.append(f"- SDPA backend that ran: **{run.backend}**")
-    lines.append(f"- peak memory beyond the inputs: {_mb(run.peak_extra_bytes)} "
-                 f"(estimated {_mb(run.estimated_extra_bytes)})")
+    lines.append(f"- peak memory beyond the inputs: {_size(run.peak_extra_bytes)} "
+                 f"(estimated {_size(run.estimated_extra_bytes)})")
     if run.accuracy:
         a = run.accuracy
         naive = f" (plain attention in {run.workload.dtype}: {a.naive_max_abs_error:.1e})" \
@@ -131,14 +138,109 @@ def comparison_table(comparison: Comparison) -> str:
 
     unit = device_time_label(comparison.a)
     rows = [(f"{unit} ms/fwd", lambda r: f"{r.timing.median_ms:.3f}"),
-            ("host ms/fwd", lambda r: f"{r.profiled_host_ms:.3f}" if r.profiled_host_ms else "—"),
+            ("host cost ms/call", lambda r: f"{r.host_cost.median_ms:.3f}" if r.host_cost else "—"),
+            ("profiled range ms", lambda r: f"{r.profiled_host_ms:.3f}" if r.profiled_host_ms else "—"),
             ("kernels/fwd", lambda r: f"{r.kernels_per_forward:g}" if r.kernels_per_forward else "—"),
-            ("peak memory", lambda r: _mb(r.peak_extra_bytes)),
+            ("peak memory", lambda r: _size(r.peak_extra_bytes)),
             ("max error", lambda r: f"{r.accuracy.max_abs_error:.1e}" if r.accuracy else "—")]
     a, b = comparison.a, comparison.b
     lines = [f"| | A · `{a.variant}` | B · `{b.variant}` |", "|---|---:|---:|"]
     lines += [f"| {name} | {cell(a, value)} | {cell(b, value)} |" for name, value in rows]
     return "\n".join(lines)
+
+
+# -- the notes ---------------------------------------------------------------------------------
+SIDES = {"a": "A", "b": "B", "both": "A and B", "pair": "A vs B"}
+KINDS = {"guess": "guess vs trace", "reference": "vs the blog's A100", "environment": "environment",
+         "verdict": "verdict"}
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|])")
+
+
+def _md(words: str) -> str:
+    """Kernel names are full of underscores and angle brackets: escape them; keep `code` spans as code."""
+    return "".join(part if part.startswith("`") else _MARKDOWN_SPECIAL.sub(r"\\\1", part)
+                   for part in re.split(r"(`[^`]*`)", words))
+
+
+def _glossed(markdown: str, seen: set[str]) -> str:
+    """The first use of each glossary term on the page carries its gloss (shown on hover)."""
+    for term in text.terms_in(markdown):
+        if term not in seen:
+            seen.add(term)
+            markdown = re.sub(rf"(?<![\w.-]){re.escape(term)}(?![\w-])",
+                              f'<abbr title="{text.GLOSSARY[term]}">{term}</abbr>', markdown, count=1)
+    return markdown
+
+
+def _note_markdown(n: Note, seen: set[str], number: int | None = None) -> str:
+    head = f"{number}. " if number else "- "
+    words = f"**{_md(n.title)}** {_md(n.body)}".strip()
+    folded = [_md(e) for e in n.evidence] + [f"source: {link}" for link in n.links]
+    details = ("\n\n   <details><summary>evidence</summary>\n\n" + "".join(f"   - {line}\n" for line in folded)
+               + "\n   </details>") if folded else ""
+    return f"{head}{_glossed(words, seen)} _({SIDES.get(n.side, n.side)} · {KINDS.get(n.kind, n.kind)})_{details}"
+
+
+def _terms_markdown(used: set[str]) -> str:
+    if not used:
+        return ""
+    return ("<details><summary>Terms</summary>\n\n"
+            + "".join(f"- **{term}**: {text.GLOSSARY[term]}\n" for term in text.GLOSSARY if term in used)
+            + "\n</details>")
+
+
+def verdict_markdown(comparison: Comparison, table: str = "") -> str:
+    """The headline, `table` (the numbers side by side), the notes that matter most, the rest of the notes about
+    both or about the pair (folded) and the terms used: the verdict box. Notes about one side only continue in
+    that side's column (`side_notes_markdown`)."""
+    seen: set[str] = set()
+    top = comparison.notes[:TOP]
+    rest = [n for n in comparison.notes[TOP:] if n.side in ("both", "pair")]
+    parts = [_glossed(f"**{_md(comparison.verdict)}**", seen) if comparison.verdict else "*No verdict.*", table]
+    parts += [_note_markdown(n, seen, i + 1) for i, n in enumerate(top)]
+    if rest:
+        parts.append(f"<details><summary>{text.plural(len(rest), 'more note')} on A and B</summary>\n\n"
+                     + "\n".join(_note_markdown(n, seen) for n in rest) + "\n\n</details>")
+    parts.append(_terms_markdown(seen))
+    return "\n\n".join(p for p in parts if p)
+
+
+def side_notes_markdown(comparison: Comparison, side: str) -> str:
+    """The notes about one side ('a' or 'b') that are not among the top ones, folded."""
+    rest = [n for n in comparison.notes[TOP:] if n.side == side]
+    if not rest:
+        shown = sum(n.side == side for n in comparison.notes[:TOP])
+        return f"*{'The notes on this side are' if shown else 'No other notes on this side;'} in the verdict above.*"
+    seen: set[str] = set()
+    body = "\n".join(_note_markdown(n, seen) for n in rest)
+    return (f"<details><summary>{text.plural(len(rest), 'more note')} on {SIDES[side]}</summary>\n\n{body}"
+            f"\n\n{_terms_markdown(seen)}\n\n</details>")
+
+
+def notes_text(comparison: Comparison) -> str:
+    """Plain text for a terminal: the headline, the top notes, the rest by side, and the terms used."""
+    def block(n: Note) -> str:
+        lines = [f"{n.title.replace('`', '')} [{SIDES.get(n.side, n.side)} · {KINDS.get(n.kind, n.kind)}]"]
+        if n.body:
+            lines.append("  " + n.body.replace("`", ""))
+        lines += [f"    - {e}" for e in n.evidence] + [f"    source: {link}" for link in n.links]
+        return "\n".join(lines)
+
+    out = [f"Verdict: {comparison.verdict}"]
+    out += [f"{i + 1}. {block(n)}" for i, n in enumerate(comparison.notes[:TOP])]
+    for side, name in SIDES.items():
+        rest = [n for n in comparison.notes[TOP:] if n.side == side]
+        if rest:
+            out.append(f"-- more on {name} --\n" + "\n".join(f"* {block(n)}" for n in rest))
+    used = text.terms_in(" ".join([comparison.verdict] + [f"{n.title} {n.body}" for n in comparison.notes]))
+    if used:
+        out.append("-- terms --\n" + "\n".join(f"{term}: {text.GLOSSARY[term]}" for term in used))
+    return "\n\n".join(out)
+
+
+def visible_words(comparison: Comparison) -> int:
+    """Words a reader sees before opening anything: the headline and the top notes' titles and bodies."""
+    return text.word_count(" ".join([comparison.verdict] + [f"{n.title} {n.body}" for n in comparison.notes[:TOP]]))
 
 
 # -- the chart --------------------------------------------------------------------------------
@@ -197,7 +299,8 @@ def timing_figure(comparison: Comparison) -> Figure:
             right.barh(i, width, 0.6, left=start, color=colour, edgecolor="white", linewidth=0.8)
             fits = int(_LABEL_CHARS * width / widest) if widest else 0  # characters the segment has room for
             if fits >= 4:
-                right.text(start + width / 2, i, _clip(name, fits), ha="center", va="center", fontsize=7, color="white")
+                right.text(start + width / 2, i, text.clip(name, fits), ha="center", va="center", fontsize=7,
+                           color="white")
             start += width
         right.text(start, i, f" {total:,.0f} µs", va="center", fontsize=8)
     right.set_xlabel("GPU µs per forward" if unit == "GPU" else "CPU self µs per forward (aten ops)")
@@ -213,10 +316,6 @@ def timing_figure(comparison: Comparison) -> Figure:
         axes.set_ylim(len(names) - 0.5, -0.5)  # A on top, and room for a missing bar's label
         axes.spines[["top", "right"]].set_visible(False)
     return figure
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 # -- files to download --------------------------------------------------------------------------

@@ -13,6 +13,14 @@ from .workload import Workload
 
 
 @dataclass
+class Launch:
+    """Who launched a kernel: the aten ops around its launch call, outermost first, and those launches' cost."""
+    ops: list[str]                            # ["aten::masked_fill", "aten::clone", "aten::copy_"]
+    calls_per_forward: float
+    us_per_forward: float
+
+
+@dataclass
 class Kernel:
     """One row of a forward's kernel table. On a GPU a kernel, memcpy or memset; on CPU an aten op."""
     name: str                                 # full name from the trace
@@ -28,6 +36,7 @@ class Kernel:
     occupancy_pct: float | None = None        # Kineto's "est. achieved occupancy %", as recorded
     launch_api: str | None = None             # cudaLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync, ...
     precision: str | None = None              # what the name tells: "FP32 on CUDA cores (ffma)", ...
+    launched_by: list[Launch] | None = None   # by launching op chain; None where the trace did not say
 
 
 @dataclass
@@ -75,12 +84,33 @@ class Accuracy:
 
 
 @dataclass
+class Quantity:
+    """A number a note states, with its unit and where it was read (so a test can read it again)."""
+    value: float
+    unit: str                                 # ms, us, s, bytes, x (a ratio), share (0..1), pct, count
+    source: str                               # "run.kernels[3].us_per_forward", "ratio(a.timing.median_ms, ...)"
+
+
+@dataclass
 class Note:
-    """One explained mismatch: what we expected, what the trace shows, and why."""
-    title: str
-    evidence: list[str]
-    cause: str
-    kind: str = "guess"                       # guess | reference | environment | verdict
+    """One lesson the trace teaches, as data: the facts it rests on, and the words profiling.text made of them."""
+    rule: str                                 # the rule that found it: "hidden_memcpy"
+    kind: str                                 # guess | environment | reference | verdict
+    title: str                                # one line, true of this run
+    body: str                                 # why, in a sentence or two
+    weight: float = 0.0                       # 0..1: share of time or memory it explains, or how far the guess was off
+    side: str = "run"                         # a | b | both (true of both runs) | pair (A vs B); "run" before explain
+    facts: dict[str, Quantity] = field(default_factory=dict)
+    kernels: list[str] = field(default_factory=list)   # Kernel.name of every kernel it is about
+    ops: list[str] = field(default_factory=list)       # aten ops it is about
+    evidence: list[str] = field(default_factory=list)  # folded: the rows of the trace it rests on
+    links: list[str] = field(default_factory=list)     # folded: sources that say why
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Note":
+        data = dict(data)
+        data["facts"] = {name: Quantity(**q) for name, q in data.get("facts", {}).items()}
+        return cls(**data)
 
 
 @dataclass
@@ -112,7 +142,6 @@ class Run:
     peak_share: float | None = None           # of the device's datasheet peak, 0..1
     profiled_forwards: int = 0
     trace_path: str | None = None             # Chrome trace (opens in Perfetto)
-    notes: list[Note] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -135,30 +164,45 @@ class Run:
             data["profiled_host_ms"] = data.pop("host_ms_per_forward")
         data["workload"] = Workload(**data["workload"])
         data["environment"] = Environment.from_dict(data["environment"])
-        data["kernels"] = [Kernel(**k) for k in data.get("kernels", [])]
+        data.pop("notes", None)  # recordings made when notes were kept per run
+        data["kernels"] = [_kernel(k) for k in data.get("kernels", [])]
         data["host_ops"] = [HostOp(**h) for h in data.get("host_ops", [])]
-        data["notes"] = [Note(**n) for n in data.get("notes", [])]
         for key, kind in (("timing", Timing), ("host_cost", Timing), ("accuracy", Accuracy)):
             if data.get(key) is not None:
                 data[key] = kind(**data[key])
         return cls(**data)
 
 
+def _kernel(data: dict) -> Kernel:
+    data = dict(data)
+    if data.get("launched_by") is not None:
+        data["launched_by"] = [Launch(**launch) for launch in data["launched_by"]]
+    return Kernel(**data)
+
+
 @dataclass
 class Comparison:
+    """A vs B: the two runs and, once explained, the verdict and the notes, most important first."""
     a: Run
     b: Run
-    verdict: str = ""
-    notes: list[Note] = field(default_factory=list)  # notes about A vs B (the ranking against the guess)
+    headline: Note | None = None              # the verdict: who wins, by how much, on what
+    notes: list[Note] = field(default_factory=list)    # ranked; each says which side it is about
+
+    @property
+    def verdict(self) -> str:
+        return self.headline.title if self.headline else ""
 
     def to_dict(self) -> dict:
         return {"a": self.a.to_dict(), "b": self.b.to_dict(), "verdict": self.verdict,
+                "headline": asdict(self.headline) if self.headline else None,
                 "notes": [asdict(n) for n in self.notes]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Comparison":
-        return cls(a=Run.from_dict(data["a"]), b=Run.from_dict(data["b"]), verdict=data.get("verdict", ""),
-                   notes=[Note(**n) for n in data.get("notes", [])])
+        headline = data.get("headline")
+        return cls(a=Run.from_dict(data["a"]), b=Run.from_dict(data["b"]),
+                   headline=Note.from_dict(headline) if headline else None,
+                   notes=[Note.from_dict(n) for n in data.get("notes", [])])
 
     def to_json(self, **kwargs) -> str:
         return json.dumps(self.to_dict(), **kwargs)

@@ -420,7 +420,7 @@ def expected_exponent(variant: str, quantity: str) -> float:
     """Time grows as S² for every variant at fixed B·H·D; memory as S² only where the scores go through it."""
     if quantity == "time":
         return 2.0
-    return 2.0 if get_variant(variant).guess.materialises_scores else 1.0
+    return 1.0 if get_variant(variant).fused else 2.0
 
 
 def slopes(result: Sweep) -> list[Slope]:

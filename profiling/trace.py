@@ -4,7 +4,8 @@ The live path and the recorded fixtures go through the same function: a Chrome t
 (as `torch.profiler` exports it) in, kernels and host ops per forward out. Kernels are
 attributed to a forward by their launch: the runtime call (`cudaLaunchKernel`,
 `cuLaunchKernelEx`, ...) that shares the kernel's correlation id must sit inside that
-forward's `record_function` range on the CPU.
+forward's `record_function` range on the CPU, and the aten ops around that launch call
+are the ones that launched it (`Kernel.launched_by`).
 """
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ import json
 import re
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .dispatch import SDPA_BACKEND_OPS
-from .results import HostOp, Kernel
+from .results import HostOp, Kernel, Launch
 
 FORWARD_RANGE = "attention_profiler::forward"  # record_function name of each profiled forward
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
@@ -30,7 +31,6 @@ class TraceSummary:
     host_ops: list[HostOp]
     profiled_host_ms: float | None
     backend: str | None
-    launch_apis: list[str] = field(default_factory=list)
     cpu_peak_extra_bytes: int | None = None  # from profile_memory events, when recorded
 
     @property
@@ -106,7 +106,8 @@ def category(name: str, trace_category: str = "kernel") -> str:
 
 
 def precision(name: str) -> str | None:
-    """Only what the kernel's name tells; None when it tells nothing."""
+    """The instruction family the kernel's name tells (FFMA on CUDA cores, TF32, tensor-core MMA); None when it
+    tells none. Not the data type: a name's `f16` or `bf16` is a template choice, not the inputs' dtype."""
     lower = name.lower()
     if "ffma" in lower or "sgemm" in lower or ("f32f32" in lower and "gemm" in lower):
         return "FP32 on CUDA cores (ffma)"
@@ -117,10 +118,6 @@ def precision(name: str) -> str | None:
             return f"tensor cores ({mark})"
     if lower.startswith("nvjet"):
         return "tensor cores (cuBLAS nvjet)"
-    if "bf16" in lower or "bfloat16" in lower:
-        return "bf16"
-    if "half" in lower or "f16" in lower:
-        return "fp16"
     return None
 
 
@@ -199,15 +196,27 @@ def summarize_trace(trace: dict) -> TraceSummary:
            and e.get("args", {}).get("correlation") in launches]
     gpu.sort(key=lambda e: e["ts"])
     if gpu:
-        kernels = _gpu_kernels(gpu, launches, forwards)
+        kernels = _gpu_kernels(gpu, launches, _launching_ops(launches.values(), cpu_ops), forwards)
     else:  # CPU run: the table lists the ops that did the work, by self time
         kernels = _cpu_kernels(host_ops, host_ms * 1000.0)
-    launch_apis = sorted({launches[e["args"]["correlation"]]["name"] for e in gpu})
-    return TraceSummary(forwards, kernels, host_ops, host_ms, backend, launch_apis,
-                        _cpu_peak_extra(events, ranges))
+    return TraceSummary(forwards, kernels, host_ops, host_ms, backend, _cpu_peak_extra(events, ranges))
 
 
-def _gpu_kernels(gpu: list[dict], launches: dict, forwards: int) -> list[Kernel]:
+def _launching_ops(launches, cpu_ops: list[dict]) -> dict[int, tuple[str, ...]]:
+    """Correlation id -> the aten ops around its launch call on the same thread, outermost first."""
+    by_thread = defaultdict(list)
+    for op in cpu_ops:
+        by_thread[(op.get("pid"), op.get("tid"))].append(op)
+    chains = {}
+    for launch in launches:
+        around = [op for op in by_thread[(launch.get("pid"), launch.get("tid"))]
+                  if op["ts"] <= launch["ts"] <= op["ts"] + op["dur"]]
+        around.sort(key=lambda op: (op["ts"], -op["dur"]))
+        chains[launch["args"]["correlation"]] = tuple(op["name"] for op in around)
+    return chains
+
+
+def _gpu_kernels(gpu: list[dict], launches: dict, chains: dict[int, tuple[str, ...]], forwards: int) -> list[Kernel]:
     rows: dict[str, Kernel] = {}
     for e in gpu:
         args = e.get("args", {})
@@ -220,9 +229,16 @@ def _gpu_kernels(gpu: list[dict], launches: dict, forwards: int) -> list[Kernel]
                 registers_per_thread=args.get("registers per thread"),
                 shared_memory_bytes=args.get("shared memory"),
                 occupancy_pct=args.get("est. achieved occupancy %"),
-                launch_api=launches[args["correlation"]]["name"], precision=precision(e["name"]))
+                launch_api=launches[args["correlation"]]["name"], precision=precision(e["name"]), launched_by=[])
         row.calls_per_forward += 1.0 / forwards
         row.us_per_forward += float(e.get("dur", 0.0)) / forwards
+        chain = list(chains[args["correlation"]])
+        launch = next((x for x in row.launched_by if x.ops == chain), None)
+        if launch is None:
+            launch = Launch(ops=chain, calls_per_forward=0.0, us_per_forward=0.0)
+            row.launched_by.append(launch)
+        launch.calls_per_forward += 1.0 / forwards
+        launch.us_per_forward += float(e.get("dur", 0.0)) / forwards
     total = sum(k.us_per_forward for k in rows.values()) or 1.0
     for k in rows.values():
         k.share = k.us_per_forward / total

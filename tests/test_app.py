@@ -13,6 +13,7 @@ from gradio_client.exceptions import AppError
 
 import app
 from profiling import reports
+from profiling.explain import explain
 from profiling.recording import find_recorded, recorded_workloads
 from profiling.results import Comparison, Run
 from profiling.workload import Workload
@@ -88,7 +89,11 @@ def test_replay_returns_the_recorded_numbers_explained(client, a, b, changes):
         assert run.gpu_ms == recorded.gpu_ms
         assert run.kernels_per_forward == recorded.kernels_per_forward
         assert [k.us_per_forward for k in run.kernels] == [k.us_per_forward for k in recorded.kernels]
-    assert result["verdict"]  # the explainer ran on the replay, as on a live run
+    # the explainer ran on the replay exactly as on a live run: the same headline and notes as explaining it here
+    expected = explain(Comparison(find_recorded(RECORDING, a, blog), find_recorded(RECORDING, b, blog)))
+    replayed = Comparison.from_dict(result)
+    assert result["verdict"] == expected.verdict and replayed.headline == expected.headline
+    assert [(n.rule, n.side, n.title) for n in replayed.notes] == [(n.rule, n.side, n.title) for n in expected.notes]
 
 
 def test_replay_of_a_workload_not_recorded_says_which_are(client):

@@ -26,9 +26,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 PHONE = {"width": 390, "height": 844}
 RENDERED = """() => {
     const rows = id => document.querySelectorAll(`#${id} tbody tr`).length;
-    const notes = document.querySelector('#a-notes');
+    const verdict = document.querySelector('#verdict');
     return rows('a-table') > 0 && rows('b-table') > 0 && document.querySelector('#chart img') !== null
-        && notes !== null && notes.querySelectorAll('strong').length > 0;
+        && verdict !== null && verdict.querySelectorAll('ol strong').length > 0;
 }"""
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}")

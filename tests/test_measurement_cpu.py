@@ -124,7 +124,7 @@ def _sleepy_pin_variant(calls: list):
     import contextlib
     import time as _time
 
-    from attention_variants.base import Guess, Variant
+    from attention_variants.base import Variant
 
     class SleepyPin(Variant):
         def pin(self):
@@ -138,8 +138,7 @@ def _sleepy_pin_variant(calls: list):
         calls.append(1)
         return x.q.clone()
 
-    return SleepyPin("pinned_probe", "probe", forward, Guess("", 1, (), "", False, 1, 1), lambda w: 0,
-                     sdpa_backend="MATH")
+    return SleepyPin("pinned_probe", "probe", forward, lambda w: 0, sdpa_backend="MATH")
 
 
 def test_a_pinned_call_is_timed_without_its_pin_and_the_pin_is_costed_apart():

@@ -52,12 +52,18 @@ def test_spacefile_is_a_deta_v0_manifest_running_the_same_app(spacefile, front_m
     assert all({"name", "description"} <= set(env) for env in micro["presets"]["env"])
 
 
-def test_app_serves_on_the_port_the_host_gives_and_without_ssr():
-    import app
+def test_app_serves_on_the_port_the_host_gives_and_without_ssr(monkeypatch):
+    """`python app.py` launches on $PORT (Deta sets it; gradio itself reads $GRADIO_SERVER_PORT) without SSR
+    (embedding with <gradio-app> and iframes wants client-side rendering)."""
+    import runpy
 
-    source = (ROOT / "app.py").read_text()
-    assert 'os.environ.get("PORT")' in source  # Deta sets $PORT; gradio itself reads $GRADIO_SERVER_PORT
-    assert app.LAUNCH["ssr_mode"] is False     # embedding (<gradio-app>, iframes) wants client-side rendering
+    import gradio as gr
+
+    launched = {}
+    monkeypatch.setattr(gr.Blocks, "launch", lambda self, **kwargs: launched.update(kwargs))
+    monkeypatch.setenv("PORT", "8123")
+    runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
+    assert launched["server_port"] == 8123 and launched["ssr_mode"] is False
 
 
 def test_readme_names_the_ci_test_command():

@@ -165,3 +165,19 @@ def test_recorded_bound_follows_the_back_to_back_figure(run):
     assert (run.pin_cost_ms is not None) == (run.variant in ("sdpa_math", "sdpa_efficient", "sdpa_flash", "sdpa_cudnn"))
     if run.variant != "flex":
         assert not run.compiled_before  # compiled variants are recorded last
+
+
+def test_each_kernel_knows_the_aten_ops_that_launched_it():
+    """The launch call's correlation id ties a kernel to the CPU lane, and the ops around that call launched it."""
+    (memcpy,) = by_category(parsed("naive"), "memcpy")
+    (launch,) = memcpy.launched_by
+    assert launch.ops == ["aten::masked_fill", "aten::clone", "aten::copy_"] and launch.calls_per_forward == 1
+    (where,) = [k for k in parsed("sdpa_math").kernels if k.short_name == "elementwise_kernel [where]"]
+    assert [x.ops[-2:] for x in where.launched_by] == [["aten::where", "aten::where"],
+                                                       ["aten::_safe_softmax", "aten::where"]]
+    assert sum(x.us_per_forward for x in where.launched_by) == pytest.approx(where.us_per_forward)
+    assert all(k.launched_by for run in RUNS if run.ok for k in run.kernels)  # recordings made before: re-read
+
+
+def test_a_kernel_name_tells_the_instruction_family_not_the_dtype():
+    assert {k.precision for k in parsed("sdpa_flash").kernels} == {None}  # "bf16" in a template is no precision

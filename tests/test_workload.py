@@ -4,7 +4,7 @@ import time
 import pytest
 import torch
 
-from attention_variants import Guess, Variant, get_variant
+from attention_variants import Variant, get_variant
 from profiling.measurement import measure
 from profiling.workload import Workload, WorkloadError
 
@@ -88,8 +88,7 @@ def test_inputs_are_seeded_and_never_zero():
 def test_out_of_memory_is_a_result_and_the_next_run_works():
     def out_of_memory(inputs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB")
-    guess = get_variant("naive").guess
-    broken = Variant("oom", "OOM", out_of_memory, guess, lambda w: 0)
+    broken = Variant("oom", "OOM", out_of_memory, lambda w: 0)
     w = Workload.cpu_default(seq_len=32)
     run = measure(broken, w)
     assert run.status == "error" and "out of memory" in run.reason
@@ -99,7 +98,7 @@ def test_out_of_memory_is_a_result_and_the_next_run_works():
 def test_a_variant_that_raises_is_a_result_not_a_crash():
     def fails(inputs):
         raise ValueError("this variant is broken")
-    broken = Variant("broken", "Broken", fails, Guess("", 1, (), "", False, 1, 1), lambda w: 0)
+    broken = Variant("broken", "Broken", fails, lambda w: 0)
     run = measure(broken, Workload.cpu_default(seq_len=32))
     assert run.status == "error" and "this variant is broken" in run.reason
 

@@ -1,0 +1,102 @@
+"""The guess a reader would make for each variant, before anything runs: one table, eight rows.
+
+Each row is what reading the variant's code suggests (its kernels, their arithmetic, whether the S×S
+scores go through memory, and how it should rank for speed and host cost among the eight). `guess_for`
+fills in what depends on the workload: no mask kernel when the attention is not causal, the arithmetic
+of the inputs' dtype, aten ops instead of kernels on a CPU.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from profiling.workload import Workload
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One kernel (on a CPU: one aten op) a reader expects each forward to run."""
+    what: str                           # in plain words: "GEMM q·kᵀ"
+    category: str                       # how the trace files it: gemm, elementwise, softmax, fused attention, triton
+    op: str | None = None               # the aten op a reader would expect to launch it, where the code names one
+
+
+@dataclass(frozen=True)
+class Guess:
+    """What reading the code suggests for one workload."""
+    summary: str                        # the intuition in one line: "one line, so few kernels and fast"
+    kernels: tuple[Expected, ...]       # what each forward should run, in order
+    precision: str                      # the arithmetic one expects for these inputs on this device
+    materialises_scores: bool           # does the S×S score matrix go through memory?
+    speed_rank: int                     # expected speed among the eight: 1 = fastest (ties allowed)
+    host_rank: int                      # expected CPU cost per call: 1 = lightest
+    occupancy: str = ""                 # what one expects Kineto's occupancy column to say (GPU only)
+
+    @property
+    def kernels_per_forward(self) -> int:
+        return len(self.kernels)
+
+
+GEMM_QK, GEMM_PV = Expected("GEMM q·kᵀ", "gemm", "aten::bmm"), Expected("GEMM p·v", "gemm", "aten::bmm")
+SCALE = Expected("scale", "elementwise", "aten::mul")
+SOFTMAX = Expected("softmax", "softmax", "aten::_softmax")
+
+
+@dataclass(frozen=True)
+class _Row:
+    summary: str                        # may name {units} / {one} ("kernels" / "kernel" on a GPU, "aten ops" /
+                                        # "aten op" on a CPU) and {count}
+    speed_rank: int
+    host_rank: int
+    scores: bool
+    kernels: tuple[Expected, ...] = ()  # the causal case; MASK entries drop out when not causal
+    like_naive: bool = False            # the reader expects naive's arithmetic (the math path)
+    occupancy: str = ""
+
+
+MASK = "mask"  # marks the entries that exist only with a causal mask
+
+#        key               summary                                                 speed host S×S
+GUESSES: dict[str, _Row] = {
+    "naive":          _Row("{count} ops, so {count} {units}, one per op",              6, 4, True, kernels=(
+                          GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill"), SOFTMAX, GEMM_PV)),
+    "naive_inplace":  _Row("the same {count} {units}: in place only saves memory",     5, 4, True, kernels=(
+                          GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill_"), SOFTMAX, GEMM_PV)),
+    "sdpa_math":      _Row("one line, so few {units} and fast",                        4, 3, True, like_naive=True,
+                           kernels=(GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::tril"), SOFTMAX, GEMM_PV)),
+    "sdpa_efficient": _Row("one fused {one} that never writes the S×S scores",        3, 2, False, kernels=(
+                          Expected("fused attention (CUTLASS fmha)", "fused attention"),)),
+    "sdpa_flash":     _Row("fastest, so high occupancy",                               1, 2, False, occupancy="high",
+                           kernels=(Expected("flash attention", "fused attention"),)),
+    "sdpa_cudnn":     _Row("no transposes, so lightest on the CPU",                    2, 1, False, kernels=(
+                          Expected("cuDNN fused attention", "fused attention"),)),
+    "sdpa_auto":      _Row("the fastest backend for this GPU",                         1, 2, False, kernels=(
+                          Expected("whichever fused kernel is fastest here", "fused attention"),)),
+    "flex":           _Row("one generated {one}, close to flash; the first call compiles", 3, 2, False, kernels=(
+                          Expected("flex_attention, generated", "triton"),)),
+}
+
+
+def guess_for(key: str, workload: Workload) -> Guess:
+    """The guess for variant `key` on `workload`."""
+    row = GUESSES[key]
+    cpu = workload.device == "cpu"
+    kernels = tuple(e if e.what != MASK else Expected("causal mask", e.category, e.op)
+                    for e in row.kernels if workload.causal or e.what != MASK)
+    if cpu:  # on a CPU the table lists aten ops; flex's compiled graph runs generated C++
+        kernels = tuple(Expected(e.what, "compiled graph") if e.category == "triton" else e for e in kernels)
+    count = {4: "four", 5: "five"}.get(len(kernels), str(len(kernels)))
+    words = dict(units="aten ops" if cpu else "kernels", one="aten op" if cpu else "kernel", count=count)
+    return Guess(summary=row.summary.format(**words), kernels=kernels,
+                 precision=_precision(workload, fused=not row.scores, like_naive=row.like_naive),
+                 materialises_scores=row.scores, speed_rank=row.speed_rank, host_rank=row.host_rank,
+                 occupancy="" if cpu else row.occupancy)
+
+
+def _precision(workload: Workload, fused: bool, like_naive: bool) -> str:
+    dtype, sixteen_bit = workload.dtype, workload.dtype in ("fp16", "bf16")
+    if workload.device == "cpu":
+        return f"{dtype} arithmetic on the CPU's vector units"
+    what = f"{dtype} attention" if fused else f"{dtype} GEMMs"
+    if not sixteen_bit:
+        return what
+    return f"{what} on tensor cores" + (", like naive" if like_naive else "")

@@ -1,0 +1,68 @@
+"""Guess + trace + environment + the blog's A100 -> a headline and ranked notes for A vs B.
+
+Each rule is a small function `(run, peers) -> Note | None` that looks for one lesson in a measured run; it
+reads only the run, the variant's guess for this workload, the blog's reference and, for a ratio, the other
+run of the comparison. `explain` runs them on both sides, adds the ledger of kernels the guess did not
+predict, states a note true of both sides once (side "both"), and ranks the notes by weight: the share of
+time or memory they explain, or how far they contradict the guess. The first `TOP` are the ones to show.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..results import Comparison, Note, Run
+from . import blog_rules, environment_rules, guess_rules, verdict
+from .facts import Peers, Rule, peers_for
+
+TOP = 3  # notes shown before "more"
+
+RULES: tuple[Rule, ...] = (
+    # the guess against the trace
+    guess_rules.hidden_copy, guess_rules.in_place, guess_rules.library_memsets, guess_rules.split_launches,
+    guess_rules.fp32_gemms, guess_rules.math_mask, guess_rules.math_guard, guess_rules.math_cast_back,
+    guess_rules.softmax_kernel, guess_rules.flex_mask_per_call, guess_rules.occupancy_by_design,
+    guess_rules.occupancy_not_zero, guess_rules.host_bound, guess_rules.scores_in_memory, guess_rules.first_call,
+    guess_rules.profiled_vs_events,
+    # the environment
+    environment_rules.pinned_refused, environment_rules.rank3_path, environment_rules.auto_choice,
+    environment_rules.cpu_dispatch,
+    # the blog's A100
+    blog_rules.against_blog, blog_rules.kernel_generation, blog_rules.nvjet_gemms, blog_rules.ranking_vs_blog,
+)
+
+
+def explain_run(run: Run, peers: Iterable[Run] = ()) -> list[Note]:
+    """Every note the rules find in `run`, then the ledger of the kernels the guess did not predict."""
+    others: Peers = peers_for(run, peers)
+    notes = [n for rule in RULES if (n := rule(run, others)) is not None]
+    explained = {name for n in notes for name in n.kernels}
+    ledger = guess_rules.unpredicted_kernels(run, explained)
+    return notes + ([ledger] if ledger else [])
+
+
+def explain(comparison: Comparison) -> Comparison:
+    """Fill the headline and the ranked notes of A vs B; returns the same object."""
+    a, b = comparison.a, comparison.b
+    notes = []
+    a_notes, b_notes = explain_run(a, [b]), explain_run(b, [a])
+    for n in a_notes:
+        twin = next((m for m in b_notes if (m.rule, m.title, m.body) == (n.rule, n.title, n.body)), None)
+        n.side = "both" if twin else "a"
+        if twin:
+            b_notes.remove(twin)
+        notes.append(n)
+    for n in b_notes:
+        n.side = "b"
+        notes.append(n)
+    for n in verdict.ranking_notes(a, b):
+        n.side = "pair"
+        notes.append(n)
+    order = {rule.__name__: i for i, rule in enumerate(RULES)}
+    notes.sort(key=lambda n: (-round(n.weight, 3), order.get(n.rule, len(order))))
+    comparison.headline = verdict.headline(a, b)
+    comparison.headline.side = "pair"
+    comparison.notes = notes
+    return comparison
+
+
+__all__ = ["RULES", "TOP", "explain", "explain_run", "peers_for"]

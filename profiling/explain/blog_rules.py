@@ -1,0 +1,126 @@
+"""The blog's A100: each run beside the post's number for the same variant (on the post's workload only),
+and what a different GPU generation changes in the kernels' names and the ranking.
+"""
+from __future__ import annotations
+
+from .. import text
+from ..reference import BLOG
+from ..results import Note, Run
+from .facts import (Peers, ampere_design, constant, instruction, kernels_in, label, main_kernel, measured, note,
+                    of_kernel, on_gpu, ratio, scaled, sm_in_name, total)
+
+FUSED = ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn")
+
+
+def _unlike_blog(run: Run) -> str:
+    differences = BLOG.differences(run.workload)
+    return f" (This workload differs from the blog's: {', '.join(differences)}.)" if differences else ""
+
+
+def against_blog(run: Run, peers: Peers) -> Note | None:
+    """This run beside the blog's A100 figures for the same variant, on the blog's workload."""
+    ref = BLOG.results.get(run.variant)
+    if not on_gpu(run) or ref is None or not BLOG.matches(run.workload):
+        return None
+    key = f"blog.results[{run.variant}]"
+    facts, said = {}, []
+    if ref.kernels_per_forward is not None and run.kernels_per_forward is not None:
+        facts |= {"kernels": measured(run, "kernels_per_forward", "count"),
+                  "blog_kernels": constant(ref.kernels_per_forward, "count", f"{key}.kernels_per_forward")}
+        said.append("Kernels per forward: {kernels} here, {blog_kernels} on the A100.")
+    if ref.gpu_us and run.gpu_ms:
+        here = scaled(measured(run, "timing.median_ms", "ms"), 1000, "us")
+        facts |= {"gpu": measured(run, "timing.median_ms", "ms"),
+                  "blog_gpu": constant(ref.gpu_us / 1000, "ms", f"product({key}.gpu_us, 0.001)"),
+                  "speed": ratio(constant(ref.gpu_us, "us", f"{key}.gpu_us"), here)}
+        faster = facts["speed"].value >= 1
+        if not faster:
+            facts["speed"] = ratio(here, constant(ref.gpu_us, "us", f"{key}.gpu_us"))
+        said.append("{gpu} per forward here, {blog_gpu} there: {speed} " + ("faster" if faster else "slower")
+                    + " here than on the A100.")
+    inplace = peers.get("naive_inplace")
+    blog_inplace = BLOG.results["naive_inplace"].gpu_us
+    if run.variant == "sdpa_math" and inplace and inplace.gpu_ms and ref.gpu_us:
+        facts |= {"here": ratio(measured(run, "timing.median_ms", "ms"),
+                                measured(inplace, "timing.median_ms", "ms", "peers[naive_inplace]")),
+                  "there": ratio(constant(ref.gpu_us, "us", f"{key}.gpu_us"),
+                                 constant(blog_inplace, "us", "blog.results[naive_inplace].gpu_us"))}
+        said.append("Math is {here} slower than in-place naive here, {there} on the A100.")
+    if not said:
+        return None
+    cc, there = run.environment.compute_capability, BLOG.compute_capability
+    return note("against_blog", "reference", "Beside the blog's A100 (same workload)",
+                " ".join(said), weight=0.08, facts=facts,
+                evidence=[f"the post's lesson there: {ref.finding}",
+                          f"the blog: {BLOG.title}, on one {BLOG.device_name}; {BLOG.method}",
+                          f"the A100's kernels: {', '.join(ref.kernels)}",
+                          f"compute capability {cc[0]}.{cc[1]} here, {there[0]}.{there[1]} there: kernel lists and "
+                          "ratios carry over between GPUs better than times"])
+
+
+def kernel_generation(run: Run, peers: Peers) -> Note | None:
+    """Kernels written for Ampere (mma.sync, cp.async) and compiled for this newer GPU too: they run, but without
+    Hopper's wgmma and TMA. For FFMA GEMMs the limit is FP32 throughput, not the generation."""
+    sm = run.environment.sm
+    cc = run.environment.compute_capability
+    older = [k for k in run.kernels if ampere_design(k)]
+    if not on_gpu(run) or not older or cc is None or cc < (9, 0):
+        return None
+    ffma = [k for k in older if instruction(k) == "ffma"]
+    tensor = [k for k in older if k not in ffma]
+    facts = {"share": total_share(run, older)}
+    names = {"sm": sm, "kernel": text.kernel(max(older, key=lambda k: k.share), 40)}
+    if tensor:
+        design = " (mma.sync, cp.async)" if run.workload.dtype in ("fp16", "bf16") else ""
+        body = ("{kernel} is an Ampere-design kernel" + design + ", compiled for {sm} too: it runs here without "
+                "Hopper's wgmma and TMA, which kernels written for {sm} use. Such kernels run {share} of this forward.")
+    else:
+        body = ("Its GEMMs are Ampere-design kernels (sm80 in the name) doing FFMA on FP32 CUDA cores: here the "
+                "limit is FP32 throughput, not the generation; TF32 or 16-bit inputs are the cure, not {sm} kernels.")
+    return note("kernel_generation", "reference", "Ampere-design kernels on {sm}", body + _unlike_blog(run),
+                weight=0.12 * facts["share"].value if tensor else 0.05, facts=facts, names=names, kernels=older,
+                evidence=[f"{text.kernel_line(k)} · " + (f"name says {sm_in_name(k)}" if sm_in_name(k)
+                                                           else "PyTorch's FlashAttention-2 kernel") for k in older])
+
+
+def total_share(run: Run, kernels):
+    return total(of_kernel(run, k, "share", "share") for k in kernels)
+
+
+def nvjet_gemms(run: Run, peers: Peers) -> Note | None:
+    """cuBLAS on Hopper and newer runs its nvjet GEMMs: other names than the blog's A100 trace shows."""
+    nvjet = [k for k in kernels_in(run, "gemm") if k.short_name.startswith("nvjet")]
+    if not on_gpu(run) or not nvjet:
+        return None
+    facts = {"share": total_share(run, nvjet)}
+    return note("nvjet_gemms", "reference", "cuBLAS picked its nvjet GEMMs, not the A100's",
+                "nvjet is cuBLAS's GEMM family for Hopper and newer ({sm} in the name here), launched with "
+                "cuLaunchKernelEx: same matmuls as on the A100, other kernel names, {share} of the forward."
+                + _unlike_blog(run),
+                weight=0.02, facts=facts, names={"sm": sm_in_name(nvjet[0]) or "its architecture"}, kernels=nvjet,
+                evidence=[text.kernel_line(k) for k in nvjet])
+
+
+def ranking_vs_blog(run: Run, peers: Peers) -> Note | None:
+    """On the A100 flash beat cuDNN; where this GPU's order differs, say what the kernels' names show."""
+    fused = {k: p for k, p in {**peers, run.variant: run}.items() if k in FUSED and p.ok and p.gpu_ms}
+    if not on_gpu(run) or run.variant not in fused or len(fused) < 2 or not BLOG.matches(run.workload):
+        return None
+    here = sorted(fused, key=lambda k: fused[k].gpu_ms)
+    there = sorted(fused, key=lambda k: BLOG.results[k].gpu_us)
+    if here.index(run.variant) == there.index(run.variant) or here[0] != run.variant:
+        return None  # said once, about the run that moved up
+    main = {k: main_kernel(p) for k, p in fused.items()}
+    if instruction(main[here[0]]) == "wgmma" and ampere_design(main[there[0]]):
+        reason = (f"{label(fused[here[0]])}'s kernel is written for {run.environment.sm} (wgmma in its name); "
+                  f"{label(fused[there[0]])}'s, {text.kernel(main[there[0]], 32)}, is an Ampere-design kernel.")
+    else:
+        reason = "The kernels' names do not show why; the cause is not known from these traces."
+    return note("ranking_vs_blog", "reference",
+                f"{label(run)} ranks #{here.index(run.variant) + 1} of {len(here)} here, "
+                f"#{there.index(run.variant) + 1} on the blog's A100",
+                "On the A100 FlashAttention-2 won. " + reason,
+                weight=0.15,
+                evidence=["GPU here, fastest first: " + " < ".join(f"{k} {text.ms(fused[k].gpu_ms)}" for k in here),
+                          "A100, fastest first: " + " < ".join(f"{k} {text.us(BLOG.results[k].gpu_us)}" for k in there)]
+                + [text.kernel_line(main[k]) for k in here])

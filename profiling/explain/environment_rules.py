@@ -1,0 +1,135 @@
+"""The environment: which backend SDPA chose or refused and why, as the torch version, the GPU and PyTorch's own
+warnings say; and what a CPU run measures instead of kernels.
+"""
+from __future__ import annotations
+
+import re
+
+from .. import dispatch, text
+from ..results import Note, Run
+from .facts import Peers, label, measured, note, on_gpu, pinned, ran, ratio, sdpa_op
+
+
+def _rank3_story(run: Run) -> str:
+    env = run.environment
+    if dispatch.rank3_is_fused(env):
+        return (f"torch {env.torch_version} (2.14 or newer) views rank-3 q, k, v as one batch before choosing a "
+                "backend, so [B·H, S, D] inputs reach the fused kernels.")
+    return (f"With no pin, SDPA quietly fell back to math: up to torch 2.13 (this is {env.torch_version}) its fused "
+            "backends want 4-D q, k, v. Reshape [B·H, S, D] to [B, H, S, D] to reach them.")
+
+
+def refusal(run: Run) -> tuple[str, str, str]:
+    """Why a run did not happen: (in a few words, the cause, PyTorch's own first reason)."""
+    backend = pinned(run)
+    reasons = dispatch.refusal_reasons(backend, run.pytorch_warnings) if backend else []
+    quoted = reasons[0] if reasons else dispatch.clean_warning(run.reason or run.status)
+    said = " ".join(reasons).lower() or (run.reason or "").lower()
+    w, env = run.workload, run.environment
+    if run.status == "error":
+        return "it failed", "The run stopped with this error; nothing was measured.", quoted
+    if "4 dimensional" in said:
+        return ("rank-3 inputs", f"Before torch 2.14 (this is {env.torch_version}) every fused backend wants 4-D q, "
+                "k, v; pinned, SDPA has no fallback, so the call fails. Reshape to [B, H, S, D].", quoted)
+    if "dtype" in said:
+        return (f"{w.dtype} inputs", "This backend's kernels exist for fp16 and bf16 only. Pinned, SDPA has no "
+                "fallback, so the call fails instead of running another backend.", quoted)
+    if "head_dim" in said or "head dim" in said or "last dimension" in said:
+        known = dispatch.known_refusal(backend, w, env) if backend else None
+        return (f"head_dim {w.head_dim}", (known or "PyTorch's head-dim check refused it")
+                + ": the kernels exist for a limited set of head sizes on each GPU generation.", quoted)
+    if "architecture" in said or re.search(r"\bsm\s?\d", said):
+        return (f"this GPU ({env.sm})", "The kernel is built for a range of GPU generations that does not include "
+                "this one.", quoted)
+    if "cpu kernel" in said:
+        return ("no CPU kernel", "Memory-efficient and cuDNN attention are CUDA kernels; on a CPU SDPA has its CPU "
+                "flash kernel and math.", quoted)
+    return "not supported here", "Pinned, SDPA does not fall back to another backend.", quoted
+
+
+def pinned_refused(run: Run, peers: Peers) -> Note | None:
+    """A pinned backend that cannot take this input fails instead of falling back; PyTorch's warnings say why."""
+    if run.ok:
+        return None
+    why, cause, quoted = refusal(run)
+    backend = pinned(run)
+    reasons = dispatch.refusal_reasons(backend, run.pytorch_warnings) if backend else []
+    return note("pinned_refused", "environment", f"{label(run)} cannot run here: {why}", cause, weight=1.0,
+                evidence=[f"PyTorch: {r}" for r in reasons] or [f"PyTorch: {quoted}"])
+
+
+def rank3_path(run: Run, peers: Peers) -> Note | None:
+    """Rank-3 inputs: math before torch 2.14, fused kernels from 2.14, stated for the torch that ran."""
+    backend = pinned(run)
+    if not run.ok or run.workload.rank != 3 or backend in (None, "math"):
+        return None
+    op = sdpa_op(run)
+    took_math = ran(run) == "math"
+    cause = _rank3_story(run)
+    if took_math and dispatch.rank3_is_fused(run.environment):
+        cause += " This trace still ran math, so another of SDPA's checks refused the fused backends."
+    return note("rank3_path", "environment",
+                "Rank-3 input: " + ("SDPA took the math path" if took_math else f"{run.backend} despite rank 3"),
+                cause, weight=0.6 if took_math else 0.2, ops=[op.name] if op else [],
+                evidence=[f"ran: {op.name}" if op else f"backend: {run.backend}", f"torch {run.environment.torch_version}"])
+
+
+def auto_choice(run: Run, peers: Peers) -> Note | None:
+    """With no pin SDPA takes the first backend in its priority order that accepts the input; the order depends
+    on the torch version, the GPU and the cuDNN it loads (dispatch.priority)."""
+    if not on_gpu(run) or pinned(run) != "auto" or ran(run) is None:
+        return None
+    env, chosen = run.environment, ran(run)
+    priority = dispatch.priority(env)
+    order = priority.order
+    skipped = order[:order.index(chosen)] if chosen in order else list(order)
+    how = "read from PyTorch" if priority.read_live else "predicted from the version rules"
+    evidence = [f"priority ({how}): {' → '.join(order)}", f"why cuDNN is{'' if order[0] == 'cudnn' else ' not'} "
+                f"first: {priority.rule}"]
+    if "math" in skipped:  # math accepts every input: this order cannot be the one that ran
+        result = (f" The trace shows {chosen}, which this order never reaches, so the order that ran differed "
+                  "(an environment variable, or code that set it).")
+    elif skipped:
+        refusals = {b: dispatch.known_refusal(b, run.workload, env) for b in skipped}
+        evidence += [f"{b}: refused, {why or 'by a check PyTorch reports only when no backend runs'}"
+                     for b, why in refusals.items()]
+        by_reason: dict[str, list[str]] = {}
+        for b, why in refusals.items():
+            by_reason.setdefault(why or "a check PyTorch reports only when no backend runs", []).append(b)
+        result = " " + "; ".join(f"{_and(bs)} refused it: {why}" for why, bs in by_reason.items()) \
+            + f". So auto ran {chosen}."
+    else:
+        result = f" {chosen} accepted this input, so auto ran it."
+    facts, weight = {}, 0.25
+    faster = [p for p in peers.values() if pinned(p) not in (None, "auto") and p.gpu_ms and run.gpu_ms
+              and p.timing.max_ms < run.timing.min_ms]
+    if faster:
+        best = min(faster, key=lambda p: p.gpu_ms)
+        facts = {"ratio": ratio(measured(run, "timing.median_ms", "ms"),
+                                measured(best, "timing.median_ms", "ms", f"peers[{best.variant}]"))}
+        result += f" It is not the fastest here: {label(best)} is {{ratio}} faster."
+        weight = 0.45
+    title = f"Auto ran {chosen}, " + ("first in SDPA's order here" if not skipped else
+                                        f"the first of {' → '.join(order)} to accept this input")
+    return note("auto_choice", "environment", title,
+                f"SDPA tries {order[0]} first here: {priority.rule}." + result,
+                weight=weight, facts=facts, ops=[sdpa_op(run).name] if sdpa_op(run) else [], evidence=evidence,
+                links=[dispatch.SOURCE + " (priority_order, check_prefer_cudnn_attention)"])
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def cpu_dispatch(run: Run, peers: Peers) -> Note | None:
+    """On a CPU there are no kernels: the table lists aten ops, and SDPA dispatches to its CPU flash kernel or math."""
+    if not run.ok or run.environment.device != "cpu":
+        return None
+    op = sdpa_op(run)
+    what = f"SDPA ran `{text.op(op.name)}`. " if op else ""
+    return note("cpu_dispatch", "environment", "A CPU run: aten ops by CPU time, not GPU kernels",
+                what + "On a CPU, SDPA tries its CPU flash kernel, then math; memory-efficient and cuDNN have no CPU "
+                "kernel. Times are wall clock, and GPU facts (tensor cores, occupancy, Memsets) do not apply.",
+                weight=0.05, ops=[op.name] if op else [],
+                evidence=[f"{k.name} · {text.us(k.us_per_forward)} self/fwd ({text.share(k.share)})"
+                          for k in run.kernels[:5]] + [f"CPU: {run.environment.device_name}"])

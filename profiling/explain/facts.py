@@ -1,0 +1,324 @@
+"""What a run shows, read for the rules: its ops and kernels, who launched what, the guess it is held
+against, the GPU's limits; and the two tools every note is built with: `Quantity`s that say where each
+number was read (`measured`, `total`, `ratio`), and `note`, which has profiling.text write the words.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+from attention_variants import VARIANTS, Guess, Variant, guess_for
+
+from .. import dispatch, text
+from ..reference import BLOG
+from ..results import HostOp, Kernel, Launch, Note, Quantity, Run
+
+Peers = dict[str, Run]  # variant key -> an ok run of the same workload in the same environment
+Rule = Callable[[Run, Peers], Note | None]
+NEGLIGIBLE = 0.01        # a share of GPU time below this is listed, not explained
+
+
+# -- the run -----------------------------------------------------------------------------------
+def variant(run: Run) -> Variant | None:
+    return VARIANTS.get(run.variant)
+
+
+def label(run: Run) -> str:
+    v = variant(run)
+    return v.label if v else run.variant
+
+
+def guess(run: Run) -> Guess | None:
+    return guess_for(run.variant, run.workload) if run.variant in VARIANTS else None
+
+
+def pinned(run: Run) -> str | None:
+    """'flash', 'efficient', 'cudnn', 'math', 'auto', or None for a variant that is not SDPA."""
+    v = variant(run)
+    backend = v.sdpa_backend if v else None
+    return "auto" if backend == "auto" else dispatch.backend_key(backend)
+
+
+def ran(run: Run) -> str | None:
+    """The SDPA backend the trace shows: 'flash', 'efficient', 'cudnn', 'math', or None."""
+    return dispatch.backend_key(run.backend)
+
+
+def on_gpu(run: Run) -> bool:
+    return run.ok and run.environment.device == "cuda"
+
+
+def host_op(run: Run, name: str) -> HostOp | None:
+    return next((h for h in run.host_ops if h.name == name), None)
+
+
+def sdpa_op(run: Run) -> HostOp | None:
+    return next((h for h in run.host_ops if h.name in dispatch.SDPA_BACKEND_OPS), None)
+
+
+def kernels_in(run: Run, *categories: str) -> list[Kernel]:
+    return [k for k in run.kernels if k.category in categories]
+
+
+def main_kernel(run: Run) -> Kernel | None:
+    return max(run.kernels, key=lambda k: k.us_per_forward, default=None)
+
+
+def sixteen_bit(run: Run) -> bool:
+    return run.workload.dtype in ("fp16", "bf16")
+
+
+def launches(run: Run, under: str | None = None) -> list[tuple[Kernel, Launch]]:
+    """Every (kernel, launch chain) of the run; with `under`, those whose chain includes that op."""
+    return [(k, launch) for k in run.kernels for launch in (k.launched_by or [])
+            if under is None or under in launch.ops]
+
+
+def launched_under(k: Kernel, *ops: str) -> bool:
+    return any(o in launch.ops for launch in (k.launched_by or []) for o in ops)
+
+
+def sm_in_name(k: Kernel) -> str | None:
+    """'sm80' for 'fmha_cutlassF_bf16_aligned_64x64_rf_sm80': the generation the kernel's code targets."""
+    found = re.search(r"(?:^|_)(sm\d{2,3})(?:_|$)", k.short_name or k.name)
+    return found.group(1) if found else None
+
+
+def instruction(k: Kernel) -> str | None:
+    """What the name says about the arithmetic: 'ffma', 'wgmma', 'hmma', 'nvjet', None."""
+    lower = k.name.lower()
+    for mark in ("ffma", "wgmma", "hmma", "tf32"):
+        if mark in lower:
+            return mark
+    return "nvjet" if lower.startswith("nvjet") else None
+
+
+def ampere_design(k: Kernel) -> bool:
+    """Written for Ampere's mma.sync and cp.async: an sm80 name, or PyTorch's FlashAttention-2 kernel."""
+    return sm_in_name(k) == "sm80" or k.short_name == "pytorch_flash::flash_fwd_kernel"
+
+
+# -- numbers with their source ---------------------------------------------------------------------
+def _kernel_index(run: Run, k: Kernel) -> int:
+    return next(i for i, x in enumerate(run.kernels) if x is k)
+
+
+def measured(run: Run, path: str, unit: str, who: str = "run") -> Quantity:
+    """A figure of the run read at `path` ('timing.median_ms', 'workload.scores_bytes()')."""
+    return Quantity(_walk(run, path), unit, f"{who}.{path}")
+
+
+def of_kernel(run: Run, k: Kernel, attribute: str, unit: str, who: str = "run") -> Quantity:
+    return measured(run, f"kernels[{_kernel_index(run, k)}].{attribute}", unit, who)
+
+
+def of_launch(run: Run, k: Kernel, launch: Launch, attribute: str, unit: str, who: str = "run") -> Quantity:
+    j = next(i for i, x in enumerate(k.launched_by) if x is launch)
+    return measured(run, f"kernels[{_kernel_index(run, k)}].launched_by[{j}].{attribute}", unit, who)
+
+
+def total(parts: Iterable[Quantity], unit: str | None = None) -> Quantity:
+    parts = list(parts)
+    return Quantity(sum(p.value for p in parts), unit or parts[0].unit, f"sum({', '.join(p.source for p in parts)})")
+
+
+def ratio(num: Quantity, den: Quantity, unit: str = "x") -> Quantity:
+    return Quantity(num.value / den.value, unit, f"ratio({num.source}, {den.source})")
+
+
+def difference(a: Quantity, b: Quantity) -> Quantity:
+    return Quantity(a.value - b.value, a.unit, f"diff({a.source}, {b.source})")
+
+
+def scaled(q: Quantity, factor: float, unit: str) -> Quantity:
+    """The same figure in another unit: scaled(gpu_ms, 1000, "us")."""
+    return Quantity(q.value * factor, unit, f"product({q.source}, {factor:g})")
+
+
+def constant(value: float, unit: str, source: str) -> Quantity:
+    """A figure that is not the run's: a device limit (`arch[sm90].registers_per_sm`), the blog's A100."""
+    return Quantity(value, unit, source)
+
+
+def resolve(source: str, context: Mapping[str, object]) -> float:
+    """The value `source` names, read again from `context` ({'run': Run, 'a': ..., 'peers': ..., 'blog': ...,
+    'arch': ARCH}): how a test checks every number of a note against the run it came from."""
+    if re.fullmatch(r"-?\d+(\.\d+)?", source):
+        return float(source)
+    call = re.fullmatch(r"(\w+)\((.*)\)", source)
+    if call and call.group(1) in _FUNCTIONS:
+        return _FUNCTIONS[call.group(1)](*(resolve(arg, context) for arg in _split_args(call.group(2))))
+    root = re.match(r"\w+", source).group(0)
+    return _walk(context[root], source[len(root):])
+
+
+def _split_args(text_: str) -> list[str]:
+    args, depth, current = [], 0, ""
+    for ch in text_:
+        if ch == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+            continue
+        depth += (ch in "([") - (ch in ")]")
+        current += ch
+    return args + ([current.strip()] if current.strip() else [])
+
+
+def _walk(obj, path: str):
+    for step in re.findall(r"[^.\[\]]+(?:\([^)]*\))?|\[[^\]]+\]", path):
+        if step.startswith("["):
+            key = step[1:-1]
+            obj = obj[int(key)] if key.lstrip("-").isdigit() else obj[key]
+        elif step.endswith(")"):
+            name, args = step[:-1].split("(")
+            obj = getattr(obj, name)(*[int(a) for a in args.split(",") if a])
+        else:
+            obj = getattr(obj, step)
+    return obj
+
+
+# -- the GPU's limits, and the occupancy they allow -----------------------------------------------------
+@dataclass(frozen=True)
+class ArchLimits:
+    """Per-SM limits of one compute capability (CUDA C Programming Guide, "Technical Specifications")."""
+    registers_per_sm: int
+    threads_per_sm: int
+    blocks_per_sm: int
+    shared_per_sm: int           # bytes
+    shared_per_block: int        # bytes a block may opt in to
+    reserved_shared_per_block: int = 1024  # the runtime keeps 1 KiB per block (sm80 and newer)
+
+    @property
+    def warps_per_sm(self) -> int:
+        return self.threads_per_sm // 32
+
+
+_KIB = 1024
+ARCH = {  # by SM name; the default 48 KiB per block is what Kineto's estimate assumes
+    "sm75": ArchLimits(65536, 1024, 16, 64 * _KIB, 64 * _KIB, 0),
+    "sm80": ArchLimits(65536, 2048, 32, 164 * _KIB, 163 * _KIB),
+    "sm86": ArchLimits(65536, 1536, 16, 100 * _KIB, 99 * _KIB),
+    "sm89": ArchLimits(65536, 1536, 24, 100 * _KIB, 99 * _KIB),
+    "sm90": ArchLimits(65536, 2048, 32, 228 * _KIB, 227 * _KIB),
+    "sm100": ArchLimits(65536, 2048, 32, 228 * _KIB, 227 * _KIB),
+    "sm120": ArchLimits(65536, 1536, 32, 128 * _KIB, 99 * _KIB),
+}
+KINETO_SHARED_PER_BLOCK = 48 * _KIB
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    blocks: int                  # resident blocks per SM
+    warps: int
+    fraction: float              # of the SM's warp slots
+    limiter: str                 # what caps it: "registers", "shared memory", "threads", "blocks" (or several)
+
+
+def occupancy(k: Kernel, limits: ArchLimits) -> Occupancy | None:
+    """The occupancy CUDA's calculator gives from the kernel's registers, block and shared memory on this
+    device (registers allocated per warp in 256s); None when the trace lacks a figure."""
+    if k.registers_per_thread is None or not k.block or k.shared_memory_bytes is None:
+        return None
+    threads = k.block[0] * k.block[1] * k.block[2]
+    warps_per_block = -(-threads // 32)
+    registers_per_warp = -(-k.registers_per_thread * 32 // 256) * 256
+    by = {"registers": (limits.registers_per_sm // registers_per_warp) // warps_per_block if registers_per_warp else 99,
+          "threads": limits.warps_per_sm // warps_per_block,
+          "blocks": limits.blocks_per_sm}
+    if k.shared_memory_bytes:
+        by["shared memory"] = limits.shared_per_sm // (k.shared_memory_bytes + limits.reserved_shared_per_block)
+    blocks = min(by.values())
+    limiter = " and ".join(name for name, n in by.items() if n == blocks)
+    return Occupancy(blocks, blocks * warps_per_block, blocks * warps_per_block / limits.warps_per_sm, limiter)
+
+
+def occupancy_pct(k: Kernel, limits: ArchLimits) -> float:
+    return 100.0 * occupancy(k, limits).fraction
+
+
+def occupancy_blocks(k: Kernel, limits: ArchLimits) -> float:
+    return float(occupancy(k, limits).blocks)
+
+
+def unpredicted_rows(run: Run) -> float:
+    """How many rows of the table the guess did not predict at all."""
+    return float(sum(u.whole for u in match_guess(run, guess(run))[1]))
+
+
+_FUNCTIONS = {"sum": lambda *xs: sum(xs), "ratio": lambda a, b: a / b, "diff": lambda a, b: a - b,
+              "product": lambda a, b: a * b, "rows": lambda run: float(len(run.kernels)),
+              "unpredicted_rows": unpredicted_rows,
+              "occupancy_pct": occupancy_pct, "occupancy_blocks": occupancy_blocks}
+
+
+def context(run: Run, peers: Peers | None = None, **others: Run) -> dict:
+    """What `resolve` reads a note's sources against."""
+    return {"run": run, "peers": peers or {}, "blog": BLOG, "arch": ARCH,
+            "kineto_shared_per_block": KINETO_SHARED_PER_BLOCK, **others}
+
+
+# -- the guess against the table -----------------------------------------------------------------
+@dataclass
+class Unpredicted:
+    kernel: Kernel
+    extra_calls: float           # launches per forward beyond what the guess expected of this row
+    whole: bool                  # no guessed kernel matches this row at all
+
+
+def match_guess(run: Run, g: Guess) -> tuple[dict[int, list[str]], list[Unpredicted], list[str]]:
+    """Pair each kernel the guess expects with one launch in the table: the first row of its category (launched
+    by the op the guess names, where it names one) with a launch left. Returns {row index: what the guess called
+    its launches}, the rows or extra launches it did not predict, and the expected kernels no row matched."""
+    left = [k.calls_per_forward for k in run.kernels]
+    taken: dict[int, list[str]] = {}
+    missing = []
+    for expected in g.kernels:
+        index = next((i for i, k in enumerate(run.kernels) if left[i] > 0.5 and k.category == expected.category
+                      and (expected.op is None or _launched_by_op(run, k, expected.op))), None)
+        if index is None:
+            missing.append(expected.what)
+        else:
+            left[index] -= 1
+            taken.setdefault(index, []).append(expected.what)
+    unpredicted = [Unpredicted(k, k.calls_per_forward, whole=True) if i not in taken else
+                   Unpredicted(k, left[i], whole=False)
+                   for i, k in enumerate(run.kernels) if i not in taken or round(left[i], 2) > 0]
+    return taken, unpredicted, missing
+
+
+def _launched_by_op(run: Run, k: Kernel, op: str) -> bool:
+    if k.launched_by is None:  # a CPU row is the op itself
+        return k.name in (op, op + "_") or (op.endswith("_") and k.name == op)
+    return launched_under(k, op, op + "_")
+
+
+def innermost_op(k: Kernel) -> str | None:
+    """The aten op that made the launch call for most of this kernel's time."""
+    if not k.launched_by:
+        return k.name if k.name.startswith("aten::") else None
+    top = max(k.launched_by, key=lambda launch: launch.us_per_forward)
+    return next((o for o in reversed(top.ops) if o.startswith("aten::")), top.ops[-1] if top.ops else None)
+
+
+# -- notes -------------------------------------------------------------------------------------
+def note(rule: str, kind: str, title: str, body: str, *, weight: float, facts: Mapping[str, Quantity] | None = None,
+         names: Mapping[str, str] | None = None, kernels: Iterable[Kernel] = (), ops: Iterable[str] = (),
+         evidence: Iterable[str] = (), links: Iterable[str] = ()) -> Note:
+    """A note whose title and body profiling.text writes from `facts` (numbers) and `names` (kernel and op names,
+    quoted words); `evidence` lines are written already (with profiling.text's kernel and host lines)."""
+    facts, names = dict(facts or {}), dict(names or {})
+    return Note(rule=rule, kind=kind, title=text.fill(title, facts, names), body=text.fill(body, facts, names),
+                weight=max(0.0, min(1.0, weight)), facts=facts, kernels=[k.name for k in kernels],
+                ops=list(dict.fromkeys(ops)), evidence=list(evidence),
+                links=list(links))
+
+
+def peers_for(run: Run, runs: Iterable[Run]) -> Peers:
+    """The runs among `runs` a ratio with `run` means something for: ok, another variant, same workload
+    (seed aside), same GPU and torch."""
+    def same(other: Run) -> bool:
+        return (other.workload.replace(seed=0) == run.workload.replace(seed=0)
+                and other.environment.device_name == run.environment.device_name
+                and other.environment.torch_version == run.environment.torch_version)
+    return {p.variant: p for p in runs if p.ok and p.variant != run.variant and same(p)}

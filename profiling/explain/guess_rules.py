@@ -1,0 +1,478 @@
+"""The guess against the trace: where the kernels, their arithmetic, memory or occupancy differ from what
+reading the code suggests, and why. Each rule reads one run (and, for a ratio, a peer of the same workload)
+and returns a `Note` or None; every sentence is built from what this run's trace shows.
+"""
+from __future__ import annotations
+
+from ..results import Note, Run
+from .. import text
+from .facts import (ARCH, KINETO_SHARED_PER_BLOCK, NEGLIGIBLE, Peers, constant, difference, guess, host_op,
+                    innermost_op, instruction, kernels_in, launched_under, launches, match_guess, measured, note,
+                    of_kernel, of_launch, occupancy, on_gpu, ran, ratio, scaled, sixteen_bit, total, variant)
+
+PYTORCH = "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native"
+
+
+# -- copies and workspaces nobody wrote -------------------------------------------------------------
+def hidden_copy(run: Run, peers: Peers) -> Note | None:
+    """Out-of-place masked_fill must leave its input untouched, so it clones the S×S scores first."""
+    if not run.ok or host_op(run, "aten::masked_fill") is None or host_op(run, "aten::clone") is None:
+        return None
+    if on_gpu(run):
+        copies = [k for k in kernels_in(run, "memcpy") if launched_under(k, "aten::masked_fill")]
+    else:
+        copies = [k for k in run.kernels if k.name in ("aten::clone", "aten::copy_")]
+    if not copies:
+        return None
+    facts = {"size": measured(run, "workload.scores_bytes()", "bytes"),
+             "time": total(of_kernel(run, k, "us_per_forward", "us") for k in copies),
+             "share": total(of_kernel(run, k, "share", "share") for k in copies)}
+    what = "a device-to-device Memcpy" if on_gpu(run) else "clone → copy_"
+    return note("hidden_copy", "guess", "A copy nobody wrote: out-of-place masked_fill clones the scores",
+                "`masked_fill` must leave its input untouched, so it first copies the {size} S×S scores "
+                f"({what}, {{time}}, {{share}} of the forward). `masked_fill_` writes in place: no copy.",
+                weight=facts["share"].value, facts=facts, kernels=copies,
+                ops=["aten::masked_fill", "aten::clone", "aten::copy_"],
+                evidence=[text.kernel_line(k) for k in copies]
+                + [text.host_line(h) for h in (host_op(run, "aten::clone"), host_op(run, "aten::copy_")) if h])
+
+
+def in_place(run: Run, peers: Peers) -> Note | None:
+    """`masked_fill_` removes the copy, and so saves time; it saves no peak memory, which `scores * scale`
+    (two S×S matrices alive at once) already reaches."""
+    if not run.ok or host_op(run, "aten::masked_fill_") is None or host_op(run, "aten::masked_fill") \
+            or run.peak_extra_bytes is None:
+        return None
+    facts = {"peak": measured(run, "peak_extra_bytes", "bytes"),
+             "matrices": ratio(measured(run, "peak_extra_bytes", "bytes"),
+                               measured(run, "workload.scores_bytes()", "bytes"))}
+    if not 1.9 <= facts["matrices"].value <= 2.3:
+        return None
+    # the same computation out of place, where the comparison has it: its trace clones the scores
+    naive = next((p for p in peers.values() if host_op(p, "aten::masked_fill") and host_op(p, "aten::clone")), None)
+    time_clause, weight = "", 0.1
+    if naive and naive.gpu_ms and run.gpu_ms and naive.peak_extra_bytes is not None:
+        who = f"peers[{naive.variant}]"
+        naive_ms = measured(naive, "timing.median_ms", "ms", who)
+        facts |= {"saved": ratio(difference(naive_ms, measured(run, "timing.median_ms", "ms")), naive_ms, "share"),
+                  "naive_peak": measured(naive, "peak_extra_bytes", "bytes", who)}
+        time_clause = " It saves {saved} of the out-of-place time (the copy); out of place, the peak is {naive_peak} too."
+        weight = facts["saved"].value
+    return note("in_place", "guess", "In place saves time, not peak memory",
+                "The guess said in place only saves memory. The peak, {peak} ({matrices} one S×S matrix), is "
+                "reached at `scores * scale`, with two S×S matrices alive, before any fill." + time_clause,
+                weight=weight, facts=facts, ops=["aten::masked_fill_", "aten::mul"],
+                evidence=[text.host_line(host_op(run, "aten::masked_fill_"))])
+
+
+def library_memsets(run: Run, peers: Peers) -> Note | None:
+    """cuBLAS and cuDNN clear a workspace with cudaMemsetAsync inside their op: Memsets the code never asked for."""
+    memsets = kernels_in(run, "memset")
+    if not on_gpu(run) or not memsets:
+        return None
+    owners = sorted({launch.ops[-1] for k in memsets for launch in (k.launched_by or []) if launch.ops})
+    library = " and ".join(sorted({"cuDNN" if "cudnn" in o else "cuBLAS" if o in ("aten::bmm", "aten::mm")
+                                   else "library" for o in owners}))
+    facts = {"count": total(of_kernel(run, k, "calls_per_forward", "count") for k in memsets),
+             "time": total(of_kernel(run, k, "us_per_forward", "us") for k in memsets)}
+    n = facts["count"].value
+    inside = " and ".join(f"`{text.op(o)}`" for o in owners) or "the library call"
+    return note("library_memsets", "guess",
+                f"{{count}} Memset{'s' if n != 1 else ''} per forward from inside {inside}",
+                f"No line of code asks for {'it' if n == 1 else 'them'}: inside {inside}, before its kernel, the "
+                f"{library} call issues a cudaMemsetAsync ({{time}} in all). The profiler lists Memsets with the "
+                "kernels, so the count is {count} above the ops written.",
+                weight=min(sum(k.share for k in memsets), NEGLIGIBLE), facts=facts, kernels=memsets, ops=owners,
+                evidence=[f"{text.kernel_line(k)} · launched by {text.chain(launch.ops)}"
+                          for k in memsets for launch in (k.launched_by or [])])
+
+
+def split_launches(run: Run, peers: Peers) -> Note | None:
+    """An elementwise op whose operands reach byte offsets past 2³¹−1 runs as several launches: PyTorch's
+    TensorIterator checks `can_use_32bit_indexing` on byte offsets (and element count) and splits otherwise."""
+    if not on_gpu(run):
+        return None
+    split = []  # (kernel, launch, calls of the op that made it)
+    for k, launch in launches(run):
+        owner = launch.ops[-1] if launch.ops else None
+        calls = host_op(run, owner).calls_per_forward if owner and host_op(run, owner) else None
+        same = sum(x.calls_per_forward for x in k.launched_by if x.ops == launch.ops)
+        if calls and k.category in ("elementwise", "copy", "reduction") and round(same / calls, 2) > 1:
+            split.append((k, launch, calls))
+    if not split:
+        return None
+    k, launch, calls = max(split, key=lambda s: s[1].us_per_forward)
+    element = 4 if ran(run) == "math" else run.workload.element_bytes  # math computes in fp32
+    facts = {"launches": of_launch(run, k, launch, "calls_per_forward", "count"),
+             "ops": measured(run, f"host_ops[{run.host_ops.index(host_op(run, launch.ops[-1]))}].calls_per_forward",
+                             "count"),
+             "bytes": measured(run, f"workload.scores_bytes({element})", "bytes"),
+             "extra": total(of_launch(run, x, l_, "calls_per_forward", "count") for x, l_, _ in split)}
+    extra_launches = sum(l_.calls_per_forward - c for _, l_, c in split)
+    dtype = "fp32" if element == 4 else run.workload.dtype
+    return note("split_launches", "guess", "More launches than ops: past 32-bit indexing",
+                "One S×S {dtype} tensor is {bytes}, past 2³¹−1 bytes. PyTorch's elementwise kernels then split "
+                "the work, one launch per piece: {op} runs {launches} launches for {calls}. Same work, "
+                "more kernels; {n} split like this.",
+                weight=extra_launches / max(run.kernels_per_forward or 1, 1) * 0.5, facts=facts,
+                names={"dtype": dtype, "op": f"`{text.op(launch.ops[-1])}`", "calls": text.plural(calls, "call"),
+                       "n": text.plural(len({l_.ops[-1] for _, l_, _ in split}), "op")},
+                kernels=[x for x, _, _ in split], ops=[l_.ops[-1] for _, l_, _ in split],
+                evidence=[f"{text.kernel(x)}: {text.count(l_.calls_per_forward)} launches for "
+                          f"{text.plural(c, 'call')} of {text.chain(l_.ops)}" for x, l_, c in split],
+                links=[f"{PYTORCH}/../TensorIterator.cpp (TensorIteratorBase::can_use_32bit_indexing)"])
+
+
+# -- arithmetic ---------------------------------------------------------------------------------
+def fp32_gemms(run: Run, peers: Peers) -> Note | None:
+    """GEMMs on FP32 CUDA cores (FFMA): the math backend's upcast of 16-bit inputs, or fp32 inputs with TF32 off.
+    The dtype comes from the inputs and the op; the kernel's name only confirms the instruction family."""
+    gemms = [k for k in kernels_in(run, "gemm") if instruction(k) == "ffma"]
+    if not on_gpu(run) or not gemms:
+        return None
+    upcast, _ = _math_casts(run)
+    facts = {"gemm": total(of_kernel(run, k, "us_per_forward", "us") for k in gemms),
+             "share": total(of_kernel(run, k, "share", "share") for k in gemms)}
+    if sixteen_bit(run) and ran(run) == "math":
+        if upcast:
+            facts["upcast"] = total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in upcast)
+        why = ("SDPA's math path casts {dtype} q, k, v up to fp32 first" + (" ({upcast})" if upcast else "")
+               + ", so cuBLAS runs fp32 GEMMs on CUDA cores (FFMA): {gemm}, {share} of the forward. "
+               "`allow_fp16_bf16_reduction_math_sdp(True)` keeps them {dtype}.")
+    elif not sixteen_bit(run):
+        why = ("fp32 inputs with TF32 off (PyTorch's default) make cuBLAS run exact fp32 GEMMs on CUDA cores "
+               "(FFMA): {gemm}, {share} of the forward. FP32 throughput is the limit; TF32 or 16-bit inputs bring "
+               "in the tensor cores.")
+    else:
+        return None
+    return note("fp32_gemms", "guess", "The GEMMs run in fp32 on CUDA cores, not on tensor cores", why,
+                weight=facts["share"].value, facts=facts, names={"dtype": run.workload.dtype},
+                kernels=gemms + [k for k, _ in upcast], ops=["aten::bmm"] + (["aten::to"] if upcast else []),
+                evidence=[f"{text.kernel_line(k)} · name says {instruction(k)}" for k in gemms]
+                + [f"{text.kernel_line(k)} · launched by {text.chain(launch.ops)}" for k, launch in upcast])
+
+
+# -- the math path ---------------------------------------------------------------------------------
+def _math_kernels(run: Run, under: str, skip: str | None = None):
+    """(kernel, launch) pairs launched inside `under` on the math path, without those also inside `skip`."""
+    return [(k, launch) for k, launch in launches(run, under)
+            if "aten::_scaled_dot_product_attention_math" in launch.ops and (skip is None or skip not in launch.ops)]
+
+
+def math_mask(run: Run, peers: Peers) -> Note | None:
+    """With is_causal the math path builds an S×S bool mask every call, turns it into a −inf/0 float mask
+    (a `where`) and adds it to the scores (`add_`)."""
+    build = _math_kernels(run, "aten::tril") + _math_kernels(run, "aten::ones") \
+        + [(k, launch) for k, launch in _math_kernels(run, "aten::where", skip="aten::_safe_softmax")]
+    add = _math_kernels(run, "aten::add_")
+    if not on_gpu(run) or not add:
+        return None
+    facts = {"build": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in build) if build
+             else constant(0.0, "us", "sum()"),
+             "add": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in add),
+             "forward": total(of_kernel(run, k, "us_per_forward", "us") for k in run.kernels)}
+    facts["share"] = ratio(total([facts["build"], facts["add"]]), facts["forward"], "share")
+    return note("math_mask", "guess", "Math rebuilds the causal mask every call and adds it",
+                "Given is_causal, the math path makes an S×S bool mask each call, turns it into a −inf/0 float "
+                "mask ({build}) and adds it to the scores with `add_` ({add}): {share} of the forward. The naive "
+                "variants build their mask once and fill with it.",
+                weight=facts["share"].value, facts=facts, kernels=[k for k, _ in build + add],
+                ops=["aten::tril", "aten::where", "aten::add_"],
+                evidence=[f"{text.kernel(k)} · {text.us(launch.us_per_forward)} · launched by {text.chain(launch.ops)}"
+                          for k, launch in build + add])
+
+
+def math_guard(run: Run, peers: Peers) -> Note | None:
+    """`_safe_softmax` returns 0, not NaN, for fully masked rows: an isneginf, an `all` reduction and a `where`
+    over the S×S scores after the softmax."""
+    guard = [(k, launch) for k, launch in launches(run, "aten::_safe_softmax") if "aten::_softmax" not in launch.ops]
+    if not on_gpu(run) or not guard:
+        return None
+    facts = {"guard": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in guard),
+             "forward": total(of_kernel(run, k, "us_per_forward", "us") for k in run.kernels)}
+    where = [(k, launch) for k, launch in guard if launch.ops[-1] == "aten::where"]
+    if where:
+        facts["where"] = total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in where)
+    facts["share"] = ratio(facts["guard"], facts["forward"], "share")
+    return note("math_guard", "guess", "The softmax guard costs {share} of the forward",
+                "Math calls `_safe_softmax`: after the softmax it finds rows that are all −inf (isneginf, then "
+                "`all`) and zeroes them with a `where`" + (" ({where})" if where else "") + ". Those passes over "
+                "the S×S scores take {guard}; naive softmax and the fused kernels skip them.",
+                weight=facts["share"].value, facts=facts, kernels=[k for k, _ in guard],
+                ops=["aten::_safe_softmax", "aten::isneginf", "aten::all", "aten::where"],
+                evidence=[f"{text.kernel(k)} · {text.us(launch.us_per_forward)} · launched by {text.chain(launch.ops)}"
+                          for k, launch in guard])
+
+
+def _math_casts(run: Run) -> tuple[list, list]:
+    """The math path's dtype casts (`aten::to` called by the math op itself): (up to fp32 before the first
+    GEMM, back to the input dtype after it), as (kernel, launch) pairs."""
+    gemms = [i for i, k in enumerate(run.kernels) if k.category == "gemm"]
+    if ran(run) != "math" or not sixteen_bit(run) or not gemms:
+        return [], []
+    casts = [(k, launch) for k, launch in _math_kernels(run, "aten::to")
+             if launch.ops[launch.ops.index("aten::_scaled_dot_product_attention_math") + 1] == "aten::to"]
+    before = [(k, launch) for k, launch in casts if run.kernels.index(k) < gemms[0]]
+    return before, [c for c in casts if c not in before]
+
+
+def math_cast_back(run: Run, peers: Peers) -> Note | None:
+    """Math returns (output, attention weights) cast back to the input dtype; SDPA keeps only the output, so the
+    S×S weights are cast and thrown away."""
+    _, casts = _math_casts(run)
+    if not on_gpu(run) or not casts:
+        return None
+    facts = {"time": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in casts),
+             "forward": total(of_kernel(run, k, "us_per_forward", "us") for k in run.kernels)}
+    facts["share"] = ratio(facts["time"], facts["forward"], "share")
+    return note("math_cast_back", "guess", "Math casts the S×S weights back to {dtype}, then drops them",
+                "The math op returns the output and the attention weights, both cast from fp32 back to {dtype}; "
+                "SDPA keeps only the output. The casts take {time} ({share}), most of it on the S×S weights.",
+                weight=facts["share"].value, facts=facts, names={"dtype": run.workload.dtype},
+                kernels=[k for k, _ in casts], ops=["aten::to", "aten::_to_copy"],
+                evidence=[text.kernel_line(k) + f" · launched by {text.chain(launch.ops)}" for k, launch in casts],
+                links=[f"{PYTORCH}/transformers/attention.cpp (_scaled_dot_product_attention_math)"])
+
+
+def softmax_kernel(run: Run, peers: Peers) -> Note | None:
+    """Long rows leave the one-warp-per-row softmax for a block-per-row kernel; when softmax dominates, say so."""
+    kernels = [k for k in kernels_in(run, "softmax") if k.short_name.startswith("cunn_SoftMax")]
+    if not on_gpu(run) or not kernels or max(k.share for k in kernels) < 0.2:
+        return None
+    k = max(kernels, key=lambda x: x.share)
+    facts = {"time": of_kernel(run, k, "us_per_forward", "us"), "share": of_kernel(run, k, "share", "share"),
+             "row": measured(run, "workload.seq_len", "count")}
+    return note("softmax_kernel", "guess", "Softmax is {share} of the forward at rows of {row}",
+                "Rows of {row} scores are too long for PyTorch's one-warp-per-row softmax (`softmax_warp_forward`), "
+                "so it runs {kernel}, one block per row: {time}. It reads and writes the whole S×S matrix, which "
+                "the fused kernels never do.",
+                weight=facts["share"].value, facts=facts, names={"kernel": text.kernel(k)}, kernels=[k],
+                ops=["aten::_softmax"], evidence=[text.kernel_line(k)],
+                links=[f"{PYTORCH}/cuda/SoftMax.cu (host_softmax)"])
+
+
+def flex_mask_per_call(run: Run, peers: Peers) -> Note | None:
+    """flex_attention with block_mask=None makes a full block mask inside every call: extra Triton kernels."""
+    extra = [k for k in kernels_in(run, "triton") if k.short_name.startswith(("triton_poi_fused_ones",
+                                                                             "triton_poi_fused_zeros"))]
+    v = variant(run)
+    if not on_gpu(run) or not (v and v.compiled) or not extra:
+        return None
+    facts = {"kernels": measured(run, "kernels_per_forward", "count"),
+             "time": total(of_kernel(run, k, "us_per_forward", "us") for k in extra)}
+    g = guess(run)
+    return note("flex_mask_per_call", "guess",
+                f"{{kernels}} kernels, not {g.kernels_per_forward if g else 1}: a block mask built on every call",
+                "Not causal, this variant passes `block_mask=None`, and flex_attention then makes a full block mask "
+                "inside every call; compiled, that is {n} small Triton kernels ({time}). A mask made once with "
+                "`create_block_mask` and passed in removes them.",
+                weight=0.15, facts=facts, names={"n": str(len(extra))}, kernels=extra,
+                evidence=[text.kernel_line(k) for k in kernels_in(run, "triton")])
+
+
+# -- occupancy ---------------------------------------------------------------------------------------
+def _limits(run: Run):
+    return ARCH.get(run.environment.sm or "")
+
+
+def _occupancy_facts(run: Run, k) -> dict:
+    sm = run.environment.sm
+    ref = f"run.kernels[{run.kernels.index(k)}]"
+    occ = occupancy(k, ARCH[sm])
+    return {"real": constant(100 * occ.fraction, "pct", f"occupancy_pct({ref}, arch[{sm}])"),
+            "blocks": constant(occ.blocks, "count", f"occupancy_blocks({ref}, arch[{sm}])"),
+            "registers": of_kernel(run, k, "registers_per_thread", "count"),
+            "smem": of_kernel(run, k, "shared_memory_bytes", "bytes")}
+
+
+def occupancy_by_design(run: Run, peers: Peers) -> Note | None:
+    """A fused attention kernel keeps its tiles in registers and shared memory, so few blocks fit on an SM."""
+    limits = _limits(run)
+    low = [k for k in kernels_in(run, "fused attention", "triton")
+           if limits and occupancy(k, limits) and occupancy(k, limits).fraction < 0.5 and k.share > 0.5]
+    if not on_gpu(run) or not low:
+        return None
+    k = low[0]
+    occ = occupancy(k, limits)
+    facts = _occupancy_facts(run, k) | {"share": of_kernel(run, k, "share", "share")}
+    g = guess(run)
+    expected = "The guess expected high occupancy. " if g and g.occupancy == "high" else ""
+    return note("occupancy_by_design", "guess", "{real} occupancy for {kernel}: by design",
+                expected + "With {registers} registers a thread and {smem} of shared memory a block, {blocks} "
+                f"{'blocks fit' if occ.blocks != 1 else 'block fits'} on an {run.environment.sm} SM (limited by {occ.limiter}). "
+                "A fused kernel keeps its tiles on chip and hides latency with asynchronous copies, not more warps.",
+                weight=0.2 if expected else 0.05, facts=facts, names={"kernel": text.kernel(k, 40)},
+                kernels=[k], evidence=[text.kernel_line(k)])
+
+
+def occupancy_not_zero(run: Run, peers: Peers) -> Note | None:
+    """Kineto estimates occupancy assuming 48 KiB of shared memory per block, so a kernel that opts in to more
+    reads 0%. The real figure follows from its registers, block and shared memory on this device."""
+    limits = _limits(run)
+    zeros = [k for k in run.kernels if k.occupancy_pct == 0 and (k.shared_memory_bytes or 0) > KINETO_SHARED_PER_BLOCK]
+    if not on_gpu(run) or not zeros or not limits:
+        return None
+    k = max(zeros, key=lambda x: x.share)
+    facts = _occupancy_facts(run, k) | {"kineto": constant(KINETO_SHARED_PER_BLOCK, "bytes", "kineto_shared_per_block"),
+                                        "shown": of_kernel(run, k, "occupancy_pct", "pct")}
+    api = k.launch_api or "its launch"
+    occ = occupancy(k, limits)
+    others = f" ({text.plural(len(zeros) - 1, 'more kernel')} the same)" if len(zeros) > 1 else ""
+    return note("occupancy_not_zero", "guess", "Kineto's {shown} occupancy is not real: {kernel} runs at {real}",
+                "Kineto's estimate assumes {kineto} of shared memory per block; this kernel asks for {smem}, so no "
+                "block fits the estimate, whatever the launch API ({api}). From its "
+                f"{{registers}} registers and shared memory, {{blocks}} {'blocks fit' if occ.blocks != 1 else 'block fits'} per "
+                "SM" + others + ".",
+                weight=0.1, facts=facts, names={"kernel": text.kernel(k, 40), "api": api},
+                kernels=zeros, evidence=[text.kernel_line(z) for z in zeros],
+                links=["https://github.com/pytorch/kineto/blob/main/libkineto/src/DeviceProperties.cpp"])
+
+
+# -- host and memory -----------------------------------------------------------------------------------
+def host_bound(run: Run, peers: Peers) -> Note | None:
+    """When issuing a call costs the CPU more than the GPU takes to run it, back-to-back calls wait on the host.
+    Uses the unprofiled host figures; says nothing where the run does not have them."""
+    if not on_gpu(run) or run.bound != "host" or run.host_cost is None or run.back_to_back_ms is None:
+        return None
+    facts = {"host": measured(run, "host_cost.median_ms", "ms"), "gpu": measured(run, "timing.median_ms", "ms"),
+             "pace": measured(run, "back_to_back_ms", "ms")}
+    v = variant(run)
+    if v and v.compiled:
+        cause = "every call first runs TorchDynamo's guards and the compiled graph's wrapper in Python"
+    elif ran(run) == "cudnn":
+        cause = "cuDNN looks the call's shape up in its execution-plan cache and packs its arguments first"
+    elif ran(run) in ("flash", "efficient"):
+        cause = "the call goes through the dispatcher, SDPA's checks and its output allocations first"
+    else:
+        cause = f"each of its {text.count(len(run.host_ops))} aten ops goes through the dispatcher first"
+    pin = ""
+    if run.pin_cost_ms:
+        facts["pin"] = measured(run, "pin_cost_ms", "ms")
+        pin = " Entering the `sdpa_kernel` pin adds {pin} per call where it is entered each time."
+    return note("host_bound", "guess", "Host-bound: {host} of CPU per call for {gpu} of GPU",
+                f"Issuing one forward costs the CPU {{host}} (unprofiled, GPU kept busy): {cause}. Back to back, "
+                "calls come every {pace}, the host's pace, not the GPU's." + pin,
+                weight=1 - run.gpu_ms / run.host_cost.median_ms if run.host_cost.median_ms > run.gpu_ms else 0.2,
+                facts=facts)
+
+
+def scores_in_memory(run: Run, peers: Peers) -> Note | None:
+    """Naive and math write the B·H·S×S scores to memory; fused kernels never do. The measured peak tells which."""
+    w = run.workload
+    if not run.ok or run.peak_extra_bytes is None or w.scores_bytes() < 2 * w.input_bytes:
+        return None  # with S close to D one score matrix is no bigger than q, k, v: the peak cannot tell
+    facts = {"peak": measured(run, "peak_extra_bytes", "bytes"), "scores": measured(run, "workload.scores_bytes()", "bytes")}
+    facts["matrices"] = ratio(facts["peak"], facts["scores"])
+    g = guess(run)
+    materialised = facts["matrices"].value >= 0.9
+    v = variant(run)
+    fused_op = ran(run) in ("flash", "efficient", "cudnn") or bool(v and v.fused and v.compiled)
+    wrong = g is not None and g.materialises_scores != (materialised and not fused_op)
+    if materialised and fused_op and run.environment.device == "cpu":
+        threads = run.environment.cpu_threads
+        return note("scores_in_memory", "guess", "Peak above one S×S matrix, from per-thread blocks ({peak})",
+                    "The fused CPU kernel never writes the scores, but it gives each of its {threads} threads fp32 "
+                    "query × key blocks; with a short sequence those add up to {matrices} one S×S matrix. They grow "
+                    "with threads and block size, not with S².",
+                    weight=0.2, facts=facts, names={"threads": str(threads or "")})
+    if not materialised:
+        # in inference only flash writes a log-sum-exp; efficient and cuDNN skip it (should_compute_logsumexp)
+        lse = " and a B·H·S log-sum-exp" if ran(run) == "flash" and run.environment.device == "cuda" else ""
+        facts["matrices"].unit = "share"
+        return note("scores_in_memory", "guess",
+                    ("Guess was wrong: n" if wrong else "N") + "o S×S matrix in memory ({peak} peak)",
+                    "The fused kernel computes softmax(q·kᵀ)·v tile by tile on chip and writes only the output"
+                    + lse + ": {peak} at peak, {matrices} of one S×S matrix ({scores}). Memory grows with S, not S².",
+                    weight=0.8 if wrong else 0.1, facts=facts)
+    alive = ("math keeps several S×S tensors alive at once" + (", in fp32" if sixteen_bit(run) else "")) \
+        if ran(run) == "math" else "two S×S matrices are alive at once (the scores and their scaled copy, then " \
+        "softmax's input and output)"
+    return note("scores_in_memory", "guess",
+                ("Guess was wrong: " if wrong else "") + "S×S in memory: peak {matrices} one score matrix",
+                "One S×S score matrix is {scores}; the peak is {peak}: " + alive + ". Memory grows with S², which "
+                "limits the sequence length" + (", and the guess expected a fused kernel." if wrong else "."),
+                weight=0.8 if wrong else 0.3, facts=facts)
+
+
+def first_call(run: Run, peers: Peers) -> Note | None:
+    """The first call pays one-time costs (compilation, cuDNN plans, lazy loading) that the timed calls do not."""
+    if not run.ok or run.first_call_ms is None or not run.gpu_ms or run.first_call_ms < max(50.0, 20 * run.gpu_ms):
+        return None
+    facts = {"first": measured(run, "first_call_ms", "s"), "warm": measured(run, "timing.median_ms", "ms")}
+    v = variant(run)
+    if v and v.compiled:
+        made = "a Triton kernel" if run.environment.device == "cuda" else "C++ code"
+        cause = (f"torch.compile traced the forward and generated {made} on the first call; later calls reuse "
+                 "it while shape and dtype match.")
+    elif ran(run) == "cudnn":
+        cause = "cuDNN built an execution plan for this shape on the first call; later calls find it cached."
+    else:
+        cause = "Libraries load their kernels and create their handles on first use; the timed calls come after."
+    return note("first_call", "guess", "The first call took {first}", cause + " A warm forward takes {warm}.",
+                weight=0.25 if (v and v.compiled) else 0.05, facts=facts)
+
+
+def profiled_vs_events(run: Run, peers: Peers) -> Note | None:
+    """The kernel table sums the profiled forwards' kernel durations; the timing is CUDA events around unprofiled
+    calls. Where they part by more than 10%, say which is which."""
+    if not on_gpu(run) or not run.kernels or not run.gpu_ms:
+        return None
+    facts = {"table": total(of_kernel(run, k, "us_per_forward", "us") for k in run.kernels),
+             "events": measured(run, "timing.median_ms", "ms")}
+    facts["ratio"] = ratio(facts["table"], scaled(facts["events"], 1000, "us"))
+    if abs(facts["ratio"].value - 1) <= 0.10:
+        return None
+    return note("profiled_vs_events", "guess", "Two GPU times: {table} profiled, {events} by CUDA events",
+                "The kernel table adds up the kernels of {forwards} forwards recorded under the profiler; the "
+                "verdict's time is the median of CUDA events around unprofiled calls. They differ by more than "
+                "the spread here: read ratios from one of them, never across.",
+                weight=0.2, facts=facts | {"forwards": measured(run, "profiled_forwards", "count")})
+
+
+# -- the ledger: every kernel the guess did not predict ------------------------------------------------
+def unpredicted_kernels(run: Run, explained: set[str]) -> Note | None:
+    """Every row of the table the guess did not predict (or a launch beyond what it predicted), with the op that
+    launched it and its share of the time. `explained`: kernels other notes already explain; the visible words
+    name only the largest of the rest."""
+    g = guess(run)
+    if not run.ok or g is None or not run.kernels:
+        return None
+    _, unpredicted, missing = match_guess(run, g)
+    whole = [u.kernel for u in unpredicted if u.whole]
+    extra = [u for u in unpredicted if not u.whole]
+    if not unpredicted and not missing:
+        return None
+    unit = "kernels" if run.environment.device == "cuda" else "ops"
+    facts = {"rows": constant(len(whole), "count", "unpredicted_rows(run)"),
+             "table": constant(len(run.kernels), "count", "rows(run)")}
+    if whole:
+        facts["share"] = total(of_kernel(run, k, "share", "share") for k in whole)
+    rest = sorted((k for k in whole if k.name not in explained), key=lambda k: -k.share)
+    named = [k for k in rest if k.share >= NEGLIGIBLE][:2]
+    sentences = []
+    if whole:
+        sentences.append("They take {share} of the time; the evidence lists each with the op that launched it.")
+    if named:
+        for i, k in enumerate(named):
+            facts[f"k{i}"] = of_kernel(run, k, "share", "share")
+        sentences.append("Not explained elsewhere: " + ", ".join(
+            (f"{text.kernel(k, 40)} from `{text.op(innermost_op(k) or '?')}`" if k.launched_by else f"`{text.op(k.name)}`")
+            + f" ({{k{i}}})" for i, k in enumerate(named)) + ".")
+    elif whole:
+        sentences.append("The notes explain the ones that matter.")
+    if extra:
+        sentences.append(f"{text.plural(len(extra), unit[:-1])} ran more often than guessed.")
+    if missing:
+        sentences.append("Guessed but not run: " + ", ".join(f"“{what}”" for what in missing) + ".")
+    title = ("{rows} of {table} " + unit + (" was" if len(whole) == 1 else " were") + " not in the guess") \
+        if whole else f"The {unit} differ from the guess"
+    unexplained = sum(k.share for k in rest)
+    return note("unpredicted_kernels", "guess", title, " ".join(sentences),
+                weight=unexplained + (0.3 if missing else 0), facts=facts, kernels=whole + [u.kernel for u in extra],
+                evidence=[f"{text.kernel(u.kernel, 64)} · ×{text.count(u.extra_calls)}"
+                          f"{' unpredicted' if u.whole else ' more than guessed'} · {text.share(u.kernel.share)} · "
+                          + ("; ".join(f"from {text.chain(launch.ops)}" for launch in (u.kernel.launched_by or []))
+                             or "a CPU op, by self time")
+                          + (" · explained in a note" if u.kernel.name in explained else "")
+                          for u in unpredicted]
+                + [f"guessed, did not run: {what}" for what in missing])

@@ -1,0 +1,161 @@
+"""Numbers into words, in one place: for notes, cards, tables and the command line.
+
+One spelling per unit (µs, ms, s; B, KiB, MiB, GiB), one truncation rule (`clip`), ratios written
+"2.1×" for the sentence to give their direction ("2.1× faster here than on the A100"), and the glossary
+of the jargon notes use.
+Nothing here measures or decides; it only writes.
+"""
+from __future__ import annotations
+
+import re
+import string
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    from .results import HostOp, Kernel, Quantity
+
+NAME_WIDTH = 48  # characters of a kernel name in a sentence; the table keeps the full name
+
+
+# -- numbers ----------------------------------------------------------------------------------
+def ms(value: float) -> str:
+    """0.060 ms, 20.108 ms, 1,234 ms."""
+    return f"{value:,.0f} ms" if value >= 1000 else f"{value:.3f} ms"
+
+
+def us(value: float) -> str:
+    """57.3 µs; from a thousand µs on, in ms."""
+    return ms(value / 1000) if value >= 1000 else f"{value:.1f} µs"
+
+
+def seconds(value_ms: float) -> str:
+    """A wall time given in ms: 139 ms, 3.33 s."""
+    return f"{value_ms / 1000:.2f} s" if value_ms >= 1000 else f"{value_ms:.0f} ms"
+
+
+def size(n_bytes: float) -> str:
+    """512 B, 48.0 KiB, 256.0 MiB, 8.0 GiB (binary units, one spelling)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:,.1f} {unit}"
+    return f"{n_bytes:g} B"
+
+
+def share(fraction: float) -> str:
+    """0.387 -> 39%; small shares keep a decimal."""
+    return f"{100 * fraction:.0f}%" if fraction >= 0.095 or fraction == 0 else f"{100 * fraction:.1f}%"
+
+
+def percent(value: float) -> str:
+    """A figure already in percent: 12.5%, 5.9%."""
+    return f"{value:.3g}%" if value >= 10 else f"{value:.2g}%"
+
+
+def times(ratio: float) -> str:
+    """2.1×, 12×."""
+    return f"{ratio:.0f}×" if ratio >= 10 else f"{ratio:.1f}×"
+
+
+def count(value: float) -> str:
+    """7, 4,096, 2.33: per-forward averages of whole counts print whole."""
+    return f"{round(value):,}" if abs(value - round(value)) < 0.01 else f"{value:,.2f}"
+
+
+FORMATS = {"ms": ms, "us": us, "s": seconds, "bytes": size, "share": share, "pct": percent, "x": times,
+           "count": count}
+
+
+def quantity(q: "Quantity") -> str:
+    return FORMATS[q.unit](q.value)
+
+
+def plural(n: float, word: str, many: str | None = None) -> str:
+    return f"{count(n)} {word if n == 1 else many or word + 's'}"
+
+
+# -- names --------------------------------------------------------------------------------------
+def clip(text: str, width: int) -> str:
+    """The one truncation rule: cut to `width` characters, the last one an ellipsis."""
+    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
+
+
+def kernel(k: "Kernel", width: int = NAME_WIDTH) -> str:
+    return clip(k.short_name or k.name, width)
+
+
+def op(name: str) -> str:
+    """'aten::masked_fill_' -> 'masked_fill_'."""
+    return name.removeprefix("aten::")
+
+
+def chain(ops: list[str]) -> str:
+    """The ops around a launch, innermost last: 'masked_fill → clone → copy_'."""
+    return " → ".join(op(o) for o in ops) or "no aten op"
+
+
+def kernel_line(k: "Kernel") -> str:
+    """'nvjet_sm90_tst_… · 84.4 µs/fwd (8%) · 168 registers · 208.2 KiB shared · cuLaunchKernelEx'"""
+    parts = [kernel(k, 64)]
+    if round(k.calls_per_forward, 2) != 1:
+        parts.append(f"×{count(k.calls_per_forward)}")
+    parts.append(f"{us(k.us_per_forward)}/fwd ({share(k.share)})")
+    if k.occupancy_pct is not None:
+        parts.append(f"Kineto occupancy {percent(k.occupancy_pct)}")
+    if k.registers_per_thread is not None:
+        parts.append(f"{k.registers_per_thread} registers")
+    if k.shared_memory_bytes:
+        parts.append(f"{size(k.shared_memory_bytes)} shared")
+    if k.launch_api:
+        parts.append(k.launch_api)
+    return " · ".join(parts)
+
+
+def host_line(h: "HostOp") -> str:
+    """'aten::clone · 1 call/fwd · 51.7 µs (7.8 µs self)': CPU time inside the profiled forward."""
+    return (f"{h.name} · {plural(h.calls_per_forward, 'call')}/fwd · {us(h.total_us_per_forward)} "
+            f"({us(h.self_us_per_forward)} self)")
+
+
+# -- sentences from facts ------------------------------------------------------------------------
+class _Words(string.Formatter):
+    def __init__(self, facts: Mapping[str, "Quantity"], names: Mapping[str, str]):
+        super().__init__()
+        self.facts, self.names = facts, names
+
+    def get_value(self, key, args, kwargs):
+        if key in self.facts:
+            return quantity(self.facts[key])
+        return self.names[key]
+
+
+def fill(template: str, facts: Mapping[str, "Quantity"], names: Mapping[str, str] | None = None) -> str:
+    """'{memcpy} takes {share}' with the facts written in their units and the names as given."""
+    return _Words(facts, names or {}).format(template)
+
+
+def word_count(text: str) -> int:
+    return len(re.findall(r"[\w·×%.,:/→+-]+", text.replace("`", "")))
+
+
+# -- the jargon notes use, glossed once -------------------------------------------------------------
+GLOSSARY = {
+    "wgmma": "Hopper's warp-group matrix-multiply instruction (sm90 and newer)",
+    "TMA": "Hopper's Tensor Memory Accelerator: copies tiles between global and shared memory in hardware",
+    "mma.sync": "the tensor-core instruction of Ampere (sm80), still run on newer GPUs",
+    "cp.async": "Ampere's asynchronous copy from global to shared memory",
+    "FFMA": "a fused multiply-add on FP32 CUDA cores: no tensor cores involved",
+    "TF32": "tensor-core arithmetic on fp32 inputs with a 10-bit mantissa; off by default for matmuls",
+    "cuLaunchKernelEx": "the CUDA driver's extended kernel launch (cluster and other launch attributes)",
+    "log-sum-exp": "per row of scores, log Σ exp(score): softmax's normaliser, kept for the backward pass",
+    "occupancy": "the share of an SM's warp slots a kernel's blocks fill; registers and shared memory limit it",
+    "dispatcher": "PyTorch's C++ router that picks the kernel for each aten op call",
+    "32-bit indexing": "addressing a tensor with 32-bit offsets; past 2³¹−1 bytes PyTorch splits the work",
+    "CUDA events": "GPU timestamps around unprofiled calls: the timing the verdict uses",
+    "Memset": "cudaMemsetAsync, filling device memory; the profiler lists it with the kernels",
+    "Kineto": "the profiler's C++ library that records GPU activity through CUPTI",
+}
+
+
+def terms_in(text: str) -> list[str]:
+    """The glossary's terms that `text` uses, in glossary order."""
+    return [term for term in GLOSSARY if re.search(rf"(?<![\w.-]){re.escape(term)}(?![\w-])", text)]

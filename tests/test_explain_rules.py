@@ -1,0 +1,497 @@
+"""Each rule of the explainer against the H200 recording (torch 2.11, cuDNN 9.19, sm90) and CPU runs made live:
+a run where its lesson shows and one where it does not, and for each claim the issue corrected, a test that
+would have caught the old wording. Numbers are read from the notes' facts, never parsed back from the words.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+from explain_helpers import RUNS, apply, recorded, with_env
+
+from attention_variants import VARIANTS, guess_for
+from profiling.explain import blog_rules, environment_rules, explain, facts, guess_rules, verdict
+from profiling.measurement import measure
+from profiling.reference import BLOG
+from profiling.results import Comparison, Kernel, Launch, Timing
+from profiling.trace import precision
+from profiling.workload import Workload
+
+H200 = facts.ARCH["sm90"]
+
+
+@pytest.fixture(scope="module")
+def cpu_runs():
+    workload = Workload.cpu_default(seq_len=512, batch=1, heads=2)
+    return {key: measure(key, workload) for key in
+            ("naive", "naive_inplace", "sdpa_math", "sdpa_flash", "sdpa_efficient", "sdpa_auto")}
+
+
+def kernel(run, short_name):
+    (k,) = [k for k in run.kernels if k.short_name == short_name]
+    return k
+
+
+# -- the guesses: one table, filled in for the workload -----------------------------------------------
+@pytest.mark.parametrize("key", list(VARIANTS))
+@pytest.mark.parametrize("workload", [Workload.blog(), Workload.blog(dtype="fp32"), Workload.blog(causal=False),
+                                      Workload.cpu_default()], ids=["bf16", "fp32", "full", "cpu"])
+def test_the_guess_is_the_one_a_reader_would_make_for_this_workload(key, workload):
+    g = guess_for(key, workload)
+    assert g.summary and g.kernels and 1 <= g.speed_rank <= len(VARIANTS) and 1 <= g.host_rank <= len(VARIANTS)
+    if workload.dtype == "fp32" or workload.device == "cpu":
+        assert "tensor cores" not in g.precision and "16-bit" not in g.precision
+    if workload.device == "cpu":
+        assert "kernel" not in g.summary and not g.occupancy and all(e.category != "triton" for e in g.kernels)
+    if not workload.causal:
+        assert all("mask" not in e.what for e in g.kernels)
+
+
+def test_the_naive_guess_drops_the_mask_without_causality():
+    assert guess_for("naive", Workload.blog()).kernels_per_forward == 5
+    assert guess_for("naive", Workload.blog(causal=False)).summary == "four ops, so four kernels, one per op"
+
+
+# -- copies and workspaces ------------------------------------------------------------------------------
+def test_hidden_copy_is_out_of_place_masked_fills_memcpy():
+    naive = recorded("naive")
+    note = apply(guess_rules.hidden_copy, naive)
+    (memcpy,) = [k for k in naive.kernels if k.category == "memcpy"]
+    assert note.kernels == [memcpy.name] and note.facts["size"].value == 256 * 2**20
+    assert note.facts["share"].value == memcpy.share
+    assert apply(guess_rules.hidden_copy, recorded("naive_inplace")) is None
+    assert apply(guess_rules.hidden_copy, recorded("sdpa_math")) is None
+
+
+def test_hidden_copy_on_cpu_is_clone_and_copy(cpu_runs):
+    note = apply(guess_rules.hidden_copy, cpu_runs["naive"])
+    assert "clone → copy_" in note.body and set(note.kernels) <= {"aten::clone", "aten::copy_"}
+    assert apply(guess_rules.hidden_copy, cpu_runs["naive_inplace"]) is None
+
+
+def test_in_place_saves_time_but_no_peak_memory():
+    inplace, naive = recorded("naive_inplace"), recorded("naive")
+    note = apply(guess_rules.in_place, inplace, naive)
+    assert note.facts["peak"].value == note.facts["naive_peak"].value == inplace.peak_extra_bytes  # 528 = 528 MiB
+    assert note.facts["saved"].value == pytest.approx(1 - inplace.gpu_ms / naive.gpu_ms)
+    assert "scores * scale" in note.body and "only saves memory" in note.body
+    assert "naive_peak" not in apply(guess_rules.in_place, inplace).facts  # without naive: no comparison claimed
+    assert apply(guess_rules.in_place, recorded("naive_inplace", causal=False)) is None  # no fill at all
+    assert apply(guess_rules.in_place, naive) is None
+
+
+@pytest.mark.parametrize("variant, changes, count, inside, library", [
+    ("naive", {}, 1, ["aten::bmm"], "cuBLAS"),
+    ("naive", {"seq_len": 4096}, 2, ["aten::bmm"], "cuBLAS"),          # one per GEMM, not "before the first"
+    ("sdpa_cudnn", {}, 1, ["aten::_cudnn_attention_forward"], "cuDNN"),
+])
+def test_memsets_are_attributed_to_the_op_that_launched_them(variant, changes, count, inside, library):
+    note = apply(guess_rules.library_memsets, recorded(variant, **changes))
+    assert note.facts["count"].value == pytest.approx(count) and note.ops == inside and library in note.body
+    assert "before:" not in note.title
+
+
+@pytest.mark.parametrize("variant", ["sdpa_flash", "sdpa_efficient", "flex"])
+def test_no_memset_no_memset_note(variant):
+    assert apply(guess_rules.library_memsets, recorded(variant)) is None
+
+
+def test_split_launches_are_decided_by_byte_offsets():
+    naive = recorded("naive", seq_len=4096)
+    note = apply(guess_rules.split_launches, naive)
+    assert note.facts["bytes"].value == 8 * 16 * 4096**2 * 2 > 2**31 - 1 and "bytes" in note.body
+    assert note.facts["launches"].value == pytest.approx(2) and note.facts["ops"].value == 1
+    math = apply(guess_rules.split_launches, recorded("sdpa_math", seq_len=4096))
+    assert math.facts["bytes"].value == 8 * 16 * 4096**2 * 4 and "fp32" in math.body  # math computes in fp32
+    assert math.facts["launches"].value == pytest.approx(4)
+    assert apply(guess_rules.split_launches, recorded("naive")) is None
+    assert apply(guess_rules.split_launches, recorded("sdpa_flash", seq_len=4096)) is None
+
+
+def test_a_split_below_2_31_elements_is_still_explained_by_its_bytes():
+    """S=3072 bf16: 1.2e9 elements fit 32-bit indexing, 2.4e9 bytes do not (the old rule said nothing)."""
+    run = recorded("naive", seq_len=4096)
+    run = dataclasses.replace(run, workload=run.workload.replace(seq_len=3072))
+    note = apply(guess_rules.split_launches, run)
+    elements = 8 * 16 * 3072**2
+    assert elements < 2**31 - 1 < note.facts["bytes"].value == 2 * elements
+
+
+# -- arithmetic ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant, dtype, says", [
+    ("sdpa_math", "bf16", "allow_fp16_bf16_reduction_math_sdp"),
+    ("naive", "fp32", "TF32"),
+    ("naive_inplace", "fp32", "TF32"),
+])
+def test_fp32_gemms_on_cuda_cores(variant, dtype, says):
+    run = recorded(variant, dtype=dtype)
+    note = apply(guess_rules.fp32_gemms, run)
+    gemms = [k.name for k in run.kernels if k.category == "gemm"]
+    assert set(gemms) <= set(note.kernels) and says in note.body
+    if dtype == "fp32":
+        assert "casts" not in note.body  # nothing is upcast when the inputs are fp32 already
+
+
+@pytest.mark.parametrize("variant", ["naive", "sdpa_flash", "sdpa_cudnn"])
+def test_tensor_core_runs_get_no_fp32_note(variant):
+    assert apply(guess_rules.fp32_gemms, recorded(variant)) is None
+
+
+def test_precision_is_not_read_from_a_kernel_name():
+    """A cuDNN name with f16 and no wgmma (sm80/86/89) used to be labelled fp16, whatever the inputs."""
+    assert precision("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_f16_knob_3_64x64x64_4x1x1_kernel0_0") is None
+    assert precision("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, bf16>>") is None
+    assert precision("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_ffma") == "FP32 on CUDA cores (ffma)"
+
+
+# -- the math path --------------------------------------------------------------------------------------
+def test_math_masks_by_adding_a_float_mask_and_the_where_is_the_guards():
+    math = recorded("sdpa_math")
+    mask = apply(guess_rules.math_mask, math)
+    assert "add_" in mask.body and mask.facts["add"].value == pytest.approx(395.5, rel=0.05)
+    guard = apply(guess_rules.math_guard, math)
+    assert guard.facts["where"].value == pytest.approx(409.3, rel=0.05)  # the big where is _safe_softmax's
+    assert guard.facts["guard"].value == pytest.approx(662.7, rel=0.05)  # isneginf + all + where (+ fills): ≈661 µs
+    assert guard.facts["share"].value == pytest.approx(0.25, abs=0.01)
+    assert apply(guess_rules.math_mask, recorded("sdpa_math", causal=False)) is None  # no mask without causality
+    assert apply(guess_rules.math_guard, recorded("sdpa_math", causal=False)) is not None  # guards either way
+    assert apply(guess_rules.math_guard, recorded("naive")) is None
+
+
+def test_math_casts_the_weights_back_then_drops_them():
+    note = apply(guess_rules.math_cast_back, recorded("sdpa_math"))
+    assert note.facts["time"].value == pytest.approx(198.3, rel=0.05) and "bf16" in note.title
+    assert apply(guess_rules.math_cast_back, recorded("sdpa_math", dtype="fp32")) is None  # nothing to cast back
+    assert apply(guess_rules.math_cast_back, recorded("naive")) is None
+
+
+def test_softmax_kernel_switch_at_long_rows():
+    naive = recorded("naive", seq_len=4096)
+    note = apply(guess_rules.softmax_kernel, naive)
+    assert note.kernels == [kernel(naive, "cunn_SoftMaxForwardReg").name]
+    assert note.facts["share"].value == pytest.approx(0.389, abs=0.001) and note.facts["row"].value == 4096
+    assert apply(guess_rules.softmax_kernel, recorded("naive")) is None  # softmax_warp_forward at S=1024
+
+
+def test_flex_without_a_mask_builds_one_per_call():
+    note = apply(guess_rules.flex_mask_per_call, recorded("flex", causal=False))
+    assert note.facts["kernels"].value == 3 and len(note.kernels) == 2
+    assert apply(guess_rules.flex_mask_per_call, recorded("flex")) is None
+
+
+# -- occupancy -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant, changes, blocks, percent, limiter", [
+    ("sdpa_flash", {}, 2, 12.5, "registers"),              # Kineto: 13%
+    ("sdpa_flash", {"head_dim": 128}, 2, 12.5, "registers"),  # 64 KiB shared: Kineto prints 0
+    ("sdpa_efficient", {}, 4, 25.0, "registers"),          # Kineto: 25%
+    ("sdpa_cudnn", {}, 1, 18.75, "registers and shared memory"),  # 384 threads × 168 registers; 131 KiB
+    ("flex", {}, 2, 12.5, "registers and shared memory"),   # 112 KiB + 1 KiB reserved: two fit in 228 KiB
+])
+def test_occupancy_from_registers_block_and_shared_memory(variant, changes, blocks, percent, limiter):
+    k = max(recorded(variant, **changes).kernels, key=lambda x: x.share)
+    occ = facts.occupancy(k, H200)
+    assert (occ.blocks, 100 * occ.fraction, occ.limiter) == (blocks, percent, limiter)
+
+
+def test_arch_limits_are_keyed_by_compute_capability():
+    assert facts.ARCH["sm90"].shared_per_sm == 228 * 1024 and facts.ARCH["sm90"].shared_per_block == 227 * 1024
+    assert facts.ARCH["sm90"].registers_per_sm == 65536 and facts.ARCH["sm90"].threads_per_sm == 2048
+    assert facts.ARCH["sm90"].blocks_per_sm == 32 and facts.ARCH["sm89"].threads_per_sm == 1536
+
+
+def test_low_occupancy_by_design():
+    flash = recorded("sdpa_flash")
+    note = apply(guess_rules.occupancy_by_design, flash)
+    assert note.facts["real"].value == 12.5 and note.facts["blocks"].value == 2
+    assert "expected high occupancy" in note.body  # the flash guess says "fastest, so high occupancy"
+    assert "expected" not in apply(guess_rules.occupancy_by_design, recorded("sdpa_efficient")).body
+    assert apply(guess_rules.occupancy_by_design, recorded("naive")) is None
+
+
+@pytest.mark.parametrize("variant, changes", [("sdpa_cudnn", {}), ("naive", {}), ("flex", {}),
+                                              ("sdpa_flash", {"head_dim": 128})])
+def test_zero_occupancy_gets_its_real_figure(variant, changes):
+    run = recorded(variant, **changes)
+    note = apply(guess_rules.occupancy_not_zero, run)
+    for name in note.kernels:
+        (k,) = [k for k in run.kernels if k.name == name]
+        assert k.occupancy_pct == 0 and k.shared_memory_bytes > 48 * 1024
+    assert note.facts["real"].value > 0 and "48.0 KiB" in note.body
+    assert "cuLaunchKernelEx" not in note.body or run.kernels[0].launch_api  # the launch API is not the cause
+
+
+@pytest.mark.parametrize("variant", ["sdpa_flash", "sdpa_efficient", "sdpa_math"])
+def test_computed_occupancy_gets_no_zero_note(variant):
+    assert apply(guess_rules.occupancy_not_zero, recorded(variant)) is None
+
+
+# -- host and memory -----------------------------------------------------------------------------------
+def host_figures(run, host_ms: float, bound: str):
+    return dataclasses.replace(run, host_cost=Timing.of([host_ms * f for f in (0.95, 1, 1.05)], "thread cpu time"),
+                               back_to_back_ms=max(host_ms, run.gpu_ms), bound=bound, pin_cost_ms=0.02)
+
+
+def test_host_bound_uses_the_unprofiled_host_cost():
+    flex = host_figures(recorded("flex"), 0.122, "host")
+    note = apply(guess_rules.host_bound, flex)
+    assert note.facts["host"].value == pytest.approx(0.122) and "TorchDynamo" in note.body
+    assert all("profiled_host_ms" not in q.source for q in note.facts.values())
+    for run in RUNS:  # the recording's own figures: a note exactly where the back-to-back pace is the host's
+        assert (apply(guess_rules.host_bound, run) is not None) == (run.ok and run.bound == "host")
+    assert apply(guess_rules.host_bound, host_figures(recorded("sdpa_flash"), 0.047, "gpu")) is None
+
+
+@pytest.mark.parametrize("variant, changes, materialised, wrong", [
+    ("naive", {}, True, False),
+    ("sdpa_math", {}, True, False),
+    ("sdpa_flash", {}, False, False),
+    ("sdpa_cudnn", {"seq_len": 4096}, False, False),
+    ("sdpa_auto", {"rank": 3}, True, True),  # auto took math: the guess said fused
+])
+def test_scores_in_memory(variant, changes, materialised, wrong):
+    run = recorded(variant, **changes)
+    note = apply(guess_rules.scores_in_memory, run)
+    assert (note.facts["matrices"].value >= 0.9) == materialised and note.title.startswith("Guess was wrong") == wrong
+
+
+def test_only_flash_writes_a_log_sum_exp():
+    assert "log-sum-exp" in apply(guess_rules.scores_in_memory, recorded("sdpa_flash")).body
+    for variant in ("sdpa_efficient", "sdpa_cudnn", "flex"):
+        assert "log-sum-exp" not in apply(guess_rules.scores_in_memory, recorded(variant)).body
+
+
+def test_math_peak_does_not_claim_an_s_by_s_mask():
+    """The causal mask is [S, S], not [B, H, S, S]: it is no part of the peak."""
+    assert "mask" not in apply(guess_rules.scores_in_memory, recorded("sdpa_math")).body
+
+
+def test_first_call():
+    flex = recorded("flex")
+    note = apply(guess_rules.first_call, flex)
+    assert note.facts["first"].value == flex.first_call_ms and "Triton" in note.body
+    assert apply(guess_rules.first_call, dataclasses.replace(flex, first_call_ms=None)) is None
+    assert apply(guess_rules.first_call, dataclasses.replace(recorded("sdpa_cudnn"), first_call_ms=0.2)) is None
+
+
+def test_profiled_and_event_times_are_named_when_they_part():
+    """At large sizes the profiled kernels and the CUDA events differ (cuDNN 1×32×16384×128: 3.8 vs 3.3 ms)."""
+    cudnn = recorded("sdpa_cudnn")
+    slow = copy.deepcopy(cudnn)
+    for k in slow.kernels:
+        k.us_per_forward *= 1.15
+    note = apply(guess_rules.profiled_vs_events, slow)
+    assert note.facts["ratio"].value == pytest.approx(1.15 * sum(k.us_per_forward for k in cudnn.kernels)
+                                                      / (cudnn.gpu_ms * 1000))
+    assert "profiled" in note.title and "CUDA events" in note.title
+    assert apply(guess_rules.profiled_vs_events, cudnn) is None  # 58.1 vs 60.3 µs: within 10%
+
+
+# -- the ledger ------------------------------------------------------------------------------------------
+def test_every_unpredicted_kernel_is_in_the_ledger_with_its_launching_op():
+    math = recorded("sdpa_math")
+    note = guess_rules.unpredicted_kernels(math, explained=set())
+    predicted, unpredicted, missing = facts.match_guess(math, guess_for("sdpa_math", math.workload))
+    assert {u.kernel.name for u in unpredicted} == set(note.kernels) and not missing
+    assert note.facts["rows"].value == 8 and "add" in note.body  # nothing else explains add_ here
+    assert any("from scaled_dot_product_attention → _scaled_dot_product_attention_math → add_" in e
+               for e in note.evidence)
+    assert guess_rules.unpredicted_kernels(recorded("sdpa_flash"), set()) is None  # one kernel, as guessed
+
+
+def test_the_ledger_names_what_did_not_run():
+    note = guess_rules.unpredicted_kernels(recorded("sdpa_auto", rank=3), set())
+    assert "Guessed but not run" in note.body and note.facts["rows"].value == note.facts["table"].value
+
+
+# -- the environment ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant, changes, why", [
+    ("sdpa_flash", {"dtype": "fp32"}, "fp32 inputs"),
+    ("sdpa_cudnn", {"dtype": "fp32"}, "fp32 inputs"),
+    ("sdpa_flash", {"rank": 3}, "rank-3 inputs"),
+    ("sdpa_efficient", {"rank": 3}, "rank-3 inputs"),
+])
+def test_a_pinned_backend_that_cannot_run_quotes_pytorch(variant, changes, why):
+    run = recorded(variant, **changes)
+    note = apply(environment_rules.pinned_refused, run)
+    assert note.title.endswith(f"cannot run here: {why}") and note.weight == 1.0
+    assert note.evidence[0].startswith("PyTorch: ") and "Triggered internally" not in note.evidence[0]
+    assert apply(environment_rules.pinned_refused, recorded(variant)) is None
+
+
+def test_pinned_cuda_backend_on_cpu(cpu_runs):
+    assert apply(environment_rules.pinned_refused, cpu_runs["sdpa_efficient"]).title.endswith("no CPU kernel")
+    assert apply(environment_rules.pinned_refused, cpu_runs["sdpa_flash"]) is None
+
+
+def test_rank3_is_stated_for_the_torch_that_ran():
+    note = apply(environment_rules.rank3_path, recorded("sdpa_auto", rank=3))
+    assert note.title == "Rank-3 input: SDPA took the math path" and "2.11.0+cu130" in note.body
+    newer = apply(environment_rules.rank3_path, with_env(recorded("sdpa_auto", rank=3), torch_version="2.14.1"))
+    assert "2.14 or newer" in newer.body and "still ran math" in newer.body
+    assert apply(environment_rules.rank3_path, recorded("sdpa_auto")) is None
+    assert apply(environment_rules.rank3_path, recorded("sdpa_math", rank=3)) is None
+
+
+def test_auto_choice_states_the_order_and_its_rule():
+    note = apply(environment_rules.auto_choice, recorded("sdpa_auto"))
+    assert note.title == "Auto ran cudnn, first in SDPA's order here" and "9.15.1" in note.body
+    fp32 = apply(environment_rules.auto_choice, recorded("sdpa_auto", dtype="fp32"))
+    assert "cudnn and flash refused it: fp16 and bf16 only" in fp32.body and fp32.title.startswith("Auto ran efficient")
+    on_a100 = apply(environment_rules.auto_choice, with_env(recorded("sdpa_auto"), compute_capability=(8, 0)))
+    assert "never reaches" in on_a100.body  # the trace says cudnn: the order that ran was another one
+    assert apply(environment_rules.auto_choice, recorded("sdpa_flash")) is None
+
+
+def test_auto_says_when_a_pinned_backend_is_faster():
+    auto, cudnn = recorded("sdpa_auto"), recorded("sdpa_cudnn")
+    faster = dataclasses.replace(cudnn, timing=Timing(0.030, 0.029, 0.031, 50, "cuda events"))
+    note = apply(environment_rules.auto_choice, auto, faster)
+    assert "not the fastest" in note.body and note.facts["ratio"].value == pytest.approx(auto.gpu_ms / 0.030)
+    assert "ratio" not in apply(environment_rules.auto_choice, auto, cudnn).facts  # level: no claim
+
+
+def test_cpu_dispatch(cpu_runs):
+    note = apply(environment_rules.cpu_dispatch, cpu_runs["sdpa_flash"])
+    assert "_scaled_dot_product_flash_attention_for_cpu" in note.body
+    assert apply(environment_rules.cpu_dispatch, recorded("sdpa_flash")) is None
+
+
+@pytest.mark.parametrize("rule", [guess_rules.library_memsets, guess_rules.occupancy_not_zero,
+                                  guess_rules.occupancy_by_design, guess_rules.split_launches, guess_rules.math_guard,
+                                  blog_rules.kernel_generation, blog_rules.against_blog, environment_rules.auto_choice])
+def test_gpu_rules_stay_quiet_on_cpu(rule, cpu_runs):
+    assert all(apply(rule, run) is None for run in cpu_runs.values())
+
+
+# -- the blog's A100 -------------------------------------------------------------------------------------------
+def test_against_the_blog_on_its_workload():
+    inplace = recorded("naive_inplace")
+    note = apply(blog_rules.against_blog, inplace)
+    assert note.facts["blog_kernels"].value == 5 and note.facts["kernels"].value == 6
+    assert note.facts["speed"].value == pytest.approx(1955 / (inplace.gpu_ms * 1000)) and "faster here" in note.body
+    assert note.title == "Beside the blog's A100 (same workload)"  # the blog's finding is quoted, never the title
+    math = apply(blog_rules.against_blog, recorded("sdpa_math"), recorded("naive_inplace"))
+    assert round(math.facts["there"].value, 1) == 3.7 and round(math.facts["here"].value, 1) == 2.8
+    for variant, changes in (("naive_inplace", {"seq_len": 4096}), ("flex", {}), ("sdpa_auto", {})):
+        assert apply(blog_rules.against_blog, recorded(variant, **changes)) is None
+
+
+def test_ampere_design_kernels_are_not_said_to_run_sm80_code():
+    note = apply(blog_rules.kernel_generation, recorded("sdpa_efficient"))
+    assert note.title == "Ampere-design kernels on sm90" and "compiled for sm90 too" in note.body
+    assert "unchanged" not in note.body and "built for sm80" not in note.body
+    flash = apply(blog_rules.kernel_generation, recorded("sdpa_flash"))
+    assert flash.kernels == [recorded("sdpa_flash").kernels[0].name]  # FlashAttention-2: no sm80 in its name
+    ffma = apply(blog_rules.kernel_generation, recorded("sdpa_math"))
+    assert "FP32 throughput" in ffma.body and "pull ahead" not in ffma.body
+    assert apply(blog_rules.kernel_generation, recorded("sdpa_cudnn")) is None  # written for sm90
+    assert apply(blog_rules.kernel_generation, with_env(recorded("sdpa_efficient"), compute_capability=(8, 0))) is None
+
+
+def test_nvjet_gemms():
+    note = apply(blog_rules.nvjet_gemms, recorded("naive"))
+    assert len(note.kernels) == 2 and "sm90" in note.body
+    assert apply(blog_rules.nvjet_gemms, recorded("sdpa_math")) is None  # FP32 GEMMs: sm80 xmma, not nvjet
+
+
+def test_the_ranking_against_the_blog_is_said_once_with_its_reason():
+    flash, cudnn = recorded("sdpa_flash"), recorded("sdpa_cudnn")
+    note = apply(blog_rules.ranking_vs_blog, cudnn, flash)
+    assert note.title == "SDPA · cuDNN ranks #1 of 2 here, #2 on the blog's A100"
+    assert "wgmma" in note.body and "Ampere-design" in note.body
+    assert apply(blog_rules.ranking_vs_blog, flash, cudnn) is None  # said once, about the run that moved up
+    assert apply(blog_rules.ranking_vs_blog, recorded("sdpa_efficient"), flash) is None  # the same order
+
+
+# -- the verdict ---------------------------------------------------------------------------------------------
+def timing(median, p25, p75, lo, hi):
+    return Timing(median, lo, hi, 50, "cuda events", p25, p75)
+
+
+@pytest.mark.parametrize("fast, slow, stated", [
+    (timing(1.0, 0.98, 1.02, 0.9, 1.2), timing(1.1, 1.08, 1.12, 0.95, 1.3), True),    # quartiles apart
+    (timing(1.0, 0.98, 1.09, 0.9, 1.2), timing(1.1, 1.08, 1.12, 0.95, 1.3), False),   # quartiles overlap
+    (Timing(1.0, 0.99, 1.01, 50, "cuda events"), Timing(1.1, 1.05, 1.12, 50, "cuda events"), True),  # min/max
+    (Timing(1.0, 0.99, 1.06, 50, "cuda events"), Timing(1.1, 1.05, 1.12, 50, "cuda events"), False),
+])
+def test_an_order_is_stated_only_when_the_distributions_do_not_overlap(fast, slow, stated):
+    assert verdict.ordered(fast, slow) == stated
+
+
+def test_the_headline_says_who_wins_by_how_much_on_what():
+    c = explain(Comparison(recorded("sdpa_flash"), recorded("sdpa_cudnn")))
+    assert c.verdict.startswith("SDPA · cuDNN [B] is 1.6× faster than SDPA · FlashAttention [A] on the H200, "
+                                "0.060 ms vs 0.096 ms per forward")
+    assert c.headline.facts["ratio"].value == pytest.approx(c.a.gpu_ms / c.b.gpu_ms)
+
+
+def test_level_within_noise_names_the_spreads():
+    a, b = recorded("sdpa_cudnn"), recorded("sdpa_auto")
+    c = explain(Comparison(a, b))
+    assert "level within noise" in c.verdict and f"spread {a.timing.spread_pct:.2g}%" in c.verdict
+
+
+def test_a_against_itself_never_gets_a_winner():
+    a = recorded("sdpa_flash")
+    b = dataclasses.replace(copy.deepcopy(a), timing=Timing(0.05, 0.049, 0.051, 50, "cuda events"))
+    c = explain(Comparison(a, b))
+    assert "no winner" in c.verdict and not [n for n in c.notes if n.side == "pair"]
+
+
+def test_a_host_bound_run_is_judged_by_its_host_cost():
+    flex = host_figures(recorded("flex"), 0.122, "host")
+    cudnn = host_figures(recorded("sdpa_cudnn"), 0.042, "gpu")
+    c = explain(Comparison(flex, cudnn))
+    assert "CPU per call, host-bound vs GPU, CUDA events" in c.verdict
+    assert c.headline.facts["a"].source == "a.host_cost.median_ms"
+
+
+def test_either_side_unsupported():
+    c = explain(Comparison(recorded("sdpa_flash", dtype="fp32"), recorded("sdpa_efficient", dtype="fp32")))
+    assert "SDPA · FlashAttention [A] could not run here (fp32 inputs)" in c.verdict and "ran at" in c.verdict
+    assert not [n for n in c.notes if n.side == "pair"]
+
+
+def test_the_speed_note_gives_a_reason_or_says_none_is_known():
+    c = explain(Comparison(recorded("naive"), recorded("sdpa_math")))
+    (speed,) = [n for n in c.notes if n.rule == "speed"]
+    ratio = recorded("sdpa_math").gpu_ms / recorded("naive").gpu_ms
+    assert speed.title == f"Guessed SDPA · math faster; Naive (masked_fill) is, by {ratio:.1f}×" and "FFMA" in speed.body
+    flash_loses = [n for n in explain(Comparison(recorded("sdpa_flash"), recorded("sdpa_cudnn"))).notes
+                   if n.rule == "speed"][0]
+    assert "wgmma" in flash_loses.body and "Ampere-design" in flash_loses.body
+    flex_wins = [n for n in explain(Comparison(recorded("sdpa_flash"), recorded("flex"))).notes
+                 if n.rule == "speed"][0]
+    # two single kernels: the traces explain it only where flex's calls are host-bound, else they say so
+    assert ("host-bound" in flex_wins.body) == (recorded("flex").bound == "host") or "not show why" in flex_wins.body
+    copy_costs = [n for n in explain(Comparison(recorded("naive"), recorded("naive_inplace"))).notes
+                  if n.rule == "speed"][0]
+    assert "Memcpy DtoD" in copy_costs.body
+
+
+def test_host_ranking_needs_the_host_figures():
+    flash, cudnn = host_figures(recorded("sdpa_flash"), 0.047, "gpu"), host_figures(recorded("sdpa_cudnn"), 0.060, "gpu")
+    (note,) = [n for n in verdict.ranking_notes(flash, cudnn) if n.rule == "host_ranking"]
+    assert note.title.startswith("Guessed SDPA · cuDNN lighter on the host; SDPA · FlashAttention is")
+    rf, rc = recorded("sdpa_flash"), recorded("sdpa_cudnn")  # the recording's own host figures
+    flash_lighter = verdict.ordered(rf.host_cost, rc.host_cost)
+    assert bool([n for n in verdict.ranking_notes(rf, rc) if n.rule == "host_ranking"]) == flash_lighter
+
+
+# -- kernels' launchers, read from the trace -------------------------------------------------------------------
+def test_the_trace_says_which_op_launched_each_kernel():
+    naive = recorded("naive")
+    (memcpy,) = [k for k in naive.kernels if k.category == "memcpy"]
+    assert memcpy.launched_by == [Launch(["aten::masked_fill", "aten::clone", "aten::copy_"], 1.0,
+                                         pytest.approx(memcpy.us_per_forward))]
+    where = kernel(recorded("sdpa_math"), "elementwise_kernel [where]")
+    assert [launch.ops[-2:] for launch in where.launched_by] == [["aten::where", "aten::where"],
+                                                                 ["aten::_safe_softmax", "aten::where"]]
+    assert isinstance(where, Kernel) and all(k.launched_by for r in RUNS for k in r.kernels if r.ok)
+
+
+def test_blog_reference_is_the_blog():
+    assert BLOG.compute_capability == (8, 0) and BLOG.matches(Workload.blog())
+    assert BLOG.differences(Workload.blog(seq_len=4096, rank=3)) == ["seq_len 4096 vs 1024", "rank 3 vs 4"]
+    assert round(BLOG.results["sdpa_math"].gpu_us / BLOG.results["naive_inplace"].gpu_us, 1) == 3.7
