@@ -35,20 +35,22 @@ Progress = Callable[[float, str], None]
 WARMUP_CALLS = 3              # as in the blog
 PROFILED_FORWARDS = 3         # the blog's "active 3"
 TIMING_BUDGET_S = 0.06        # GPU, per variant: CUDA events are steady, this gives a stable median
-MIN_SAMPLES, MAX_SAMPLES = 5, 50
+MIN_SAMPLES, MAX_SAMPLES = 8, 50  # 8: the fewest the verdict's range test ranks (explain/verdict.py)
 GROUP_S, GROUP_MAX = 200e-6, 64  # forwards shorter than 200 µs are timed in groups of up to 64
 CPU_TIMING_BUDGET_S = 1.0     # CPU, per comparison: more samples while the spread is wide, up to this
 CPU_MAX_SAMPLES = 200
+CPU_MIN_ROUNDS = 20           # the fewest the verdict's quartile test ranks
 SETTLED_SPREAD = 0.10         # a CPU timing has settled when its quartiles are within 10% of its median
 HOST_FIGURES_BUDGET_S = 0.02  # back-to-back and host cost: this long each, 20 to 300 calls
 HOST_COST_CALLS = (20, 300)
 QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well under CUDA's queue depth
 HOST_BOUND = 1.10             # back-to-back per call over GPU time by more than this: the host sets the pace
 PIN_CALLS = 200
+HOST_ROUNDS = 4
 _REFERENCE_CHUNK_BYTES = 256 * 2**20
 KEPT_TRACES = 64              # traces kept in the temporary folder when no trace_dir is given
 _trace_counter = itertools.count()
-PHASES = {"prepare": (0.0, 0.2), "timing": (0.2, 0.2), "finish": (0.4, 0.6)}  # (start, width) of progress
+PHASES = {"prepare": (0.0, 0.2), "timing": (0.2, 0.2), "finish": (0.4, 0.5)}  # then host figures at 0.9  # (start, width) of progress
 _LOCK = threading.RLock()     # one measurement at a time in this process, whatever calls it
 
 
@@ -225,11 +227,10 @@ def _time_gpu(call: Callable[[], torch.Tensor], estimate_s: float) -> Timing:
 
 
 def _settled(times: list[list[float]]) -> bool:
-    """Every timing's quartiles are tight, or (two timings) their quartiles are already apart."""
+    """Every timing's quartiles are tight. (Never "already apart": stopping as soon as two samples look
+    different would make noise look like a result.)"""
     stats = [Timing.of(t, "") for t in times]
-    tight = all(s.p75_ms - s.p25_ms <= SETTLED_SPREAD * s.median_ms for s in stats)
-    apart = len(stats) == 2 and (stats[0].p75_ms < stats[1].p25_ms or stats[1].p75_ms < stats[0].p25_ms)
-    return tight or apart
+    return all(s.p75_ms - s.p25_ms <= SETTLED_SPREAD * s.median_ms for s in stats)
 
 
 def _time_cpu(subjects: list["_Subject"], deadline: float | None) -> None:
@@ -243,7 +244,7 @@ def _time_cpu(subjects: list["_Subject"], deadline: float | None) -> None:
                 t0 = time.perf_counter()
                 subject.call()
                 samples.append((time.perf_counter() - t0) * 1000.0)
-        if rounds < MIN_SAMPLES:
+        if rounds < CPU_MIN_ROUNDS:
             continue
         now = time.perf_counter()
         if now > until or rounds >= CPU_MAX_SAMPLES or _settled(times) or (deadline and now > deadline):
@@ -252,52 +253,58 @@ def _time_cpu(subjects: list["_Subject"], deadline: float | None) -> None:
         subject.run.timing = Timing.of(samples, "perf_counter")
 
 
-def _host_cost_ms(call: Callable[[], torch.Tensor], calls: int, host_guess_s: float) -> Timing:
-    """CPU time to issue one forward: each call timed while the GPU is parked, so the host never waits."""
-    for _ in range(3):  # settle after whatever ran before (a profiler session's teardown, another variant)
-        call()
-    torch.cuda.synchronize()
-    _park_gpu(1.5 * calls * host_guess_s + 0.002)
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - t0) * 1000.0)
-    torch.cuda.synchronize()
-    return Timing.of(times, "perf_counter per call, GPU parked")
-
-
 def _calls(per_call_s: float, wanted: float) -> int:
     """How many calls a host figure takes: what the budget allows, within HOST_COST_CALLS; a call of a
-    millisecond or more is GPU-bound beyond doubt, and five of them settle it."""
-    least = HOST_COST_CALLS[0] if per_call_s < 1e-3 else 5
+    millisecond or more is GPU-bound beyond doubt, and a few of them settle it."""
+    least = HOST_COST_CALLS[0] if per_call_s < 1e-3 else 8
     return int(min(HOST_COST_CALLS[1], max(least, wanted)))
 
 
-def _host_figures(call: Callable[[], torch.Tensor], run: Run) -> None:
-    """Back-to-back time per call (a plain loop: what a model sees), host cost per call (the GPU parked so
-    the host never waits on it), and which of the two sides sets the back-to-back pace."""
+def _host_plan(run: Run) -> tuple[int, int, float]:
+    """(back-to-back calls, host-cost calls, a generous guess of one call's host time in seconds)."""
     gpu_s = run.timing.median_ms / 1000.0
     host_guess_s = (run.profiled_host_ms or 0.1) / 1000.0  # the profiled range: an upper bound
     per_call_s = max(gpu_s, host_guess_s)
-    loop = _calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(loop):
-        call()
-    torch.cuda.synchronize()
-    run.back_to_back_ms = (time.perf_counter() - t0) * 1000.0 / loop
-    run.bound = "host" if run.back_to_back_ms > HOST_BOUND * run.timing.median_ms else "gpu"
-
-    # as many calls as the budget allows, with the queued launches and the parked GPU's drain bounded
     kernels = max(1.0, run.kernels_per_forward or 1.0)
+    loop = _calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s)
     calls = _calls(per_call_s, min(QUEUE_LAUNCHES / kernels, HOST_FIGURES_BUDGET_S / per_call_s))
-    run.host_cost = _host_cost_ms(call, calls, host_guess_s)
-    # A plain loop can never issue calls faster than one call's host cost: a median above the back-to-back
-    # pace means something else took the CPU meanwhile. Measure once more and keep the steadier one.
-    if run.host_cost.median_ms > HOST_BOUND * run.back_to_back_ms:
-        again = _host_cost_ms(call, calls, host_guess_s)
-        run.host_cost = min(run.host_cost, again, key=lambda t: t.median_ms)
+    return loop, calls, host_guess_s
+
+
+def _host_figures(subjects: list["_Subject"]) -> None:
+    """Back-to-back time per call (a plain loop: what a model sees), host cost per call (each call timed
+    while the GPU is parked, so the host never waits on it), and which side sets the back-to-back pace.
+    Taken in HOST_ROUNDS rounds that alternate between the variants, so a drift in the host's speed
+    (seen on the H200: one variant's median moving from 17 to 26 µs between two moments) hits all alike."""
+    plans = {id(s): _host_plan(s.run) for s in subjects}
+    loop_s = {id(s): 0.0 for s in subjects}
+    loops = {id(s): 0 for s in subjects}
+    host_ms: dict[int, list[float]] = {id(s): [] for s in subjects}
+    for _ in range(HOST_ROUNDS):
+        for s in subjects:
+            loop, calls, host_guess_s = plans[id(s)]
+            loop, calls = max(2, loop // HOST_ROUNDS), max(2, calls // HOST_ROUNDS)
+            with s.variant.pin():  # entered outside every timed call
+                for _ in range(3):  # settle after whatever ran before (another variant, a profiler teardown)
+                    s.call()
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(loop):
+                    s.call()
+                torch.cuda.synchronize()
+                loop_s[id(s)] += time.perf_counter() - t0
+                loops[id(s)] += loop
+                _park_gpu(1.5 * calls * host_guess_s + 0.002)
+                for _ in range(calls):
+                    t0 = time.perf_counter()
+                    s.call()
+                    host_ms[id(s)].append((time.perf_counter() - t0) * 1000.0)
+                torch.cuda.synchronize()
+    for s in subjects:
+        run = s.run
+        run.back_to_back_ms = loop_s[id(s)] * 1000.0 / loops[id(s)]
+        run.bound = "host" if run.back_to_back_ms > HOST_BOUND * run.timing.median_ms else "gpu"
+        run.host_cost = Timing.of(host_ms[id(s)], "perf_counter per call, GPU parked")
 
 
 def _pin_cost_ms(variant: Variant) -> float | None:
@@ -454,8 +461,6 @@ def _finish(subject: _Subject, trace_dir: str | Path | None, progress: Progress)
         run.profiled_host_ms = summary.profiled_host_ms
         if device == "cuda":
             run.kernels_per_forward = summary.kernels_per_forward
-            progress(0.6, f"{variant.key}: host cost")
-            _host_figures(call, run)
         else:
             run.peak_extra_bytes = summary.cpu_peak_extra_bytes
     run.pin_cost_ms = _pin_cost_ms(variant)
@@ -531,6 +536,16 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
         for i, s in enumerate(subjects):
             _guarded(s, lambda s=s, i=i: _finish(s, trace_dir, step_progress(i, "finish")))
             check_time()
+        going = [s for s in subjects if s.going]
+        if workload.device == "cuda" and going:
+            progress(0.9, "host cost of " + " and ".join(f"{names[subjects.index(s)]}{s.variant.key}" for s in going))
+            try:
+                _host_figures(going)
+            except torch.OutOfMemoryError as error:  # a late OOM: the figures so far stand, the host ones are left out
+                _free(workload.device)
+        for s in subjects:
+            s.out = None
+        progress(1.0, "done")
         return [s.run for s in subjects]
 
 
