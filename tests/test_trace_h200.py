@@ -161,7 +161,7 @@ def test_recorded_bound_follows_the_back_to_back_figure(run):
     from profiling.measurement import HOST_BOUND
     assert run.bound == ("host" if run.back_to_back_ms > HOST_BOUND * run.gpu_ms else "gpu")
     assert run.back_to_back_ms >= 0.95 * run.gpu_ms
-    assert run.host_cost.samples >= (20 if run.gpu_ms < 1 else 8) and run.host_cost.median_ms < run.profiled_host_ms
+    assert run.host_cost.samples >= (20 if run.gpu_ms < 1 else 5) and run.host_cost.median_ms < run.profiled_host_ms
     assert (run.pin_cost_ms is not None) == (run.variant in ("sdpa_math", "sdpa_efficient", "sdpa_flash", "sdpa_cudnn"))
     if run.variant != "flex":
         assert not run.compiled_before  # compiled variants are recorded last
