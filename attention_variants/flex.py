@@ -60,7 +60,7 @@ FLEX = Variant(
     key="flex",
     label="FlexAttention (compiled)",
     forward=flex_attention,
-    scratch_bytes=lambda w: w.batch * w.heads * w.seq_len * 4 + 2**20,
+    scratch_bytes=lambda w: 2 * w.batch * w.heads * w.seq_len * 4 + 2 * 2**20,  # logsumexp, block mask, workspace
     check=_check,
     fused=True, compiled=True,
     guess=Guess(

@@ -23,7 +23,8 @@ from . import trace as trace_mod
 from .dispatch import clean_warning, refusals
 from .environment import Environment, detect
 from .results import Accuracy, Comparison, Run, Timing
-from .workload import Inputs, Workload, WorkloadError, check_fits, memory_budget_bytes
+from .workload import (Inputs, Workload, WorkloadError, check_fits, check_time_budget, forward_bytes,
+                       measure_bytes, memory_budget_bytes)
 
 Progress = Callable[[float, str], None]
 WARMUP_CALLS = 3              # as in the blog
@@ -214,15 +215,18 @@ def measure(variant: str | Variant, workload: Workload, *, env: Environment | No
     if workload.device == "cuda" and not torch.cuda.is_available():
         raise WorkloadError("device", "cuda", "no CUDA GPU is visible to this process")
     env = env or detect(workload.device)
-    estimate = variant.scratch_bytes(workload)
+    estimate = forward_bytes(workload, variant.scratch_bytes(workload))
     run = Run(variant=variant.key, workload=workload, environment=env, estimated_extra_bytes=estimate)
     reason = variant.supports(workload, env)
     if reason:
         run.status, run.reason = "unsupported", reason
         return run
-    if _cache.workload != workload:  # inputs, the fp64 reference and its working slice are still to come
-        estimate += workload.input_bytes * 3 + _REFERENCE_CHUNK_BYTES
-    check_fits(workload, estimate, memory_budget_bytes(workload.device), f"{variant.key} at {workload.label()}")
+    ready = _cache.workload == workload  # inputs made; the fp64 reference too once a variant got that far
+    needed = measure_bytes(workload, variant.scratch_bytes(workload), inputs_ready=ready,
+                           reference_ready=ready and _cache.reference is not None,
+                           reference_chunk_bytes=_REFERENCE_CHUNK_BYTES)
+    check_fits(workload, needed, memory_budget_bytes(workload.device), f"{variant.key} at {workload.label()}")
+    check_time_budget(workload, [variant], reference_ready=ready and _cache.reference is not None)
     device = workload.device
     try:
         with variant.pin():  # entered once around every loop: the pin is not part of a call
