@@ -280,7 +280,7 @@ class DeviceCost:
 # 16-bit matmul on this CPU: 5-20x slower than fp32); one naive forward's elementwise passes cost 15-40 ns per
 # score element in fp32 and 30-95 in 16-bit, SDPA math's 30-75 whatever the dtype (it computes in fp32); CPU
 # flash 6-20 GFLOP/s, slower per element at small head dims; the measurement makes ~10 calls of a slow forward.
-# Rates sit between the middle and the slow end of what was seen, and 12.8 calls are counted, so the
+# Rates sit between the middle and the slow end of what was seen, and 14 calls are counted, so the
 # prediction errs long (by up to ~3x on an idle CPU) rather than short.
 # GPU: not calibrated here; the figures of an L4-class GPU (the slowest the Space is suggested on), with the
 # GPU's first profiler session (~4 s, DESIGN.md) and flex's first compile (7.4 s on the H200) on top.
@@ -295,16 +295,17 @@ COSTS = {
                        compile_s=15.0),
 }
 # What `measure` calls: the first call and 2 warm-up calls, 5+ timed ones (at most the timing budget's worth
-# when a call is fast), 4 under the profiler (which slows them about 1.2x).
-_UNTIMED_CALLS = 3 + 4 * 1.2
+# when a call is fast), 4 under the profiler (which slows them, up to 1.5x).
+_UNTIMED_CALLS = 3 + 4 * 1.5
 _MIN_TIMED_CALLS, _TIMING_S = 5, 0.25
 
 
 def _forward_seconds(w: Workload, variant, cost: DeviceCost) -> float:
-    """One forward of `variant` (a Variant) on `w`: by whether it writes the S×S scores (its scratch says)."""
+    """One forward of `variant` (a Variant) on `w`: fused, SDPA's math path, or naive ops in the dtype."""
     full_flops = 4.0 * w.batch * w.heads * w.seq_len**2 * w.head_dim
     score_elements = w.batch * w.heads * w.seq_len**2
-    if variant.scratch_bytes(w) < w.scores_bytes(element_bytes=1):  # fused: never writes S×S
+    # fused: never writes S×S (unless its scratch says it takes the math path: SDPA auto on rank 3 before 2.14)
+    if variant.fused and variant.scratch_bytes(w) < w.scores_bytes(element_bytes=4):
         return w.flops / cost.fused_flops_per_s + score_elements * (w.flops / full_flops) * cost.fused_score_s
     if variant.sdpa_backend is not None:  # SDPA's math path: upcasts to fp32, more passes
         return full_flops / cost.gemm_flops_per_s["fp32"] + score_elements * cost.math_score_s
