@@ -280,14 +280,14 @@ class DeviceCost:
 # 16-bit matmul on this CPU: 5-20x slower than fp32); one naive forward's elementwise passes cost 15-40 ns per
 # score element in fp32 and 30-95 in 16-bit, SDPA math's 30-75 whatever the dtype (it computes in fp32); CPU
 # flash 6-20 GFLOP/s, slower per element at small head dims; the measurement makes ~10 calls of a slow forward.
-# Rates sit between the middle and the slow end of what was seen, and 14 calls are counted, so the
-# prediction errs long (by up to ~3x on an idle CPU) rather than short.
+# Rates sit between the middle and the slow end of what was seen, so the prediction errs long: whole
+# comparisons took 0.2-0.6x the prediction on a quiet machine, up to ~1.1x while other jobs shared its cores.
 # GPU: not calibrated here; the figures of an L4-class GPU (the slowest the Space is suggested on), with the
 # GPU's first profiler session (~4 s, DESIGN.md) and flex's first compile (7.4 s on the H200) on top.
 COSTS = {
     "cpu": DeviceCost(gemm_flops_per_s={"fp32": 25e9, "bf16": 1.5e9, "fp16": 1.5e9}, fused_flops_per_s=15e9,
                       fused_score_s=15e-9, score_s={"fp32": 30e-9, "bf16": 60e-9, "fp16": 80e-9}, math_score_s=60e-9,
-                      fp64_flops_per_s=5e9, fp64_score_s=40e-9, per_measure_s=0.5, per_comparison_s=2.0,
+                      fp64_flops_per_s=5e9, fp64_score_s=40e-9, per_measure_s=0.3, per_comparison_s=1.0,
                       compile_s=30.0),
     "cuda": DeviceCost(gemm_flops_per_s={"fp32": 10e12, "bf16": 50e12, "fp16": 50e12}, fused_flops_per_s=5e12,
                        fused_score_s=0.02e-9,                       score_s={"fp32": 0.3e-9, "bf16": 0.15e-9, "fp16": 0.15e-9}, math_score_s=0.4e-9,
@@ -295,8 +295,8 @@ COSTS = {
                        compile_s=15.0),
 }
 # What `measure` calls: the first call and 2 warm-up calls, 5+ timed ones (at most the timing budget's worth
-# when a call is fast), 4 under the profiler (which slows them, up to 1.5x).
-_UNTIMED_CALLS = 3 + 4 * 1.5
+# when a call is fast), 4 under the profiler (which slows them, ~1.2x).
+_UNTIMED_CALLS = 3 + 4 * 1.2
 _MIN_TIMED_CALLS, _TIMING_S = 5, 0.25
 
 

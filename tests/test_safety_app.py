@@ -176,7 +176,7 @@ def test_the_file_route_serves_no_file_of_the_app_or_the_temp_dir(app_url, secre
 def test_reshowing_a_result_whose_trace_was_pruned_hides_its_button(tmp_path):
     """A live trace the measurement's folder pruned since: no button to a missing file (it would 403)."""
     kept = app.run_comparison(*LIVE, progress=lambda *a, **k: None)[1]
-    comparison = Comparison.from_dict(kept)
+    comparison = Comparison.from_dict(json.loads(kept))
     Path(comparison.a.trace_path).unlink()  # pruned
     files = app.view_files(comparison, reports.timing_figure(comparison), tmp_path)
     assert "a_trace" not in files and files["b_trace"].read_bytes() == Path(comparison.b.trace_path).read_bytes()
@@ -377,3 +377,12 @@ def test_the_app_cleans_up_at_start_up(tmp_path):
     subprocess.run([sys.executable, "-c", "import app"], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)},
                    check=True, capture_output=True, timeout=300)
     assert not stale.exists()
+
+
+def test_a_request_missing_values_is_refused_in_one_line(app_url, capfd, caplog):
+    event, error = called(app_url, [])
+    assert event == "error"
+    assert error["error"] == ("compare takes 10 values (source, a, b, seq_len, heads, dtype, batch, head_dim, "
+                              "causal, rank); the request sent 0")
+    assert "Traceback" not in capfd.readouterr().err
+    assert [r.name for r in caplog.records].count("attention_profiler") == 1
