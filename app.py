@@ -16,6 +16,10 @@ except ImportError:
     def on_gpu(fn):
         return fn
 
+import html
+import inspect
+import json
+import logging
 import os
 import shutil
 import tempfile
@@ -23,15 +27,22 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import gradio as gr
+from fastapi import HTTPException
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse
 
-from attention_variants import VARIANTS, guess_for
-from profiling import reports
+from attention_variants import VARIANTS, get_variant, guess_for
+from profiling import reports, scratch
 from profiling.environment import detect
 from profiling.explain import explain
 from profiling.measurement import compare
 from profiling.recording import RECORDED_DIR, find_recorded, recorded_runs, recorded_workloads, recordings
-from profiling.results import Comparison
-from profiling.workload import LIMITS, Workload, WorkloadError, canonical_dtype
+from profiling.results import Comparison, Run
+from profiling.workload import (LIMITS, Workload, WorkloadError, canonical_dtype, check_time_budget, choice,
+                                whole_number_from_text)
+
+log = logging.getLogger("attention_profiler")
+scratch.clean_stale_folders()  # what a crashed or restarted process left in the temp dir
 
 ENV = detect()
 LIVE = "live"
@@ -54,6 +65,14 @@ PRESETS = {
 # URL query parameter -> control, in the order of the compare endpoint's parameters.
 QUERY_KEYS = ("source", "a", "b", "seq", "heads", "dtype", "batch", "head_dim", "causal", "rank")
 DEFAULT_A, DEFAULT_B = "naive", "sdpa_flash"
+
+# What one visitor may cost the server. The page's largest request is a few hundred bytes and the app takes
+# no files. A session that was shown a result holds ~1.5 MB (gradio keeps each output's last value per
+# session: the chart's PNG, tables, the JSON): only the most recent sessions are kept, each result for
+# half an hour, so the server's memory levels off within ~50 MB of its start.
+MAX_REQUEST_BYTES = 64 * 1024
+KEPT_FOR_S = 30 * 60
+SESSIONS_KEPT = 32
 
 
 def base_workload(source: str) -> Workload:
@@ -78,12 +97,22 @@ def workload_of(source, seq_len, heads, dtype, batch, head_dim, causal, rank) ->
                     rank=rank, device=base_workload(source).device)
 
 
-def workload_from(*controls) -> Workload:
-    """The validated workload, or a gr.Error that names the field, the value and the limit."""
+def refused(message: str, title: str) -> gr.Error:
+    """A request refused for what it asked: one line in the server's log, no traceback; the message
+    HTML-escaped, since gradio renders an error's message as HTML."""
+    log.warning("refused: %s", message)
+    return gr.Error(html.escape(message, quote=False), title=title, print_exception=False)
+
+
+def request_of(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank) -> tuple[str, str, str, Workload]:
+    """The controls exactly as the client sent them (no rounding, no coercion), checked by the core:
+    (source, a, b, workload), or a gr.Error naming the field, the value and what is allowed."""
     try:
-        return workload_of(*controls)
+        source = choice("source", source, [LIVE, *RECORDINGS])
+        a, b = get_variant(a, "a").key, get_variant(b, "b").key
+        return source, a, b, workload_of(source, seq_len, heads, dtype, batch, head_dim, causal, rank)
     except WorkloadError as error:
-        raise gr.Error(str(error), title="Not a workload this app can run") from None
+        raise refused(str(error), "Not a workload this app can run") from None
 
 
 @on_gpu
@@ -92,8 +121,8 @@ def measure_live(a: str, b: str, workload: Workload, progress) -> dict:
     try:
         measured = compare(a, b, workload, progress=lambda fraction, message: progress(fraction, desc=message))
         return explain(measured).to_dict()
-    except WorkloadError as error:  # over the memory or CPU budget, refused before allocating; raised
-        raise gr.Error(str(error), title="Too large for this machine") from None  # as gr.Error, which pickles
+    except WorkloadError as error:  # over the memory or time budget, refused before allocating; raised
+        raise refused(str(error), "Too large for this machine") from None  # as gr.Error, which pickles
 
 
 def replay(recording: str, a: str, b: str, workload: Workload) -> dict:
@@ -101,17 +130,26 @@ def replay(recording: str, a: str, b: str, workload: Workload) -> dict:
     runs = [find_recorded(recording, key, workload) for key in (a, b)]
     if None in runs:
         held = "; ".join(w.label() for w in recorded_workloads(recording))
-        raise gr.Error(f"The recording '{recording}' has no run of {workload.label()}. It holds: {held}.",
-                       title="Not in the recording")
+        raise refused(f"The recording '{recording}' has no run of {workload.label()}. It holds: {held}.",
+                      "Not in the recording")
     return explain(Comparison(*runs)).to_dict()
 
 
 def run_comparison(source: str, a: str, b: str, seq_len: int, heads: int, dtype: str, batch: int,
-                   head_dim: int, causal: bool, rank: int, progress=gr.Progress()) -> dict:
-    """Compare A and B on one workload; returns Comparison.to_dict() plus the source it came from."""
-    workload = workload_from(source, seq_len, heads, dtype, batch, head_dim, causal, rank)
-    result = measure_live(a, b, workload, progress) if source == LIVE else replay(source, a, b, workload)
-    return {"source": source, **result}
+                   head_dim: int, causal: bool, rank: int, progress=gr.Progress()) -> tuple[dict, str]:
+    """Compare A and B on one workload. Returns what the client gets (Comparison.to_dict() plus the
+    source, naming no server file) and what the session keeps on the server (the same with its files,
+    as JSON text: a tenth of the memory of the dicts)."""
+    source, a, b, workload = request_of(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank)
+    if source == LIVE:
+        try:  # a live run holds the only measurement slot: refuse up front what would hold it too long
+            check_time_budget(workload, (a, b))
+        except WorkloadError as error:
+            raise refused(str(error), "Too long for this machine") from None
+        kept = {"source": source, **measure_live(a, b, workload, progress)}
+    else:
+        kept = {"source": source, **replay(source, a, b, workload)}
+    return {"source": source, **Comparison.from_dict(kept).without_files().to_dict()}, json.dumps(kept)
 
 
 def guesses(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank) -> tuple[str, str]:
@@ -122,9 +160,9 @@ def guesses(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank) 
         workload = None
     cards = []
     for side, key in (("A", a), ("B", b)):
-        variant = VARIANTS.get(key)
+        variant = VARIANTS.get(key) if isinstance(key, str) else None
         if variant is None:
-            cards.append(f"**{side}**: unknown variant {key!r}")
+            cards.append(f"**{side}**: unknown variant {reports.literal(key)}")
             continue
         reason = variant.supports(workload, ENV) if workload is not None and source == LIVE else None
         shown = workload or base_workload(source)  # controls that are not a workload yet: the base one's guess
@@ -145,14 +183,18 @@ def share_link(request: gr.Request, *values) -> str:
     return f"{base}?{urlencode(query)}"
 
 
+MAX_NOTED = 8  # problems listed from one link; the rest are counted
+
+
 def parse_query(params: dict[str, str]) -> tuple[dict, list[str]]:
-    """Query parameters -> control values (defaults where absent) and a note for each one ignored."""
+    """Query parameters -> control values (defaults where absent) and a note for each one ignored.
+    The notes quote the link's keys and values as literal text: a link is anyone's to write."""
     source = params.get("source", LIVE)
     problems = []
     if source == "recorded" and RECORDINGS:
         source = next(iter(RECORDINGS))
     if source != LIVE and source not in RECORDINGS:
-        problems.append(f"`source={source}`: choose {', '.join([LIVE, *RECORDINGS])}")
+        problems.append(f"{reports.literal(f'source={source}')}: choose {', '.join([LIVE, *RECORDINGS])}")
         source = LIVE
     base = base_workload(source)
     values = {"source": source, "a": DEFAULT_A, "b": DEFAULT_B, "seq": base.seq_len, "heads": base.heads,
@@ -164,11 +206,9 @@ def parse_query(params: dict[str, str]) -> tuple[dict, list[str]]:
             if key.startswith("__") or key == "source":  # gradio's own (?__theme=dark), or done above
                 continue
             elif key in ("a", "b"):
-                if text not in VARIANTS:
-                    raise WorkloadError(key, text, f"choose one of {', '.join(VARIANTS)}")
-                values[key] = text
+                values[key] = get_variant(text, key).key
             elif key in fields:
-                number = int(text) if text.strip().lstrip("-").isdigit() else text
+                number = whole_number_from_text(fields[key], text, *LIMITS[fields[key]])
                 base.replace(**{fields[key]: number})  # the core's own limits decide
                 values[key] = number
             elif key == "dtype":
@@ -178,11 +218,13 @@ def parse_query(params: dict[str, str]) -> tuple[dict, list[str]]:
                     raise WorkloadError(key, text, "must be true or false")
                 values[key] = text.lower() in ("true", "1", "yes")
             elif key == "rank":
-                values[key] = base.replace(rank=int(text) if text.isdigit() else text).rank
+                values[key] = base.replace(rank=whole_number_from_text(key, text, 3, 4)).rank
             else:
-                problems.append(f"`{key}`: not a parameter here (use {', '.join(QUERY_KEYS)})")
+                problems.append(f"{reports.literal(key)}: not a parameter here (use {', '.join(QUERY_KEYS)})")
         except WorkloadError as error:
-            problems.append(f"`{key}={text}`: {error.limit}")
+            problems.append(f"{reports.literal(f'{key}={text}')}: {error.limit}")
+    if len(problems) > MAX_NOTED:
+        problems[MAX_NOTED:] = [f"and {len(problems) - MAX_NOTED} more"]
     return values, problems
 
 
@@ -200,6 +242,8 @@ def switch_source(source, a, seq_len, heads, dtype, batch, head_dim, causal, ran
             return [gr.skip()] * 8
         w = base_workload(LIVE)
         notice = f"Live on this CPU: a CPU-sized workload ({w.label()})."
+    elif not isinstance(source, str) or source not in RECORDINGS:  # not a choice of the radio: nothing to switch to
+        return [gr.skip()] * 8
     else:
         try:
             current = workload_of(source, seq_len, heads, dtype, batch, head_dim, causal, rank)
@@ -215,17 +259,64 @@ def switch_source(source, a, seq_len, heads, dtype, batch, head_dim, causal, ran
 
 def view_folder(keep: int = 32) -> Path:
     """A fresh folder for one view's downloads; the oldest beyond `keep` are removed, so the disk stays bounded."""
-    root = Path(tempfile.gettempdir()) / f"attention_profiler_views_{os.getpid()}"
-    root.mkdir(exist_ok=True)
+    root = scratch.process_folder("views")
     for old in sorted(root.iterdir(), key=lambda p: p.stat().st_mtime)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return Path(tempfile.mkdtemp(dir=root))
+
+
+def view_files(comparison: Comparison, figure, folder: Path) -> dict[str, Path]:
+    """The downloads of one view, all written by the server into `folder`: CSV, JSON (naming no server
+    file) and PNG made now, and each run's trace copied from where the server itself wrote it (a
+    measurement's scratch folder, or a recording shipped with the app). A trace pruned since is left out."""
+    files = reports.export(comparison.without_files(), figure, folder)
+    for side, run in (("a", comparison.a), ("b", comparison.b)):
+        trace = Path(run.trace_path) if run.trace_path else None
+        if trace and (scratch.is_scratch_file(trace) or _is_recorded_trace(trace)):
+            files[f"{side}_trace"] = Path(shutil.copy(trace, folder / f"{side}_{trace.name}"))
+    return files
+
+
+def _is_recorded_trace(path: Path) -> bool:
+    try:
+        return path.resolve(strict=True).is_relative_to(RECORDED_DIR.resolve()) and path.is_file()
+    except (OSError, RuntimeError):
+        return False
 
 
 def apply_preset(name: str, source: str) -> list:
     a, b, changes = PRESETS[name]
     w = base_workload(source).replace(**changes)
     return [a, b, w.seq_len, w.heads, w.dtype, w.batch, w.head_dim, w.causal, w.rank]
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `max_bytes` gets 413 at once when its Content-Length says so,
+    else as soon as the bytes read pass the limit, before any handler parses it."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    def _too_large(self) -> str:
+        return f"request body over {self.max_bytes} bytes: this app takes no files"
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if len(declared) > 12 or not declared.isdigit() or int(declared) > self.max_bytes:
+            return await JSONResponse({"detail": self._too_large()}, status_code=413)(scope, receive, send)
+        received = 0
+
+        async def limited_receive():
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:  # a chunked body that grew past the limit: FastAPI answers 413
+                raise HTTPException(413, detail=self._too_large())
+            return message
+
+        await self.app(scope, limited_receive, send)
 
 
 # -- the screen ------------------------------------------------------------------------------------
@@ -260,7 +351,7 @@ class Side:
                 gr.Dataframe(reports.kernel_table(run), visible=run.ok, column_widths=["240px"]),
                 gr.Dataframe(reports.host_ops_table(run), visible=run.ok),
                 f"#### Notes on {self.side}\n\n{notes}",
-                gr.DownloadButton(value=run.trace_path, visible=bool(run.trace_path)),
+                gr.DownloadButton(value=files.get(f"{key}_trace"), visible=f"{key}_trace" in files),
                 gr.DownloadButton(value=files.get(f"{key}_csv"), visible=f"{key}_csv" in files)]
 
 
@@ -322,13 +413,18 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         png_file = gr.DownloadButton("chart (PNG)", visible=False, size="sm", elem_id="png")
     with gr.Accordion("Raw result (what the API returns)", open=False):
         result = gr.JSON(label="comparison", elem_id="result")
+    kept = gr.State(time_to_live=KEPT_FOR_S)  # the last result with its files: on the server, never the client's
 
-    def show(data: dict) -> list:
-        """Render a comparison (live or recorded) onto every output of the screen."""
+    def show(kept_json: str | None) -> list:
+        """Render the comparison this session's last run kept on the server onto every output of the screen."""
+        if not kept_json:
+            raise refused(f"This session's result is no longer kept (results are kept {KEPT_FOR_S // 60} minutes); "
+                          "run the comparison again.", "Result expired")
+        data = json.loads(kept_json)
         comparison = Comparison.from_dict(data)
         recorded = data.get("source", LIVE) != LIVE
         figure = reports.timing_figure(comparison)
-        files = reports.export(comparison, figure, view_folder())
+        files = view_files(comparison, figure, view_folder())
         where = (f"**{'Recorded' if recorded else 'Measured live'}** on {comparison.a.environment.summary()} · "
                  f"workload {comparison.a.workload.label()}")
         return [where,
@@ -340,28 +436,44 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
 
     views = [measured_on, verdict, chart, *side_a.outputs, *side_b.outputs, json_file, png_file]
 
-    # events: every measurement shares one concurrency group of size 1, so runs never overlap
-    gpu_event = dict(fn=run_comparison, inputs=controls, outputs=result, concurrency_id="gpu",
-                     concurrency_limit=1, show_progress_on=[verdict])
-    run_button.click(api_name="compare", **gpu_event).success(show, result, views, api_visibility="private")
+    # events: every measurement shares one concurrency group of size 1, so runs never overlap. Handlers
+    # that take the controls get them as sent (preprocess=False): the core checks them, nothing is rounded.
+    gpu_event = dict(fn=run_comparison, inputs=controls, outputs=[result, kept], concurrency_id="gpu",
+                     concurrency_limit=1, show_progress_on=[verdict], preprocess=False)
+    run_button.click(api_name="compare", **gpu_event).success(show, kept, views, api_visibility="private")
     for button, name in zip(preset_buttons, PRESETS):
         button.click(lambda source, name=name: apply_preset(name, source), source, [a, b, *workload_controls],
-                     api_visibility="private", queue=False
+                     api_visibility="private", queue=False, preprocess=False
                      ).success(api_visibility="private", **gpu_event
-                     ).success(show, result, views, api_visibility="private")
+                     ).success(show, kept, views, api_visibility="private")
     source.input(switch_source, [source, a, *workload_controls], [*workload_controls, notice],
-                 api_visibility="private", queue=False)
+                 api_visibility="private", queue=False, preprocess=False)
     gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b],
-          api_visibility="private", queue=False)
-    gr.on([c.change for c in controls], share_link, controls, link, api_visibility="private", queue=False)
+          api_visibility="private", queue=False, preprocess=False)
+    gr.on([c.change for c in controls], share_link, controls, link, api_visibility="private", queue=False,
+          preprocess=False)
     demo.load(prefill, None, [*controls, notice], api_visibility="private", queue=False
-              ).then(guesses, controls, [guess_a, guess_b], api_visibility="private", queue=False
-              ).then(share_link, controls, link, api_visibility="private", queue=False)
+              ).then(guesses, controls, [guess_a, guess_b], api_visibility="private", queue=False, preprocess=False
+              ).then(share_link, controls, link, api_visibility="private", queue=False, preprocess=False)
 
-demo.queue(max_size=16)
+def refuse_short_requests(block_fn, inputs: list) -> None:
+    """gradio's own check that a request sent every input raises a ValueError, logged with its traceback:
+    the same check (it replaces Blocks.validate_inputs), refused in one line naming what the event takes."""
+    if len(inputs) < len(block_fn.inputs):
+        names = [name for name, p in inspect.signature(block_fn.fn).parameters.items()
+                 if not isinstance(p.default, (gr.Progress, gr.Request)) and p.annotation != "gr.Request"]
+        raise refused(f"{block_fn.api_name or block_fn.name} takes {len(block_fn.inputs)} values "
+                      f"({', '.join(names)}); the request sent {len(inputs)}", "Not a request this app can run")
+
+
+demo.validate_inputs = refuse_short_requests
+# api_open=False: the REST routes (/gradio_api/run/compare, /gradio_api/api/compare) refuse queued events, so
+# every measurement goes through the queue and its concurrency limit (/gradio_api/call/compare and clients do)
+demo.queue(max_size=16, api_open=False)
 
 LAUNCH = dict(ssr_mode=False, css=CSS, theme=gr.themes.Default(primary_hue="orange"),
-              allowed_paths=[str(RECORDED_DIR)])  # the recorded traces are downloads too
+              state_session_capacity=SESSIONS_KEPT, max_file_size=MAX_REQUEST_BYTES,
+              app_kwargs={"middleware": [Middleware(BodyLimit, max_bytes=MAX_REQUEST_BYTES)]})
 
 if __name__ == "__main__":
     port = os.environ.get("PORT")  # Deta Space and most hosts; gradio reads GRADIO_SERVER_PORT itself

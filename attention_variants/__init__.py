@@ -7,7 +7,7 @@ What an engineer reading its code would expect to see in the trace is its row in
 """
 from __future__ import annotations
 
-from profiling.workload import WorkloadError
+from profiling.workload import choice
 
 from .base import Variant
 from .guesses import Expected, Guess, guess_for
@@ -26,8 +26,6 @@ VARIANTS: dict[str, Variant] = {v.key: v for v in (
 )}
 
 
-def get_variant(key: str) -> Variant:
-    try:
-        return VARIANTS[key]
-    except KeyError:
-        raise WorkloadError("variant", key, f"choose one of {', '.join(VARIANTS)}") from None
+def get_variant(key: str, field: str = "variant") -> Variant:
+    """The variant `key`; a WorkloadError naming `field` (the API's `a` or `b`) and the known keys if none."""
+    return VARIANTS[choice(field, key, VARIANTS)]

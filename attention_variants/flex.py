@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 
 import torch
 
@@ -46,7 +47,15 @@ def flex_attention(x: Inputs) -> torch.Tensor:
     return out.squeeze(0) if x.q.dim() == 3 else out
 
 
+def _zero_gpu() -> bool:
+    """On a ZeroGPU Space (the `spaces` package reads the same variable the same way)."""
+    return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
+
+
 def _check(w: Workload, env: Environment) -> str | None:
+    if _zero_gpu():
+        return ("ZeroGPU runs the GPU function without torch.compile, and this variant is FlexAttention "
+                "compiled into a Triton kernel: it cannot run on this Space (run it on a GPU machine)")
     try:
         import torch.nn.attention.flex_attention  # noqa: F401
     except ImportError:
@@ -60,7 +69,7 @@ FLEX = Variant(
     key="flex",
     label="FlexAttention (compiled)",
     forward=flex_attention,
-    scratch_bytes=lambda w: w.batch * w.heads * w.seq_len * 4 + 2**20,
+    scratch_bytes=lambda w: 2 * w.batch * w.heads * w.seq_len * 4 + 2 * 2**20,  # logsumexp, block mask, workspace
     check=_check,
     fused=True, compiled=True,
 )

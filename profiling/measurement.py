@@ -29,7 +29,8 @@ from . import trace as trace_mod
 from .dispatch import clean_warning, refusals
 from .environment import Environment, detect
 from .results import Accuracy, Comparison, Run, Timing
-from .workload import Inputs, Workload, WorkloadError, check_fits, memory_budget_bytes
+from .workload import (REFERENCE_CHUNK_BYTES, Inputs, Workload, WorkloadError, accuracy_rows, check_fits,
+                       check_time_budget, forward_bytes, measure_bytes, memory_budget_bytes)
 
 Progress = Callable[[float, str], None]
 WARMUP_CALLS = 3              # as in the blog
@@ -47,7 +48,6 @@ QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well unde
 HOST_BOUND = 1.10             # back-to-back per call over GPU time by more than this: the host sets the pace
 PIN_CALLS = 200
 HOST_ROUNDS = 4
-_REFERENCE_CHUNK_BYTES = 256 * 2**20
 KEPT_TRACES = 64              # traces kept in the temporary folder when no trace_dir is given
 _trace_counter = itertools.count()
 PHASES = {"prepare": (0.0, 0.2), "timing": (0.2, 0.2), "finish": (0.4, 0.5)}  # then host figures at 0.9  # (start, width) of progress
@@ -127,10 +127,10 @@ _cache = _WorkloadCache()
 
 
 def _checked_rows(seq_len: int) -> torch.Tensor | None:
-    """The query rows checked against fp64: all of them while one row-block of fp64 scores stays under
-    _REFERENCE_CHUNK_BYTES, else a seeded sample that always includes the first and last rows
-    (the one that sees one key, the one that sees them all). None means every row."""
-    rows = max(64, _REFERENCE_CHUNK_BYTES // (seq_len * 8))
+    """The query rows the fp64 accuracy check compares (`accuracy_rows` of them): every row (None) while a
+    row-block of fp64 scores fits REFERENCE_CHUNK_BYTES, else a seeded sample that always includes the first
+    and last rows (the one that sees one key, the one that sees them all)."""
+    rows = accuracy_rows(seq_len)
     if rows >= seq_len:
         return None
     generator = torch.Generator().manual_seed(0)
@@ -138,18 +138,9 @@ def _checked_rows(seq_len: int) -> torch.Tensor | None:
     return torch.cat([torch.tensor([0, seq_len - 1]), sample]).sort().values
 
 
-def reference_bytes(workload: Workload) -> int:
-    """What the fp64 accuracy check allocates at most: a working slice of scores, its softmax and the
-    upcast slices (each under _REFERENCE_CHUNK_BYTES, four in all), and the fp64 reference rows and the
-    same rows in the inputs' dtype."""
-    rows = _checked_rows(workload.seq_len)
-    checked = workload.seq_len if rows is None else len(rows)
-    return 4 * _REFERENCE_CHUNK_BYTES + 2 * workload.batch * workload.heads * checked * workload.head_dim * 8
-
-
 def _chunked_attention(x: Inputs, dtype: torch.dtype, rows: torch.Tensor | None) -> torch.Tensor:
     """Plain attention in `dtype` for the query `rows` (all when None), over slices of the leading dim so
-    the scores in flight stay near _REFERENCE_CHUNK_BYTES whatever S is. Returns [B*H, rows, D]."""
+    the scores in flight stay near REFERENCE_CHUNK_BYTES whatever S is. Returns [B*H, rows, D]."""
     q, k, v = (t.reshape(-1, *t.shape[-2:]) for t in (x.q, x.k, x.v))  # [B*H, S, D]
     mask = x.mask
     if rows is not None:
@@ -157,7 +148,7 @@ def _chunked_attention(x: Inputs, dtype: torch.dtype, rows: torch.Tensor | None)
         q = q[:, rows]                                                # [B*H, R, D]
         mask = mask[rows] if mask is not None else None               # [R, S]
     per_slice = q.shape[1] * k.shape[1] * torch.finfo(dtype).bits // 8
-    step = max(1, _REFERENCE_CHUNK_BYTES // per_slice)
+    step = max(1, REFERENCE_CHUNK_BYTES // per_slice)
     out = torch.empty(q.shape, dtype=dtype, device=q.device)
     for i in range(0, q.shape[0], step):
         qs, ks, vs = (t[i:i + step].to(dtype) for t in (q, k, v))
@@ -418,10 +409,12 @@ def _prepare(subject: _Subject, progress: Progress) -> None:
     if reason:
         run.status, run.reason = "unsupported", reason
         return
-    estimate = run.estimated_extra_bytes
-    if _cache.workload != workload:  # inputs and the fp64 accuracy check are still to come
-        estimate += workload.input_bytes + reference_bytes(workload)
-    check_fits(workload, estimate, memory_budget_bytes(workload.device), f"{variant.key} at {workload.label()}")
+    ready = _cache.workload == workload  # inputs made; the fp64 reference too once a variant got that far
+    reference_ready = ready and _cache.reference is not None
+    needed = measure_bytes(workload, variant.scratch_bytes(workload), inputs_ready=ready,
+                           reference_ready=reference_ready)
+    check_fits(workload, needed, memory_budget_bytes(workload.device), f"{variant.key} at {workload.label()}")
+    check_time_budget(workload, [variant], reference_ready=reference_ready)
     device = workload.device
     run.compiled_before = _compiled_before()
     inputs = _cache.get(workload).inputs
@@ -497,7 +490,8 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
         started = time.perf_counter()
         deadline = started + budget_s if budget_s else None
         subjects = [_Subject(v, Run(variant=v.key, workload=workload, environment=env,
-                                    estimated_extra_bytes=v.scratch_bytes(workload))) for v in variants]
+                                    estimated_extra_bytes=forward_bytes(workload, v.scratch_bytes(workload))))
+                    for v in variants]
         n = len(subjects)
         names = [f"{label} · " if label else "" for label in (labels or [""] * n)]
 

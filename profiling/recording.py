@@ -106,9 +106,10 @@ def recorded_sweeps(name: str) -> tuple:
     """Every sweep of the recording `name` (its sweeps.json, written by `record-sweeps`), loaded once."""
     from .sweep import Sweep
 
-    path = RECORDED_DIR / name / "sweeps.json"
-    if not path.exists():
+    folders = {p.name: p for p in RECORDED_DIR.iterdir() if p.is_dir()} if RECORDED_DIR.exists() else {}
+    if name not in folders or not (folders[name] / "sweeps.json").exists():  # a name, never a path
         return ()
+    path = folders[name] / "sweeps.json"
     return tuple(Sweep.from_dict(d) for d in json.loads(path.read_text()))
 
 

@@ -47,6 +47,21 @@ def host_ops_table(run: Run, top: int = 10) -> pd.DataFrame:
 
 
 # -- one line and Markdown cards ----------------------------------------------------------------
+def literal(text, limit: int = 80) -> str:
+    """Text from a client (a link's key or value) as Markdown shows it verbatim: one code span, cut to
+    `limit` characters, its control characters spelled out. The fence is one backtick longer than any
+    run inside, so no backtick can close it; inside a code span nothing is markup, HTML or a link."""
+    text = str(text)
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    if not text.strip():
+        return f"(empty: {len(text)} spaces)" if text else "(empty)"
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text[0] == "`" or text[-1] == "`" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def device_time_label(run: Run) -> str:
     """What `timing` measures: GPU time from CUDA events, or wall time on CPU."""
     return "GPU" if run.workload.device == "cuda" else "wall"

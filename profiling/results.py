@@ -5,6 +5,7 @@ worker) all pass these same objects around. Nothing here measures or formats.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 
@@ -206,6 +207,11 @@ class Comparison:
 
     def to_json(self, **kwargs) -> str:
         return json.dumps(self.to_dict(), **kwargs)
+
+    def without_files(self) -> "Comparison":
+        """A copy that names no file of this machine: what a client of the app may be sent."""
+        return dataclasses.replace(self, a=dataclasses.replace(self.a, trace_path=None),
+                                   b=dataclasses.replace(self.b, trace_path=None))
 
     @classmethod
     def from_json(cls, text: str) -> "Comparison":

@@ -21,9 +21,9 @@ import pandas as pd
 from attention_variants import Variant, get_variant
 
 from .environment import Environment, detect
-from .measurement import reference_bytes
 from .results import Run, Timing
-from .workload import CPU_MAX_GFLOP_PER_FORWARD, LIMITS, Workload, WorkloadError, memory_budget_bytes
+from .workload import (LIMITS, LIVE_BUDGET_S, Workload, WorkloadError, measure_bytes, memory_budget_bytes,
+                       predicted_seconds)
 
 Progress = Callable[[float, str], None]
 MAX_POINTS = 12                    # per variant: a sweep is a curve, not a matrix
@@ -191,13 +191,20 @@ def family_label(workload: Workload) -> str:
 
 # -- which lengths ------------------------------------------------------------------------------
 def needed_bytes(variant: Variant, workload: Workload) -> int:
-    """What measuring `variant` at this point allocates: its scratch, the inputs and the reference."""
-    return variant.scratch_bytes(workload) + workload.input_bytes + reference_bytes(workload)
+    """What measuring `variant` at this point may allocate, from nothing: inputs, a forward, the fp64 check."""
+    return measure_bytes(workload, variant.scratch_bytes(workload), inputs_ready=False, reference_ready=False)
+
+
+def reference_bytes(variant: Variant, workload: Workload) -> int:
+    """The part of `needed_bytes` that is the fp64 accuracy check."""
+    return needed_bytes(variant, workload) - measure_bytes(workload, variant.scratch_bytes(workload),
+                                                           inputs_ready=False, reference_ready=True)
 
 
 def default_seq_lens(variants: Iterable[str], base: Workload, budget_bytes: int | None = None) -> list[int]:
     """Powers of two from 128 up to the largest that fits for the fused variants among `variants`
-    (for all of them when none is fused), within the workload's limits and MAX_POINTS."""
+    (for all of them when none is fused), within the workload's limits and MAX_POINTS; on a CPU, up to the
+    length one point of them alone would be refused for time."""
     chosen = [get_variant(v) for v in variants]
     bounding = [v for v in chosen if v.fused] or chosen
     budget = memory_budget_bytes(base.device) if budget_bytes is None else budget_bytes
@@ -205,8 +212,8 @@ def default_seq_lens(variants: Iterable[str], base: Workload, budget_bytes: int 
     s = FIRST_SEQ
     while s <= LAST_SEQ and len(lengths) < MAX_POINTS:
         w = base.replace(seq_len=s)
-        if base.device == "cpu" and w.flops / 1e9 > CPU_MAX_GFLOP_PER_FORWARD:
-            break
+        if base.device == "cpu" and predicted_seconds(w, bounding) > LIVE_BUDGET_S["cpu"]:
+            break  # one point alone would take longer than a live run may hold this CPU
         if all(needed_bytes(v, w) > budget for v in bounding):
             break
         lengths.append(s)
@@ -302,7 +309,7 @@ def _measure_point(measure, variant: Variant, workload: Workload, env: Environme
     budget = memory_budget_bytes(workload.device)
     needed = needed_bytes(variant, workload)
     if needed > budget:  # refused here, before measure() allocates anything
-        scratch, reference = variant.scratch_bytes(workload), reference_bytes(workload)
+        scratch, reference = variant.scratch_bytes(workload), reference_bytes(variant, workload)
         return SweepPoint(variant.key, workload.seq_len, "does not fit",
                           reason=(f"needs about {needed / 2**30:.1f} GiB ({scratch / 2**30:.1f} GiB its own, "
                                   f"{reference / 2**30:.1f} GiB the fp64 accuracy reference), "
@@ -312,7 +319,7 @@ def _measure_point(measure, variant: Variant, workload: Workload, env: Environme
     t0 = time.perf_counter()
     try:
         run = measure(variant, workload, env=env, progress=progress)
-    except WorkloadError as error:  # measure's own checks: less memory free than a moment ago, the CPU's FLOP limit
+    except WorkloadError as error:  # measure's own checks: less memory free than a moment ago, the time budget
         memory = "GiB" in error.limit
         return SweepPoint(variant.key, workload.seq_len, "does not fit" if memory else "refused", reason=error.limit,
                           needed_bytes=needed if memory else None,

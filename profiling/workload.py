@@ -19,23 +19,68 @@ _DTYPE_ALIASES = {
 }
 # Inclusive limits per field; beyond them a request is a typo, not a workload.
 LIMITS = {"batch": (1, 1024), "heads": (1, 1024), "seq_len": (1, 131072), "head_dim": (1, 512)}
-# A CPU forward above this many FLOPs takes minutes once warm-up and repeats are counted.
-CPU_MAX_GFLOP_PER_FORWARD = 40.0
 
+
+REFERENCE_CHUNK_BYTES = 256 * 2**20  # the fp64 accuracy check keeps its scores in flight under this
 
 class WorkloadError(ValueError):
     """A request that cannot be run, naming the field, the value and the limit."""
 
     def __init__(self, field: str, value, limit: str):
         self.field, self.value, self.limit = field, value, limit
-        super().__init__(f"{field}={value!r} is not allowed: {limit}")
+        super().__init__(f"{field}={shown(value)} is not allowed: {limit}")
 
     def __reduce__(self):  # ZeroGPU pickles errors out of its worker: keep the fields
         return WorkloadError, (self.field, self.value, self.limit)
 
 
+_SHOWN_CHARS = 60
+
+
+def shown(value) -> str:
+    """A client's value as an error quotes it: its repr, cut short (a number past Python's 4,300-digit
+    limit cannot even be printed, and a megabyte string has no place in a message)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"<a whole number of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    if isinstance(value, str) and len(value) > _SHOWN_CHARS:
+        return f"{value[:_SHOWN_CHARS]!r}… ({len(value)} characters)"
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS]}… ({type(value).__name__})"
+
+
+def whole_number(field: str, value, low: int, high: int) -> int:
+    """`value` if it is an int (not a bool, a float, a numeric string) within [low, high]; else WorkloadError.
+    Nothing is rounded or converted: 128.7, 3.0, True and "64" are refused, not read as 128, 3, 1 and 64."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WorkloadError(field, value, f"must be a whole number between {low} and {high}")
+    if not low <= value <= high:
+        raise WorkloadError(field, value, f"must be between {low} and {high}")
+    return value
+
+
+def whole_number_from_text(field: str, text: str, low: int, high: int) -> int:
+    """A whole number written as text (a link's query, a command line), within [low, high].
+    Only an optional sign and digits; a long run of digits is refused before int() sees it."""
+    digits = text.strip().removeprefix("-").removeprefix("+") if isinstance(text, str) else ""
+    if not (digits.isascii() and digits.isdigit()):
+        raise WorkloadError(field, text, f"must be a whole number between {low} and {high}")
+    if len(digits.lstrip("0")) > len(str(high)):
+        raise WorkloadError(field, text, f"must be between {low} and {high}")
+    return whole_number(field, int(text), low, high)
+
+
+def choice(field: str, value, choices) -> str:
+    """`value` if it is one of `choices` (compared as the same type: 3.0 is not "3"); else WorkloadError."""
+    choices = list(choices)
+    if not any(type(value) is type(c) and value == c for c in choices):
+        raise WorkloadError(field, value, f"choose one of {', '.join(map(str, choices))}")
+    return value
+
+
 def canonical_dtype(name: str) -> str:
-    key = str(name).strip().lower()
+    if not isinstance(name, str):
+        raise WorkloadError("dtype", name, f"choose one of {', '.join(DTYPES)}")
+    key = name.strip().lower()
     key = _DTYPE_ALIASES.get(key, key)
     if key not in DTYPES:
         raise WorkloadError("dtype", name, f"choose one of {', '.join(DTYPES)}")
@@ -56,18 +101,15 @@ class Workload:
 
     def __post_init__(self):
         for field, (low, high) in LIMITS.items():
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise WorkloadError(field, value, "must be a whole number")
-            if not low <= value <= high:
-                raise WorkloadError(field, value, f"must be between {low} and {high}")
+            whole_number(field, getattr(self, field), low, high)
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
-        if self.rank not in (3, 4):
+        if isinstance(self.rank, bool) or self.rank not in (3, 4) or not isinstance(self.rank, int):
             raise WorkloadError("rank", self.rank, "must be 3 ([B*H, S, D]) or 4 ([B, H, S, D])")
-        if self.device not in ("cuda", "cpu"):
+        if not isinstance(self.device, str) or self.device not in ("cuda", "cpu"):
             raise WorkloadError("device", self.device, "must be 'cuda' or 'cpu'")
         if not isinstance(self.causal, bool):
             raise WorkloadError("causal", self.causal, "must be true or false")
+        whole_number("seed", self.seed, 0, 2**63 - 1)
 
     @classmethod
     def blog(cls, **changes) -> "Workload":
@@ -141,11 +183,66 @@ class Inputs:
         return self.workload.head_dim ** -0.5
 
 
+# -- memory: everything a measurement allocates, bounded before anything is -------------------------
+def forward_bytes(workload: Workload, scratch_bytes: int) -> int:
+    """One forward's peak beyond q, k, v: its output and the variant's scratch (`Variant.scratch_bytes`)."""
+    return workload.input_bytes // 4 + scratch_bytes
+
+
+def _attention_slice_bytes(workload: Workload, element_bytes: int, rows: int) -> int:
+    """Peak temporaries of `measurement._chunked_attention` in a dtype of `element_bytes` over `rows` query rows:
+    per slice of B·H heads, the scores and their scaled copy (then scores and softmax) live together, rows×S
+    each, beside the slice's q rows, k, v, a contiguous copy of kᵀ and the product with v."""
+    w = workload
+    heads = min(w.batch * w.heads, max(1, REFERENCE_CHUNK_BYTES // (rows * w.seq_len * element_bytes)))
+    return heads * element_bytes * (2 * rows * w.seq_len + 4 * w.seq_len * w.head_dim + 2 * rows * w.head_dim)
+
+
+def accuracy_rows(seq_len: int) -> int:
+    """How many query rows the fp64 accuracy check compares: all while one row-block of fp64 scores (rows×S)
+    stays under REFERENCE_CHUNK_BYTES, else that many (at least 64)."""
+    return min(seq_len, max(64, REFERENCE_CHUNK_BYTES // (seq_len * 8)))
+
+
+def measure_bytes(workload: Workload, scratch_bytes: int, *, inputs_ready: bool, reference_ready: bool) -> int:
+    """Bytes `measurement.measure` may add to what is resident now, at its peak: the inputs and mask (unless
+    ready), the first call's output (kept for the accuracy check), the fp64 reference rows (unless ready); and
+    on top, the largest of its phases: a forward (output + scratch), the reference's slices, the same check in
+    the workload's dtype, and the accuracy differences in fp64, over `accuracy_rows` query rows.
+    Plus 5%, and what the allocator holds beyond live tensors."""
+    w = workload
+    checked_rows = accuracy_rows(w.seq_len)
+    n = w.batch * w.heads * w.seq_len * w.head_dim        # elements of q, k, v or an output
+    r = w.batch * w.heads * checked_rows * w.head_dim     # elements of the rows checked
+    out = n * w.element_bytes
+    fp64_diffs = r * w.element_bytes + 3 * 8 * r           # the rows picked from out, .double(), difference, abs()
+    resident = out
+    phases = [forward_bytes(w, scratch_bytes), fp64_diffs]
+    if not inputs_ready:
+        resident += 3 * out + (w.seq_len**2 if w.causal else 0)  # q, k, v and the bool mask
+    if not reference_ready:
+        resident += 8 * r                                  # the fp64 reference rows, kept for B
+        phases.append(_attention_slice_bytes(w, 8, checked_rows))
+        naive = r * w.element_bytes + _attention_slice_bytes(w, w.element_bytes, checked_rows)
+        phases.append(max(naive, r * w.element_bytes + fp64_diffs))
+    return int((resident + max(phases)) * 1.05) + allocator_slack_bytes(w.device)
+
+
+def allocator_slack_bytes(device: str) -> int:
+    """Memory the allocator holds beyond live tensors. On CPU, glibc keeps freed blocks under its mmap
+    threshold (at most 32 MiB) in each thread's arena until 64 MiB are free at its top: the process was seen
+    to grow 50-90 MiB past the profiler's live count (a 16-bit GEMM's fp32 buffers, masks). On a GPU the
+    caching allocator rounds each block up; a few MiB."""
+    return 64 * 2**20 * (torch.get_num_threads() + 1) if device == "cpu" else 16 * 2**20
+
+
 def memory_budget_bytes(device: str) -> int:
-    """What may be allocated now: 90% of free device memory, or of available RAM on CPU."""
+    """What may be allocated now: 90% of free device memory (counting blocks PyTorch's caching allocator
+    holds but no tensor uses: they are ours to reuse), or 80% of available RAM on CPU."""
     if device == "cuda":
         free, _total = torch.cuda.mem_get_info()
-        return int(free * 0.9)
+        cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        return int((free + cached) * 0.9)
     try:
         with open("/proc/meminfo") as meminfo:
             fields = dict(line.split(":", 1) for line in meminfo)
@@ -155,15 +252,121 @@ def memory_budget_bytes(device: str) -> int:
 
 
 def check_fits(workload: Workload, estimated_bytes: int, budget_bytes: int, what: str) -> None:
-    """Refuse before allocating: a workload whose estimate is over budget, or too slow on CPU."""
+    """Refuse before allocating: a workload whose estimate is over budget."""
     if estimated_bytes > budget_bytes:
         raise WorkloadError(
             "seq_len", workload.seq_len,
             f"{what} needs about {estimated_bytes / 2**30:.1f} GiB but only "
             f"{budget_bytes / 2**30:.1f} GiB is free on {workload.device}; lower seq_len, batch or heads")
-    gflop = workload.flops / 1e9
-    if workload.device == "cpu" and gflop > CPU_MAX_GFLOP_PER_FORWARD:
+
+
+# -- time: what a live comparison holds the machine for, refused up front past a budget --------------
+# A live run holds the only measurement slot (and on ZeroGPU the GPU's time), so its wall time is
+# predicted before it starts: per forward, GEMM FLOPs at a rate by dtype plus the elementwise passes over
+# the S×S scores (a materialising variant's real cost at small head dims), times the calls `measure` makes;
+# plus the fp64 reference and the naive check once per workload.
+LIVE_BUDGET_S = {"cpu": 60.0, "cuda": 90.0}  # cuda: ZeroGPU grants the GPU function 120 s in all
+
+
+@dataclass(frozen=True)
+class DeviceCost:
+    gemm_flops_per_s: dict[str, float]   # the GEMMs of a materialising forward (naive), by dtype
+    fused_flops_per_s: float             # a fused kernel (flash, efficient, cuDNN, flex): FLOPs halved when causal
+    fused_score_s: float                 # its per-score-element cost (blocks of S×S in registers): rules at small D
+    score_s: dict[str, float]            # seconds per S×S score element: all of one forward's elementwise passes
+    math_score_s: float                  # the same for SDPA's math path (fp32 inside, more passes)
+    fp64_flops_per_s: float              # the accuracy reference
+    fp64_score_s: float
+    per_measure_s: float                 # profiler session, trace export and parse, accuracy differences
+    per_comparison_s: float              # first-call costs of a process (CUPTI's start on a GPU)
+    compile_s: float                     # torch.compile of flex for a new shape
+
+
+# CPU: measured on this project's 2-core AMD EPYC (shared with other work), torch 2.14; bench/calibrate_cost.py
+# prints measured against predicted. fp32 GEMMs ran at 10-40 GFLOP/s, bf16 and fp16 ones at 1-3 (no native
+# 16-bit matmul on this CPU: 5-20x slower than fp32); one naive forward's elementwise passes cost 15-40 ns per
+# score element in fp32 and 30-95 in 16-bit, SDPA math's 30-75 whatever the dtype (it computes in fp32); CPU
+# flash 6-20 GFLOP/s, slower per element at small head dims; the measurement makes ~10 calls of a slow forward.
+# Rates sit between the middle and the slow end of what was seen, so the prediction errs long: whole
+# comparisons took 0.2-0.6x the prediction on a quiet machine, up to ~1.1x while other jobs shared its cores.
+# GPU: not calibrated here; the figures of an L4-class GPU (the slowest the Space is suggested on), with the
+# GPU's first profiler session (~4 s, DESIGN.md) and flex's first compile (7.4 s on the H200) on top.
+COSTS = {
+    "cpu": DeviceCost(gemm_flops_per_s={"fp32": 25e9, "bf16": 1.5e9, "fp16": 1.5e9}, fused_flops_per_s=15e9,
+                      fused_score_s=15e-9, score_s={"fp32": 30e-9, "bf16": 60e-9, "fp16": 80e-9}, math_score_s=60e-9,
+                      fp64_flops_per_s=5e9, fp64_score_s=40e-9, per_measure_s=0.3, per_comparison_s=1.0,
+                      compile_s=30.0),
+    "cuda": DeviceCost(gemm_flops_per_s={"fp32": 10e12, "bf16": 50e12, "fp16": 50e12}, fused_flops_per_s=5e12,
+                       fused_score_s=0.02e-9,                       score_s={"fp32": 0.3e-9, "bf16": 0.15e-9, "fp16": 0.15e-9}, math_score_s=0.4e-9,
+                       fp64_flops_per_s=0.4e12, fp64_score_s=1e-9, per_measure_s=1.0, per_comparison_s=6.0,
+                       compile_s=15.0),
+}
+# What `measure` calls: the first call and 2 warm-up calls, 4 under the profiler (which slows them, ~1.2x),
+# and timed ones: on a CPU at least 20 interleaved rounds, more while the spread is wide (the pair's 1 s
+# budget, half each); on a GPU at least 8 event samples, and the host figures' back-to-back and parked
+# calls (20 each at least, or 8 each for a call of a millisecond or more).
+_UNTIMED_CALLS = 3 + 4 * 1.2
+_MIN_TIMED_CALLS = {"cpu": 20, "cuda": 48}
+_TIMING_S = {"cpu": 0.5, "cuda": 0.1}
+
+
+def _forward_seconds(w: Workload, variant, cost: DeviceCost) -> float:
+    """One forward of `variant` (a Variant) on `w`: fused, SDPA's math path, or naive ops in the dtype."""
+    rows = accuracy_rows(w.seq_len)                          # query rows checked, against all S keys
+    full_flops = 4.0 * w.batch * w.heads * rows * w.seq_len * w.head_dim
+    score_elements = w.batch * w.heads * rows * w.seq_len
+    # fused: never writes S×S (unless its scratch says it takes the math path: SDPA auto on rank 3 before 2.14)
+    if variant.fused and variant.scratch_bytes(w) < w.scores_bytes(element_bytes=4):
+        return w.flops / cost.fused_flops_per_s + score_elements * (w.flops / full_flops) * cost.fused_score_s
+    if variant.sdpa_backend is not None:  # SDPA's math path: upcasts to fp32, more passes
+        return full_flops / cost.gemm_flops_per_s["fp32"] + score_elements * cost.math_score_s
+    return full_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype]
+
+
+def _measure_seconds(w: Workload, variant, cost: DeviceCost) -> float:
+    forward = _forward_seconds(w, variant, cost)
+    compile_s = cost.compile_s if variant.compiled else 0.0
+    timed = max(_MIN_TIMED_CALLS[w.device] * forward, _TIMING_S[w.device])
+    return compile_s + _UNTIMED_CALLS * forward + timed + cost.per_measure_s
+
+
+def _reference_seconds(w: Workload, cost: DeviceCost) -> float:
+    """The fp64 reference and the naive computation in the workload's dtype (`measurement._accuracy`)."""
+    rows = accuracy_rows(w.seq_len)                          # query rows checked, against all S keys
+    full_flops = 4.0 * w.batch * w.heads * rows * w.seq_len * w.head_dim
+    score_elements = w.batch * w.heads * rows * w.seq_len
+    fp64 = full_flops / cost.fp64_flops_per_s + score_elements * cost.fp64_score_s
+    naive = full_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype]
+    return fp64 + naive
+
+
+def predicted_seconds(workload: Workload, variants, *, reference_ready: bool = False) -> float:
+    """Wall time a live measurement of `variants` (keys or Variants) on `workload` should take on this
+    device: warm-up, timing and profiled window of each, plus the reference once (unless already computed).
+    A variant that cannot run here costs nothing: it is refused before its first call."""
+    from attention_variants import Variant, get_variant
+    from .environment import detect
+
+    cost = COSTS[workload.device]
+    env = None
+    total = 0.0 if reference_ready else _reference_seconds(workload, cost) + cost.per_comparison_s
+    for variant in variants:
+        variant = variant if isinstance(variant, Variant) else get_variant(variant)
+        env = env or detect(workload.device)
+        if variant.supports(workload, env) is None:
+            total += _measure_seconds(workload, variant, cost)
+    return total
+
+
+def check_time_budget(workload: Workload, variants, *, reference_ready: bool = False) -> None:
+    """Refuse, before anything runs, a live measurement predicted to hold the machine past its budget."""
+    budget = LIVE_BUDGET_S[workload.device]
+    seconds = predicted_seconds(workload, variants, reference_ready=reference_ready)
+    if seconds > budget:
+        names = " vs ".join(v if isinstance(v, str) else v.key for v in variants)
+        slow = (f"; {workload.dtype} arithmetic runs many times slower than fp32 on this CPU"
+                if workload.device == "cpu" and workload.dtype != "fp32" else "")
         raise WorkloadError(
             "seq_len", workload.seq_len,
-            f"one forward is {gflop:.0f} GFLOP, over the CPU limit of {CPU_MAX_GFLOP_PER_FORWARD:.0f} GFLOP; "
-            "lower seq_len, batch or heads, or run on a GPU")
+            f"{names} at {workload.label()} would take about {seconds:.0f} s{slow}, over the {budget:.0f} s a live "
+            "run may hold the machine; lower seq_len, batch or heads" + (", or choose fp32" if slow else ""))

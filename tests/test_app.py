@@ -44,7 +44,7 @@ def test_live_cpu_comparison_returns_what_the_core_measured(client):
     assert {"bmm", "_softmax"} <= {k.short_name for k in comparison.a.kernels}  # aten ops on CPU
     assert comparison.b.backend == "flash (CPU)"
     assert comparison.a.timing.median_ms > 0 and comparison.b.profiled_host_ms > 0
-    assert comparison.a.trace_path.endswith(".json")
+    assert comparison.a.trace_path is None and comparison.b.trace_path is None  # no server path leaves the server
 
 
 @cpu_only
@@ -58,9 +58,9 @@ def test_a_variant_that_cannot_run_here_comes_back_with_its_reason(client):
 @pytest.mark.parametrize("bad, says", [
     (dict(seq_len=0), "seq_len=0 is not allowed: must be between 1 and 131072"),
     (dict(heads=2000), "heads=2000 is not allowed"),
-    (dict(a="nope"), "nope is not in the list of choices"),
-    (dict(rank=5), "5 (type: <class 'int'>) is not in the list of choices"),
-    (dict(dtype="fp8"), "fp8"),
+    (dict(a="nope"), "a='nope' is not allowed: choose one of naive, naive_inplace"),
+    (dict(rank=5), "rank=5 is not allowed: must be 3 ([B*H, S, D]) or 4"),
+    (dict(dtype="fp8"), "dtype='fp8' is not allowed: choose one of fp32, fp16, bf16"),
 ])
 def test_bad_inputs_get_a_clear_error_and_the_app_keeps_serving(client, bad, says):
     with pytest.raises(AppError) as error:
@@ -142,7 +142,7 @@ def test_presets_are_cpu_sized_live_and_recorded_on_replay(name):
     assert "flex" not in (a, b)  # compiles ~15 s on CPU
     assert live.flops <= Workload.cpu_default().flops
     a, b, *workload = app.apply_preset(name, RECORDING)
-    replayed = app.workload_from(RECORDING, *workload)
+    replayed = app.workload_of(RECORDING, *workload)
     assert find_recorded(RECORDING, a, replayed) and find_recorded(RECORDING, b, replayed)
 
 
@@ -168,7 +168,7 @@ def test_progress_reports_the_real_stages_of_a_then_b():
 def test_a_workload_over_the_cpu_budget_is_refused_before_it_runs():
     if app.ENV.device != "cpu":
         pytest.skip("the GFLOP limit is a CPU one")
-    with pytest.raises(gr.Error, match="over the CPU limit"):
+    with pytest.raises(gr.Error, match="would take about .* over the 60 s a live run may hold the machine"):
         app.run_comparison("live", "naive", "sdpa_math", seq_len=4096, heads=16, dtype="fp32", batch=1,
                            head_dim=64, causal=False, rank=4, progress=lambda f, desc: None)
 

@@ -105,3 +105,26 @@ def test_the_app_works_inside_an_iframe(served, browser):
     page.set_content(f'<iframe src="{served}?a=sdpa_math&b=sdpa_flash" width="980" height="880"></iframe>')
     guess = page.frame_locator("iframe").locator("#guess-a")
     playwright.expect(guess).to_contain_text("SDPA · math", timeout=20_000)  # prefilled from the iframe's URL
+
+
+def test_a_crafted_link_shows_its_text_as_text_and_fetches_nothing(served, browser):
+    """Backticks, an <img>, a Markdown link and a 5,000-digit number in a shared link: the page loads, the
+    notice quotes each as plain text, and the browser never requests the image."""
+    from urllib.parse import urlencode
+
+    marker = f"{served}gradio_api/file=/injected-marker"
+    query = urlencode({"seq": f"`<img src={marker}1>`", f"x`<img src={marker}2>": "1",
+                       "dtype": "[click](http://127.0.0.1:9/)", "heads": "9" * 5000})
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(f"{served}?{query}")
+    page.wait_for_function("document.querySelector('#notice')?.innerText.includes('Ignored from the link')",
+                           timeout=20_000)
+    notice = page.locator("#notice")
+    assert notice.locator("img").count() == 0 and notice.locator("a").count() == 0
+    text = notice.inner_text()
+    assert f"seq=`<img src={marker}1>`" in text and "dtype=[click](http://127.0.0.1:9/)" in text
+    assert "heads='99999" in text or "heads=9999" in text
+    assert not any(url.startswith(marker) for url in requested)  # (the page's own URL quotes it)
+    assert page.input_value("#link textarea, #link input").startswith(served)  # the page works on

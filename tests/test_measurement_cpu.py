@@ -223,7 +223,7 @@ def test_accuracy_at_large_s_checks_a_sample_of_rows_with_bounded_memory():
     from profiling import measurement
     rows = measurement._checked_rows(131072)
     assert rows is not None and 64 <= len(rows) <= 256 and {0, 131071} <= set(rows.tolist())
-    assert len(rows) * 131072 * 8 <= measurement._REFERENCE_CHUNK_BYTES  # one slice of fp64 scores
+    assert len(rows) * 131072 * 8 <= measurement.REFERENCE_CHUNK_BYTES  # one slice of fp64 scores
     assert measurement._checked_rows(1024) is None                        # small S: every row
     w = small("fp32", 4, True).replace(seq_len=256)
     x = w.make_inputs()

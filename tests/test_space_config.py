@@ -6,9 +6,15 @@ import re
 import shlex
 from pathlib import Path
 
+import ast
+import platform
+
 import pytest
+import torch
 import yaml
 from huggingface_hub import SpaceHardware
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,6 +30,22 @@ def front_matter() -> dict:
 @pytest.fixture(scope="module")
 def spacefile() -> dict:
     return yaml.safe_load((ROOT / "Spacefile").read_text())
+
+
+ZEROGPU_TORCH = {"2.8.0", "2.9.1", "2.10.0", "2.11.0"}  # what ZeroGPU accepts (its configuration check)
+# The CUDA each release's PyPI wheel for Linux x86_64 is built with, read from the wheel's metadata
+# (Requires-Dist: cuda-toolkit==13.0.2 for 2.11.0). sm_120 kernels need CUDA 12.8 or newer; cu126 has none.
+PYPI_LINUX_CUDA = {"2.11.0": (13, 0)}
+LOCAL_CPU_TORCH = "2.13.0"  # the CPU build this project's machines keep on disk
+
+
+def requirements(path: Path = ROOT / "requirements.txt") -> list[Requirement]:
+    lines = [line.split(" #")[0].strip() for line in path.read_text().splitlines()]
+    return [Requirement(line) for line in lines if line and not line.startswith(("#", "-"))]
+
+
+def torch_for(environment: dict) -> list[Requirement]:
+    return [r for r in requirements() if r.name == "torch" and (r.marker is None or r.marker.evaluate(environment))]
 
 
 def pinned_gradio() -> str:
@@ -71,3 +93,41 @@ def test_readme_names_the_ci_test_command():
     readme = (ROOT / "README.md").read_text()
     assert ci in readme
     assert "pip install -r requirements.txt && python app.py" in readme
+
+
+def test_the_space_installs_a_torch_zero_gpu_runs_with_sm120_kernels(front_matter):
+    """On the Space (Linux x86_64, the front matter's Python) exactly one torch line applies: a pinned
+    release ZeroGPU accepts, whose PyPI wheel is built with CUDA >= 12.8; no index of cu126 wheels."""
+    space = {"python_version": str(front_matter["python_version"]), "python_full_version": "3.10.13",
+             "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+             "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+    (torch_line,) = torch_for(space)
+    (pin,) = torch_line.specifier
+    assert pin.operator == "==" and pin.version in ZEROGPU_TORCH
+    assert PYPI_LINUX_CUDA[pin.version] >= (12, 8)
+    options = [line for line in (ROOT / "requirements.txt").read_text().splitlines() if line.startswith("-")]
+    assert options == []  # no other index: the wheel is PyPI's (an index of cu126 wheels would lack sm_120)
+
+
+def test_this_machine_resolves_the_same_file_to_the_torch_it_has():
+    """`pip install -r requirements.txt` on a CPU machine keeps the installed torch (or the local CPU wheel)."""
+    here = {"python_version": platform.python_version().rsplit(".", 1)[0]}
+    (torch_line,) = torch_for(here | {"python_full_version": platform.python_version()})
+    installed = torch.__version__.split("+")[0]
+    assert torch_line.specifier.contains(installed) and torch_line.specifier.contains(LOCAL_CPU_TORCH)
+    if here["python_version"] != "3.10":
+        assert not torch_line.specifier.contains("2.11.0") or len(torch_line.specifier) == 1
+
+
+def test_the_code_parses_as_the_space_s_python(front_matter):
+    version = tuple(map(int, str(front_matter["python_version"]).split(".")))
+    for path in ROOT.rglob("*.py"):
+        if ".git" not in path.parts:
+            ast.parse(path.read_text(), filename=str(path), feature_version=version)
+
+
+def test_requirements_files_parse_and_dev_includes_the_app_s():
+    assert {r.name for r in requirements()} >= {"torch", "gradio", "pandas", "matplotlib", "spaces"}
+    dev = (ROOT / "requirements-dev.txt").read_text().splitlines()
+    assert "-r requirements.txt" in dev
+    assert Version(pinned_gradio())

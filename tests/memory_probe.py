@@ -1,0 +1,44 @@
+"""Run by tests/test_memory_estimate.py in a fresh process: measure A then B on one CPU workload and print,
+as JSON, how far the process's resident memory rose at its peak during each against `measure_bytes`.
+
+    python tests/memory_probe.py A B BATCH HEADS SEQ HEAD_DIM DTYPE
+
+The peak is the kernel's own high-water mark (VmHWM), reset just before each measurement
+(/proc/self/clear_refs), less the resident size just before: everything the measurement touched,
+the allocator's slack included, not only what the profiler counts.
+"""
+import json
+import sys
+
+from profiling import measurement
+from profiling.workload import Workload, forward_bytes, measure_bytes
+from attention_variants import get_variant
+
+
+def status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field))
+
+
+def main(a: str, b: str, batch: str, heads: str, seq: str, head_dim: str, dtype: str) -> None:
+    w = Workload(batch=int(batch), heads=int(heads), seq_len=int(seq), head_dim=int(head_dim), dtype=dtype,
+                 device="cpu")
+    for key in (a, b):  # kernels loaded, the profiler started once: not this measurement's memory
+        measurement.measure(key, w.replace(seq_len=64))
+    measurement._cache.clear()
+    rows = []
+    for key, ready in ((a, False), (b, True)):
+        variant = get_variant(key)
+        estimate = measure_bytes(w, variant.scratch_bytes(w), inputs_ready=ready, reference_ready=ready)
+        before = status("VmRSS")
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current resident size
+        run = measurement.measure(variant, w)
+        rows.append({"variant": key, "ready": ready, "status": run.status, "grew": status("VmHWM") - before,
+                     "estimate": estimate, "forward_peak": run.peak_extra_bytes,
+                     "forward_estimate": forward_bytes(w, variant.scratch_bytes(w))})
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
