@@ -45,6 +45,7 @@ SETTLED_SPREAD = 0.10         # a CPU timing has settled when its quartiles are 
 HOST_FIGURES_BUDGET_S = 0.02  # back-to-back and host cost: this long each, 20 to 300 calls
 HOST_COST_CALLS = (20, 300)
 QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well under CUDA's queue depth
+HOST_CALL_MAX_S = 2e-3        # no variant here takes the host longer than this to issue (math: ~0.3 ms)
 HOST_BOUND = 1.10             # back-to-back per call over GPU time by more than this: the host sets the pace
 PIN_CALLS = 200
 HOST_ROUNDS = 4
@@ -205,9 +206,11 @@ def _time_gpu(call: Callable[[], torch.Tensor], estimate_s: float) -> Timing:
     samples = int(min(MAX_SAMPLES, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * per_call_s))))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
-    torch.cuda.synchronize()
-    _park_gpu(min(0.05, samples * group * max(estimate_s, per_call_s)))
     for start, end in zip(starts, ends):
+        # each sample queued behind its own short park: never more launches in flight than one group's, far
+        # under CUDA's queue depth (a full queue makes the host wait, and the GPU then waits on the host)
+        torch.cuda.synchronize()
+        _park_gpu(1.5 * group * min(estimate_s, HOST_CALL_MAX_S) + 20e-6)
         start.record()
         for _ in range(group):
             call()

@@ -265,7 +265,8 @@ def check_fits(workload: Workload, estimated_bytes: int, budget_bytes: int, what
 # predicted before it starts: per forward, GEMM FLOPs at a rate by dtype plus the elementwise passes over
 # the S×S scores (a materialising variant's real cost at small head dims), times the calls `measure` makes;
 # plus the fp64 reference and the naive check once per workload.
-LIVE_BUDGET_S = {"cpu": 60.0, "cuda": 90.0}  # cuda: ZeroGPU grants the GPU function 120 s in all
+LIVE_BUDGET_S = {"cpu": 60.0, "cuda": 90.0}
+_L4_BF16_TFLOPS = 121.0  # the datasheet peak of the GPU the cuda figures below were set for  # cuda: ZeroGPU grants the GPU function 120 s in all
 
 
 @dataclass(frozen=True)
@@ -312,9 +313,8 @@ _TIMING_S = {"cpu": 0.5, "cuda": 0.1}
 
 def _forward_seconds(w: Workload, variant, cost: DeviceCost) -> float:
     """One forward of `variant` (a Variant) on `w`: fused, SDPA's math path, or naive ops in the dtype."""
-    rows = accuracy_rows(w.seq_len)                          # query rows checked, against all S keys
-    full_flops = 4.0 * w.batch * w.heads * rows * w.seq_len * w.head_dim
-    score_elements = w.batch * w.heads * rows * w.seq_len
+    full_flops = 4.0 * w.batch * w.heads * w.seq_len**2 * w.head_dim
+    score_elements = w.batch * w.heads * w.seq_len**2
     # fused: never writes S×S (unless its scratch says it takes the math path: SDPA auto on rank 3 before 2.14)
     if variant.fused and variant.scratch_bytes(w) < w.scores_bytes(element_bytes=4):
         return w.flops / cost.fused_flops_per_s + score_elements * (w.flops / full_flops) * cost.fused_score_s
@@ -340,6 +340,21 @@ def _reference_seconds(w: Workload, cost: DeviceCost) -> float:
     return fp64 + naive
 
 
+def _device_cost(device: str, env) -> DeviceCost:
+    """The cost model of `device`; a GPU's rates scaled from the L4-class figures by its datasheet bf16 peak
+    over the L4's (an H200 is ~8x), its per-element costs likewise. A GPU of unknown peak keeps the L4's."""
+    cost = COSTS[device]
+    peak = ((env.peak_tflops or {}).get("bf16") if env is not None else None) if device == "cuda" else None
+    if not peak:
+        return cost
+    k = peak / _L4_BF16_TFLOPS
+    return dataclasses.replace(
+        cost, gemm_flops_per_s={d: r * k for d, r in cost.gemm_flops_per_s.items()},
+        fused_flops_per_s=cost.fused_flops_per_s * k, fused_score_s=cost.fused_score_s / k,
+        score_s={d: t / k for d, t in cost.score_s.items()}, math_score_s=cost.math_score_s / k,
+        fp64_flops_per_s=cost.fp64_flops_per_s * k, fp64_score_s=cost.fp64_score_s / k)
+
+
 def predicted_seconds(workload: Workload, variants, *, reference_ready: bool = False) -> float:
     """Wall time a live measurement of `variants` (keys or Variants) on `workload` should take on this
     device: warm-up, timing and profiled window of each, plus the reference once (unless already computed).
@@ -347,13 +362,12 @@ def predicted_seconds(workload: Workload, variants, *, reference_ready: bool = F
     from attention_variants import Variant, get_variant
     from .environment import detect
 
-    cost = COSTS[workload.device]
-    env = None
+    env = detect(workload.device) if workload.device == "cpu" or torch.cuda.is_available() else None
+    cost = _device_cost(workload.device, env)
     total = 0.0 if reference_ready else _reference_seconds(workload, cost) + cost.per_comparison_s
     for variant in variants:
         variant = variant if isinstance(variant, Variant) else get_variant(variant)
-        env = env or detect(workload.device)
-        if variant.supports(workload, env) is None:
+        if env is None or variant.supports(workload, env) is None:
             total += _measure_seconds(workload, variant, cost)
     return total
 
