@@ -21,13 +21,18 @@ import inspect
 import json
 import logging
 import os
+import secrets
 import shutil
 import tempfile
+import threading
+import time
+from collections import OrderedDict
 from pathlib import Path
 from urllib.parse import urlencode
 
 import gradio as gr
 from fastapi import HTTPException
+from gradio.route_utils import FnIndexInferError
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 
@@ -66,13 +71,46 @@ PRESETS = {
 QUERY_KEYS = ("source", "a", "b", "seq", "heads", "dtype", "batch", "head_dim", "causal", "rank")
 DEFAULT_A, DEFAULT_B = "naive", "sdpa_flash"
 
-# What one visitor may cost the server. The page's largest request is a few hundred bytes and the app takes
-# no files. A session that was shown a result holds ~1.5 MB (gradio keeps each output's last value per
-# session: the chart's PNG, tables, the JSON): only the most recent sessions are kept, each result for
-# half an hour, so the server's memory levels off within ~50 MB of its start.
-MAX_REQUEST_BYTES = 64 * 1024
-KEPT_FOR_S = 30 * 60
-SESSIONS_KEPT = 32
+# What one visitor may cost the server. The largest request the page sends is a result handed back to
+# `show` (40 KB for the largest recorded pair); the app takes no files. A session that was shown a result
+# holds ~1 MB (gradio keeps each output's last value per session: the chart's PNG, tables, the JSON), so
+# gradio keeps the 16 most recent sessions; results are kept apart from sessions, the newest 64 for half
+# an hour, so a session dropped between its run and its rendering loses nothing.
+MAX_REQUEST_BYTES = 256 * 1024
+SESSIONS_KEPT = 16
+RESULTS_KEPT, KEPT_FOR_S = 64, 30 * 60
+
+
+class ResultStore:
+    """Results kept on the server with their files, named to the client by an opaque random id: the
+    newest `capacity`, each for `ttl_s` seconds. A client can name a result only by an id it was sent,
+    and nothing it sends besides the id is read."""
+
+    def __init__(self, capacity: int, ttl_s: float):
+        self.capacity, self.ttl_s = capacity, ttl_s
+        self._items: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, result: dict) -> str:
+        key = secrets.token_urlsafe(16)
+        with self._lock:
+            self._items[key] = (time.monotonic(), json.dumps(result))  # text: a tenth of the dicts' memory
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+        return key
+
+    def get(self, key) -> dict | None:
+        if not isinstance(key, str):
+            return None
+        with self._lock:
+            stored_at, text = self._items.get(key, (0.0, None))
+            if text is None or time.monotonic() - stored_at > self.ttl_s:
+                self._items.pop(key, None)
+                return None
+        return json.loads(text)
+
+
+RESULTS = ResultStore(RESULTS_KEPT, KEPT_FOR_S)
 
 
 def base_workload(source: str) -> Workload:
@@ -136,10 +174,9 @@ def replay(recording: str, a: str, b: str, workload: Workload) -> dict:
 
 
 def run_comparison(source: str, a: str, b: str, seq_len: int, heads: int, dtype: str, batch: int,
-                   head_dim: int, causal: bool, rank: int, progress=gr.Progress()) -> tuple[dict, str]:
-    """Compare A and B on one workload. Returns what the client gets (Comparison.to_dict() plus the
-    source, naming no server file) and what the session keeps on the server (the same with its files,
-    as JSON text: a tenth of the memory of the dicts)."""
+                   head_dim: int, causal: bool, rank: int, progress=gr.Progress()) -> dict:
+    """Compare A and B on one workload. Returns Comparison.to_dict() naming no server file, plus the
+    source and `view`: the opaque id under which the server keeps the result with its files."""
     source, a, b, workload = request_of(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank)
     if source == LIVE:
         try:  # a live run holds the only measurement slot: refuse up front what would hold it too long
@@ -149,7 +186,7 @@ def run_comparison(source: str, a: str, b: str, seq_len: int, heads: int, dtype:
         kept = {"source": source, **measure_live(a, b, workload, progress)}
     else:
         kept = {"source": source, **replay(source, a, b, workload)}
-    return {"source": source, **Comparison.from_dict(kept).without_files().to_dict()}, json.dumps(kept)
+    return {"source": source, **Comparison.from_dict(kept).without_files().to_dict(), "view": RESULTS.put(kept)}
 
 
 def guesses(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank) -> tuple[str, str]:
@@ -290,9 +327,11 @@ def apply_preset(name: str, source: str) -> list:
     return [a, b, w.seq_len, w.heads, w.dtype, w.batch, w.head_dim, w.causal, w.rank]
 
 
-class BodyLimit:
-    """ASGI middleware: a request body over `max_bytes` gets 413 at once when its Content-Length says so,
-    else as soon as the bytes read pass the limit, before any handler parses it."""
+class RequestGuard:
+    """ASGI middleware for what gradio leaves open. A request body over `max_bytes` gets 413 at once when its
+    Content-Length says so, else as soon as the bytes read pass the limit, before any handler parses it. A
+    request naming an event that does not exist (a stray fn_index or api_name) gets 404 and one log line,
+    where gradio would answer 500 with a traceback."""
 
     def __init__(self, app, max_bytes: int):
         self.app, self.max_bytes = app, max_bytes
@@ -306,7 +345,7 @@ class BodyLimit:
         declared = dict(scope["headers"]).get(b"content-length", b"0")
         if len(declared) > 12 or not declared.isdigit() or int(declared) > self.max_bytes:
             return await JSONResponse({"detail": self._too_large()}, status_code=413)(scope, receive, send)
-        received = 0
+        received, started = 0, False
 
         async def limited_receive():
             nonlocal received
@@ -316,7 +355,18 @@ class BodyLimit:
                 raise HTTPException(413, detail=self._too_large())
             return message
 
-        await self.app(scope, limited_receive, send)
+        async def watched_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, watched_send)
+        except (KeyError, FnIndexInferError) as error:
+            if started or not scope["path"].startswith("/gradio_api/"):
+                raise
+            log.warning("refused: %s %s names no event of this app (%s)", scope["method"], scope["path"], error)
+            await JSONResponse({"detail": "no such event in this app"}, status_code=404)(scope, receive, send)
 
 
 # -- the screen ------------------------------------------------------------------------------------
@@ -413,14 +463,14 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         png_file = gr.DownloadButton("chart (PNG)", visible=False, size="sm", elem_id="png")
     with gr.Accordion("Raw result (what the API returns)", open=False):
         result = gr.JSON(label="comparison", elem_id="result")
-    kept = gr.State(time_to_live=KEPT_FOR_S)  # the last result with its files: on the server, never the client's
 
-    def show(kept_json: str | None) -> list:
-        """Render the comparison this session's last run kept on the server onto every output of the screen."""
-        if not kept_json:
-            raise refused(f"This session's result is no longer kept (results are kept {KEPT_FOR_S // 60} minutes); "
-                          "run the comparison again.", "Result expired")
-        data = json.loads(kept_json)
+    def show(result) -> list:
+        """Render a comparison kept on the server onto every output of the screen. Of what the client sends
+        back, only the id (`view`) is read: the numbers, notes and files are the server's own."""
+        data = RESULTS.get(result.get("view") if isinstance(result, dict) else None)
+        if data is None:
+            raise refused(f"This result is no longer kept (the newest {RESULTS_KEPT} are, for {KEPT_FOR_S // 60} "
+                          "minutes); run the comparison again.", "Result expired")
         comparison = Comparison.from_dict(data)
         recorded = data.get("source", LIVE) != LIVE
         figure = reports.timing_figure(comparison)
@@ -438,14 +488,14 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
 
     # events: every measurement shares one concurrency group of size 1, so runs never overlap. Handlers
     # that take the controls get them as sent (preprocess=False): the core checks them, nothing is rounded.
-    gpu_event = dict(fn=run_comparison, inputs=controls, outputs=[result, kept], concurrency_id="gpu",
+    gpu_event = dict(fn=run_comparison, inputs=controls, outputs=result, concurrency_id="gpu",
                      concurrency_limit=1, show_progress_on=[verdict], preprocess=False)
-    run_button.click(api_name="compare", **gpu_event).success(show, kept, views, api_visibility="private")
+    run_button.click(api_name="compare", **gpu_event).success(show, result, views, api_visibility="private")
     for button, name in zip(preset_buttons, PRESETS):
         button.click(lambda source, name=name: apply_preset(name, source), source, [a, b, *workload_controls],
                      api_visibility="private", queue=False, preprocess=False
                      ).success(api_visibility="private", **gpu_event
-                     ).success(show, kept, views, api_visibility="private")
+                     ).success(show, result, views, api_visibility="private")
     source.input(switch_source, [source, a, *workload_controls], [*workload_controls, notice],
                  api_visibility="private", queue=False, preprocess=False)
     gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b],
@@ -473,7 +523,7 @@ demo.queue(max_size=16, api_open=False)
 
 LAUNCH = dict(ssr_mode=False, css=CSS, theme=gr.themes.Default(primary_hue="orange"),
               state_session_capacity=SESSIONS_KEPT, max_file_size=MAX_REQUEST_BYTES,
-              app_kwargs={"middleware": [Middleware(BodyLimit, max_bytes=MAX_REQUEST_BYTES)]})
+              app_kwargs={"middleware": [Middleware(RequestGuard, max_bytes=MAX_REQUEST_BYTES)]})
 
 if __name__ == "__main__":
     port = os.environ.get("PORT")  # Deta Space and most hosts; gradio reads GRADIO_SERVER_PORT itself

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 PREFIX = "attention_profiler_"
@@ -33,9 +34,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def clean_stale_folders(root: str | Path | None = None) -> list[Path]:
+def clean_stale_folders(root: str | Path | None = None, min_age_s: float = 300) -> list[Path]:
     """Remove the scratch folders of processes that no longer run; returns what was removed.
-    Only plain folders this user owns, named as this module names them, are touched; a link is unlinked."""
+    Only folders this user owns, named as this module names them and untouched for `min_age_s` (a temp dir
+    shared with another PID namespace may hold a live process's folder under a pid dead here) are touched;
+    a link is unlinked, never followed."""
     root = Path(root or tempfile.gettempdir())
     removed = []
     try:
@@ -48,7 +51,7 @@ def clean_stale_folders(root: str | Path | None = None) -> list[Path]:
             continue
         try:
             info = path.lstat()
-            if info.st_uid != os.getuid():
+            if info.st_uid != os.getuid() or time.time() - info.st_mtime < min_age_s:
                 continue
             if path.is_symlink() or not path.is_dir():
                 path.unlink()

@@ -121,8 +121,9 @@ def test_simultaneous_direct_calls_are_refused_and_queued_ones_never_overlap(app
 # -- 2. results carry no server paths; no file but the server's own is served -----------------------------
 def test_no_result_sent_to_a_client_names_a_server_file(app_url):
     for data in (REPLAY, LIVE):
-        event, (result, *state) = called(app_url, data)
-        assert event == "complete" and state == [None]  # the server-side copy (gr.State) is never sent
+        event, (result,) = called(app_url, data)
+        assert event == "complete"
+        assert len(result["view"]) >= 20 and "/" not in result["view"]  # an opaque id of the server's copy
         assert result["a"]["trace_path"] is None and result["b"]["trace_path"] is None
         text = json.dumps(result)
         assert str(ROOT) not in text and tempfile.gettempdir() + "/" not in text
@@ -139,7 +140,7 @@ def secrets_on_disk(tmp_path_factory):
 
 
 def test_a_crafted_show_payload_fetches_no_file(app_url, secrets_on_disk):
-    """show renders what this session's last run kept on the server; what the client sends is ignored."""
+    """show renders the result the server kept under the payload's id; nothing else the client sends is read."""
     session = secrets.token_hex(8)
     ran = queued(app_url, fn_index("run_comparison"), REPLAY, session)
     assert ran["success"]
@@ -148,7 +149,7 @@ def test_a_crafted_show_payload_fetches_no_file(app_url, secrets_on_disk):
         crafted = json.loads(json.dumps(result))
         crafted["a"]["trace_path"] = crafted["b"]["trace_path"] = str(target)
         crafted["a"]["kernels"] = [{"name": "<img src=x>"}]  # and nonsense the server must not parse
-        shown = queued(app_url, fn_index("show"), [crafted], session)
+        shown = queued(app_url, fn_index("show"), [crafted], secrets.token_hex(8))  # any session may show it
         assert shown["success"], shown
         offered = files_in(shown["output"]["data"])
         assert offered, "the server's own downloads are still offered"
@@ -162,8 +163,10 @@ def test_a_crafted_show_payload_fetches_no_file(app_url, secrets_on_disk):
         assert traces and httpx.get(traces[0]["url"]).content == Path(recorded.trace_path).read_bytes()
 
 
-def test_show_in_a_session_with_no_kept_result_offers_nothing(app_url):
-    shown = queued(app_url, fn_index("show"), [{"a": {"trace_path": str(ROOT / "app.py")}}], secrets.token_hex(8))
+@pytest.mark.parametrize("payload", [{"a": {"trace_path": str(ROOT / "app.py")}}, {"view": "guessed-id"},
+                                     {"view": ["x"]}, None, "app.py", [1, 2]])
+def test_show_of_a_result_the_server_does_not_keep_offers_nothing(app_url, payload):
+    shown = queued(app_url, fn_index("show"), [payload], secrets.token_hex(8))
     assert not shown["success"] and "no longer kept" in shown["output"]["error"]
 
 
@@ -176,8 +179,8 @@ def test_the_file_route_serves_no_file_of_the_app_or_the_temp_dir(app_url, secre
 
 def test_reshowing_a_result_whose_trace_was_pruned_hides_its_button(tmp_path):
     """A live trace the measurement's folder pruned since: no button to a missing file (it would 403)."""
-    kept = app.run_comparison(*LIVE, progress=lambda *a, **k: None)[1]
-    comparison = Comparison.from_dict(json.loads(kept))
+    result = app.run_comparison(*LIVE, progress=lambda *a, **k: None)
+    comparison = Comparison.from_dict(app.RESULTS.get(result["view"]))
     Path(comparison.a.trace_path).unlink()  # pruned
     files = app.view_files(comparison, reports.timing_figure(comparison), tmp_path)
     assert "a_trace" not in files and files["b_trace"].read_bytes() == Path(comparison.b.trace_path).read_bytes()
@@ -244,9 +247,14 @@ def test_sessions_are_bounded_and_memory_stays_flat_over_100_new_sessions(app_ur
     assert grew < 0.05, f"RSS grew {100 * grew:.1f}% over 100 new sessions"
 
 
-def test_a_kept_result_expires():
-    (kept,) = [b for b in app.demo.blocks.values() if b.__class__.__name__ == "State"]
-    assert kept.time_to_live == app.KEPT_FOR_S <= 3600
+def test_kept_results_are_bounded_in_number_and_time(monkeypatch):
+    store = app.ResultStore(capacity=3, ttl_s=60)
+    ids = [store.put({"n": i}) for i in range(5)]
+    assert [store.get(i) for i in ids] == [None, None, {"n": 2}, {"n": 3}, {"n": 4}]
+    later = time.monotonic() + 61
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    assert store.get(ids[-1]) is None
+    assert app.RESULTS.capacity <= 64 and app.RESULTS.ttl_s <= 3600
 
 
 # -- 7. errors: the field, the value, what is allowed; one log line; nothing coerced --------------------------
@@ -353,18 +361,24 @@ def test_stale_scratch_folders_of_dead_processes_are_removed(tmp_path):
         f"attention_profiler_{dead.pid}", f"attention_profiler_views_{dead.pid}",  # a dead process's: removed
         f"attention_profiler_{os.getpid()}", f"attention_profiler_views_{os.getppid()}",  # alive: kept
         "attention_profiler_notapid", f"other_{dead.pid}")}                           # not ours: kept
+    an_hour_ago = time.time() - 3600
     for path in made.values():
         path.mkdir()
         (path / "trace.json").write_text("{}")
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    recent = tmp_path / f"attention_profiler_views_{dead.pid}0"  # dead here, but touched a minute ago: kept
+    recent.mkdir()
     link = tmp_path / f"attention_profiler_{dead.pid + 1}"
     if not link.exists():
         link.symlink_to(ROOT)  # a link named like ours: unlinked, its target untouched
+        os.utime(link, (an_hour_ago, an_hour_ago), follow_symlinks=False)
     removed = scratch.clean_stale_folders(tmp_path)
     assert set(removed) >= {made[f"attention_profiler_{dead.pid}"], made[f"attention_profiler_views_{dead.pid}"]}
     assert not made[f"attention_profiler_{dead.pid}"].exists()
     for name in (f"attention_profiler_{os.getpid()}", f"attention_profiler_views_{os.getppid()}",
                  "attention_profiler_notapid", f"other_{dead.pid}"):
         assert made[name].exists(), name
+    assert recent.exists()
     assert (ROOT / "app.py").exists()
 
 
@@ -375,6 +389,7 @@ def test_the_app_cleans_up_at_start_up(tmp_path):
     dead.wait()
     stale = tmp_path / f"attention_profiler_{dead.pid}"
     stale.mkdir()
+    os.utime(stale, (time.time() - 3600,) * 2)
     subprocess.run([sys.executable, "-c", "import app"], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)},
                    check=True, capture_output=True, timeout=300)
     assert not stale.exists()
@@ -385,5 +400,17 @@ def test_a_request_missing_values_is_refused_in_one_line(app_url, capfd, caplog)
     assert event == "error"
     assert error["error"] == ("compare takes 10 values (source, a, b, seq_len, heads, dtype, batch, head_dim, "
                               "causal, rank); the request sent 0")
+    assert "Traceback" not in capfd.readouterr().err
+    assert [r.name for r in caplog.records].count("attention_profiler") == 1
+
+
+@pytest.mark.parametrize("route, body", [
+    ("/gradio_api/run/predict", {"data": [], "fn_index": 999}),
+    ("/gradio_api/queue/join", {"data": [], "fn_index": -5, "session_hash": "x"}),
+    ("/gradio_api/call/nope", {"data": []}),
+])
+def test_a_request_for_an_event_that_does_not_exist_is_a_404_in_one_line(app_url, route, body, capfd, caplog):
+    answer = httpx.post(app_url.rstrip("/") + route, json=body, timeout=30)
+    assert answer.status_code == 404 and answer.json() == {"detail": "no such event in this app"}
     assert "Traceback" not in capfd.readouterr().err
     assert [r.name for r in caplog.records].count("attention_profiler") == 1
