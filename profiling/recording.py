@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .results import Run
 from .trace import load_trace, summarize_trace
-from .workload import Workload
+from .workload import Workload, forward_bytes
 
 RECORDED_DIR = Path(__file__).parent / "recorded"
 
@@ -57,10 +57,15 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
 
 def load_recorded(directory: str | Path) -> list[Run]:
     """Runs from a recording, their trace paths made absolute. Kernel tables recorded before the parser read
-    who launched each kernel are read again from the run's own trace."""
+    who launched each kernel are read again from the run's own trace; the memory estimate beside the measured
+    peak is today's model (`workload.forward_bytes`), as a live run would show it."""
+    from attention_variants import VARIANTS
+
     directory = Path(directory)
     runs = [Run.from_dict(d) for d in json.loads((directory / "runs.json").read_text())]
     for run in runs:
+        if run.variant in VARIANTS:
+            run.estimated_extra_bytes = forward_bytes(run.workload, VARIANTS[run.variant].scratch_bytes(run.workload))
         if run.trace_path:
             run.trace_path = str(directory / run.trace_path)
             if any(k.launched_by is None for k in run.kernels):

@@ -109,6 +109,16 @@ def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bo
     return "\n".join(lines)
 
 
+def _host_line(run: Run) -> str:
+    """The host figures of a GPU run in one line; on a CPU the host does the work itself."""
+    if run.host_cost is None:
+        return ("- host: on a CPU the host does the work itself; its time is the wall time above"
+                if run.workload.device == "cpu" else "- host cost per call: — (not measured in this run)")
+    pin = f"; the sdpa_kernel pin costs {text.ms(run.pin_cost_ms)} apart" if run.pin_cost_ms is not None else ""
+    return (f"- host (CPU) cost to issue one forward: **{text.ms(run.host_cost.median_ms)}** (unprofiled, GPU kept "
+            f"busy); back to back {text.ms(run.back_to_back_ms)} per call: **{run.bound}-bound**{pin}")
+
+
 def run_card(side: str, run: Run, label: str) -> str:
     """The numbers of one run, or why there are none (Markdown)."""
     head = f"### {side} · {label} `{run.variant}`"
@@ -119,8 +129,7 @@ def run_card(side: str, run: Run, label: str) -> str:
     t = run.timing
     lines = [f"**{t.median_ms:.3f} ms** {device_time_label(run)} time per forward "
              f"(min {t.min_ms:.3f}, spread {t.spread_pct:.0f}%, n={t.samples}, {t.method})",
-             f"- host (CPU) cost to issue one forward: **{text.ms(run.host_cost.median_ms)}** (unprofiled, GPU kept busy)"
-             if run.host_cost is not None else "- host cost per call: — (not measured in this run)",
+             _host_line(run),
              f"- profiled range of one forward: {run.profiled_host_ms:.3f} ms (includes the profiler's overhead)"
              if run.profiled_host_ms is not None else "- profiled range: —"]
     if run.kernels_per_forward is not None:
@@ -133,12 +142,17 @@ def run_card(side: str, run: Run, label: str) -> str:
         a = run.accuracy
         naive = f" (plain attention in {run.workload.dtype}: {a.naive_max_abs_error:.1e})" \
             if a.naive_max_abs_error is not None else ""
-        lines.append(f"- max error vs fp64: {a.max_abs_error:.1e}{naive}")
+        rows = f", on {a.rows_checked} sampled query rows" if a.rows_checked else ""
+        lines.append(f"- max error vs fp64: {a.max_abs_error:.1e}{naive}{rows}")
     if run.tflops:
         share = f", {100 * run.peak_share:.0f}% of the datasheet peak" if run.peak_share else ""
         lines.append(f"- {run.tflops:.3g} TFLOP/s{share}")
     if run.first_call_ms is not None:
         lines.append(f"- first call: {run.first_call_ms:.0f} ms (compilation, plans, lazy init)")
+    if run.concurrent_work:
+        lines.append("- ⚠️ other work of this app shared the CPU while this was timed: its times may read high")
+    if run.compiled_before:
+        lines.append("- torch.compile had already run in this process before this measurement")
     card = f"{head}\n\n" + "\n".join(lines)
     if run.pytorch_warnings:
         card += ("\n\n<details><summary>PyTorch's warnings</summary>\n\n"
