@@ -47,10 +47,14 @@ scratch.clean_stale_folders()  # what a crashed or restarted process left in the
 ENV = detect()
 LIVE = "live"
 RECORDINGS = {name: recorded_runs(name)[0].environment for name in recordings()}
-SOURCES = [(f"live on this machine ({ENV.device_name})", LIVE)] + [
+LIVE_LABEL = (f"live on this machine ({ENV.device_name})" if ENV.device == "cuda" else
+              f"live on this CPU ({ENV.device_name}): small workloads, CPU ops, no GPU kernels")
+SOURCES = [(LIVE_LABEL, LIVE)] + [
     (f"recorded: {env.device_name}, torch {env.torch_version.split('+')[0]}", name)
     for name, env in RECORDINGS.items()]
 VARIANT_CHOICES = [(f"{v.label}  ({v.key})", v.key) for v in VARIANTS.values()]
+# With a GPU the page measures live; without one it starts on the first recording's real GPU runs.
+DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else next(iter(RECORDINGS))
 RANKS = [("4 · [B, H, S, D]", 4), ("3 · [B·H, S, D]", 3)]
 
 # name -> (A, B, changes to the base workload). The base is the blog's workload on a GPU and
@@ -73,6 +77,7 @@ DEFAULT_A, DEFAULT_B = "naive", "sdpa_flash"
 MAX_REQUEST_BYTES = 64 * 1024
 KEPT_FOR_S = 30 * 60
 SESSIONS_KEPT = 32
+REPLAYS_AT_ONCE = 4  # a replay reads JSON and draws a chart (~1 s of CPU): it never waits for a live run
 
 
 def base_workload(source: str) -> Workload:
@@ -85,8 +90,10 @@ def base_workload(source: str) -> Workload:
 def machine_line() -> str:
     line = f"**This machine:** {ENV.summary()}"
     if ENV.device == "cpu":
-        line += (f"  \nNo GPU here, so live runs use a CPU-sized workload ({Workload.cpu_default().label()}) "
-                 "and CPU ops instead of kernels. Choose **Source → recorded** to replay real GPU runs.")
+        line += ("  \nNo GPU here, so the page shows **recorded GPU runs**. Choose **Source → live on this CPU** "
+                 f"to measure here, on a CPU-sized workload ({Workload.cpu_default().label()}) with CPU ops "
+                 "instead of kernels.") if DEFAULT_SOURCE != LIVE else (
+                 f"  \nNo GPU here, so live runs use a CPU-sized workload ({Workload.cpu_default().label()}).")
     return line
 
 
@@ -189,13 +196,13 @@ MAX_NOTED = 8  # problems listed from one link; the rest are counted
 def parse_query(params: dict[str, str]) -> tuple[dict, list[str]]:
     """Query parameters -> control values (defaults where absent) and a note for each one ignored.
     The notes quote the link's keys and values as literal text: a link is anyone's to write."""
-    source = params.get("source", LIVE)
+    source = params.get("source", DEFAULT_SOURCE)
     problems = []
     if source == "recorded" and RECORDINGS:
         source = next(iter(RECORDINGS))
     if source != LIVE and source not in RECORDINGS:
         problems.append(f"{reports.literal(f'source={source}')}: choose {', '.join([LIVE, *RECORDINGS])}")
-        source = LIVE
+        source = DEFAULT_SOURCE
     base = base_workload(source)
     values = {"source": source, "a": DEFAULT_A, "b": DEFAULT_B, "seq": base.seq_len, "heads": base.heads,
               "dtype": base.dtype, "batch": base.batch, "head_dim": base.head_dim, "causal": base.causal,
@@ -284,6 +291,21 @@ def _is_recorded_trace(path: Path) -> bool:
         return False
 
 
+def controls_of(source: str, comparison: Comparison) -> list:
+    """The control values (QUERY_KEYS' order) that reproduce a comparison."""
+    w = comparison.a.workload
+    return [source, comparison.a.variant, comparison.b.variant, w.seq_len, w.heads, w.dtype, w.batch, w.head_dim,
+            w.causal, w.rank]
+
+
+STALE = "⚠️ **Controls changed since this result** — Run to update."
+
+
+def stale_notice(kept_json: str | None) -> str:
+    """Controls edited by hand while a result is on screen: the result no longer matches them."""
+    return STALE if kept_json else ""
+
+
 def apply_preset(name: str, source: str) -> list:
     a, b, changes = PRESETS[name]
     w = base_workload(source).replace(**changes)
@@ -355,6 +377,11 @@ class Side:
                 gr.DownloadButton(value=files.get(f"{key}_csv"), visible=f"{key}_csv" in files)]
 
 
+SCROLL_TO_VERDICT = """() => {  // the answer first: bring a rendered result's headline into view
+    const top = document.querySelector('#measured-on');
+    if (top && top.innerText.trim()) top.scrollIntoView({block: 'start'});
+}"""
+
 CSS = """
 .notes { border-left: 3px solid var(--color-accent); padding-left: 12px; }
 #verdict { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 4px 14px; }
@@ -372,10 +399,10 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
 
     # controls and presets
     with gr.Row():
-        source = gr.Radio(SOURCES, value=LIVE, label="Source", scale=2)
+        source = gr.Radio(SOURCES, value=DEFAULT_SOURCE, label="Source", scale=2)
         a = gr.Dropdown(VARIANT_CHOICES, value=DEFAULT_A, label="Variant A")
         b = gr.Dropdown(VARIANT_CHOICES, value=DEFAULT_B, label="Variant B")
-    default = base_workload(LIVE)
+    default = base_workload(DEFAULT_SOURCE)
     with gr.Row():
         seq_len = gr.Number(default.seq_len, precision=0, label="sequence length S",
                             info=f"{LIMITS['seq_len'][0]}–{LIMITS['seq_len'][1]}")
@@ -392,9 +419,15 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         run_button = gr.Button("Run A vs B", variant="primary", elem_id="run", scale=0, min_width=160)
         preset_buttons = [gr.Button(name, size="sm", elem_id=f"preset-{i}") for i, name in enumerate(PRESETS)]
     notice = gr.Markdown(elem_id="notice")
+
+    # the answer first: what was measured, the verdict (headline, then the top notes) and the chart
+    stale = gr.Markdown(elem_id="stale")
+    measured_on = gr.Markdown(elem_id="measured-on")
+    verdict = gr.Markdown("*The verdict appears here after a run.*", elem_id="verdict")
+    chart = gr.Plot(label="time per forward, A vs B", format="png", visible=False, elem_id="chart")
     link = gr.Textbox(label="Link to this comparison", buttons=["copy"], interactive=False, elem_id="link")
 
-    # before the run: the guesses
+    # what each side was expected to do
     gr.Markdown("### The guess, before anything runs")
     with gr.Row():
         with gr.Column(min_width=320):
@@ -402,10 +435,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         with gr.Column(min_width=320):
             guess_b = gr.Markdown(elem_id="guess-b")
 
-    # after the run: verdict and chart, then A | B
-    measured_on = gr.Markdown(elem_id="measured-on")
-    verdict = gr.Markdown("*The verdict appears here after a run.*", elem_id="verdict")
-    chart = gr.Plot(label="time per forward, A vs B", format="png", visible=False, elem_id="chart")
+    # each side's numbers, kernels and notes
     with gr.Row():
         side_a, side_b = Side("A"), Side("B")
     with gr.Row():
@@ -415,8 +445,9 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         result = gr.JSON(label="comparison", elem_id="result")
     kept = gr.State(time_to_live=KEPT_FOR_S)  # the last result with its files: on the server, never the client's
 
-    def show(kept_json: str | None) -> list:
-        """Render the comparison this session's last run kept on the server onto every output of the screen."""
+    def show(kept_json: str | None, request: gr.Request) -> list:
+        """Render the comparison this session's last run kept on the server onto every output of the screen,
+        with the link to it; the result is the controls' own, so nothing is stale."""
         if not kept_json:
             raise refused(f"This session's result is no longer kept (results are kept {KEPT_FOR_S // 60} minutes); "
                           "run the comparison again.", "Result expired")
@@ -427,34 +458,45 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         files = view_files(comparison, figure, view_folder())
         where = (f"**{'Recorded' if recorded else 'Measured live'}** on {comparison.a.environment.summary()} · "
                  f"workload {comparison.a.workload.label()}")
-        return [where,
+        return [share_link(request, *controls_of(data["source"], comparison)), "", where,
                 f"### Verdict\n\n{reports.verdict_markdown(comparison, reports.comparison_table(comparison))}",
                 gr.Plot(figure, visible=True),
                 *side_a.render(comparison, files), *side_b.render(comparison, files),
                 gr.DownloadButton(value=files["json"], visible=True),
                 gr.DownloadButton(value=files["png"], visible=True)]
 
-    views = [measured_on, verdict, chart, *side_a.outputs, *side_b.outputs, json_file, png_file]
+    def open_link(request: gr.Request, *values) -> list:
+        """Page load: a recorded comparison renders at once; a live one waits for a click on Run."""
+        if values[0] == LIVE:
+            return [gr.skip()] * (2 + len(views))
+        result_dict, kept_json = run_comparison(*values)
+        return [result_dict, kept_json, *show(kept_json, request)]
+
+    views = [link, stale, measured_on, verdict, chart, *side_a.outputs, *side_b.outputs, json_file, png_file]
 
     # events: every measurement shares one concurrency group of size 1, so runs never overlap. Handlers
     # that take the controls get them as sent (preprocess=False): the core checks them, nothing is rounded.
     gpu_event = dict(fn=run_comparison, inputs=controls, outputs=[result, kept], concurrency_id="gpu",
                      concurrency_limit=1, show_progress_on=[verdict], preprocess=False)
-    run_button.click(api_name="compare", **gpu_event).success(show, kept, views, api_visibility="private")
+    run_button.click(api_name="compare", **gpu_event).success(show, kept, views, api_visibility="private"
+                     ).then(None, js=SCROLL_TO_VERDICT)
     for button, name in zip(preset_buttons, PRESETS):
         button.click(lambda source, name=name: apply_preset(name, source), source, [a, b, *workload_controls],
                      api_visibility="private", queue=False, preprocess=False
                      ).success(api_visibility="private", **gpu_event
-                     ).success(show, kept, views, api_visibility="private")
+                     ).success(show, kept, views, api_visibility="private").then(None, js=SCROLL_TO_VERDICT)
+    gr.on([c.input for c in controls], stale_notice, kept, stale, api_visibility="private", queue=False)
+    gr.on([c.input for c in controls if c is not source], lambda: "", None, notice, api_visibility="private",
+          queue=False)  # a notice about the last switch of source no longer describes these controls
     source.input(switch_source, [source, a, *workload_controls], [*workload_controls, notice],
                  api_visibility="private", queue=False, preprocess=False)
     gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b],
           api_visibility="private", queue=False, preprocess=False)
-    gr.on([c.change for c in controls], share_link, controls, link, api_visibility="private", queue=False,
-          preprocess=False)
     demo.load(prefill, None, [*controls, notice], api_visibility="private", queue=False
               ).then(guesses, controls, [guess_a, guess_b], api_visibility="private", queue=False, preprocess=False
-              ).then(share_link, controls, link, api_visibility="private", queue=False, preprocess=False)
+              ).then(share_link, controls, link, api_visibility="private", queue=False, preprocess=False
+              ).then(open_link, controls, [result, kept, *views], api_visibility="private", preprocess=False,
+                     concurrency_id="replay", concurrency_limit=REPLAYS_AT_ONCE).then(None, js=SCROLL_TO_VERDICT)
 
 def refuse_short_requests(block_fn, inputs: list) -> None:
     """gradio's own check that a request sent every input raises a ValueError, logged with its traceback:

@@ -113,7 +113,7 @@ def run_card(side: str, run: Run, label: str) -> str:
     """The numbers of one run, or why there are none (Markdown)."""
     head = f"### {side} · {label} `{run.variant}`"
     if run.status == "unsupported":
-        return f"{head}\n\n> ⚠️ **Unsupported here.** {run.reason}"
+        return f"{head}\n\n> ⚠️ **Unsupported {text.on_device(run.environment)}.** {run.reason}"
     if not run.ok:
         return f"{head}\n\n> ❌ **Error.** {run.reason}"
     t = run.timing

@@ -116,8 +116,8 @@ def test_bad_or_unknown_query_parameters_are_ignored_with_a_visible_message():
     *values, notice = app.prefill(fake_request({"a": "nope", "seq": "0", "heads": "x", "rank": "5",
                                                 "dtype": "fp8", "causal": "maybe", "colour": "red",
                                                 "source": "mars", "__theme": "dark"}))
-    default = app.base_workload("live")
-    assert values == ["live", app.DEFAULT_A, app.DEFAULT_B, default.seq_len, default.heads, default.dtype,
+    default = app.base_workload(app.DEFAULT_SOURCE)
+    assert values == [app.DEFAULT_SOURCE, app.DEFAULT_A, app.DEFAULT_B, default.seq_len, default.heads, default.dtype,
                       default.batch, default.head_dim, default.causal, default.rank]
     for key in ("a=nope", "seq=0", "heads=x", "rank=5", "dtype=fp8", "causal=maybe", "colour", "source=mars"):
         assert f"`{key}" in notice
@@ -175,7 +175,7 @@ def test_a_workload_over_the_cpu_budget_is_refused_before_it_runs():
 
 @pytest.mark.parametrize("status, reason, says", [
     ("error", "out of memory on NVIDIA H200: CUDA out of memory. Tried to allocate 64.00 GiB", "❌ **Error.**"),
-    ("unsupported", "No available kernel. Aborting execution.", "⚠️ **Unsupported here.**"),
+    ("unsupported", "No available kernel. Aborting execution.", "⚠️ **Unsupported on the H200.**"),
 ])
 def test_a_run_without_numbers_renders_its_reason(status, reason, says):
     ok = find_recorded(RECORDING, "sdpa_flash", Workload.blog())
@@ -185,3 +185,25 @@ def test_a_run_without_numbers_renders_its_reason(status, reason, says):
     figure = reports.timing_figure(Comparison(ok, failed))
     assert status in [t.get_text().strip() for axes in figure.axes for t in axes.texts]
     assert reports.kernel_table(failed).empty
+
+
+# -- the default: real GPU runs where there is no GPU ---------------------------------------------------------
+def test_the_page_starts_live_with_a_gpu_and_on_the_h200_recording_without_one():
+    expected = "live" if app.ENV.device == "cuda" else next(iter(app.RECORDINGS))
+    assert app.DEFAULT_SOURCE == expected
+    values, problems = app.parse_query({})
+    assert values["source"] == expected and not problems
+    if expected != "live":
+        assert app.workload_of(expected, *[values[k] for k in app.QUERY_KEYS[3:]]) == Workload.blog()
+        assert "recorded GPU runs" in app.machine_line() and "live on this CPU" in app.LIVE_LABEL
+        for name in app.PRESETS:  # every preset replays from the recording
+            a, b, *workload = app.apply_preset(name, expected)
+            assert find_recorded(expected, a, app.workload_of(expected, *workload))
+
+
+def test_a_replay_speaks_of_the_gpu_it_ran_on_never_here():
+    ok = find_recorded(RECORDING, "sdpa_flash", Workload.blog())
+    refused = Run(variant="sdpa_cudnn", workload=ok.workload, environment=ok.environment, status="unsupported",
+                  reason="No available kernel.")
+    card = reports.run_card("B", refused, "SDPA · cuDNN")
+    assert "on the H200" in card and "here" not in card.lower()

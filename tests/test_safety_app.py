@@ -307,7 +307,7 @@ def test_the_page_load_prefill_never_fails_on_a_link():
              {f"k{i}": "v" for i in range(1000)}]
     for query in links:
         *values, notice = app.prefill(type("R", (), {"query_params": query})())
-        assert values[0] == "live" and notice.startswith("⚠️ Ignored from the link:")
+        assert values[0] == app.DEFAULT_SOURCE and notice.startswith("⚠️ Ignored from the link:")
         assert len(notice) < 2000
 
 
