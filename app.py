@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -157,6 +158,21 @@ def run_comparison(source: str, a: str, b: str, seq_len: int, heads: int, dtype:
     else:
         kept = {"source": source, **replay(source, a, b, workload)}
     return {"source": source, **Comparison.from_dict(kept).without_files().to_dict()}, json.dumps(kept)
+
+
+def run_replay(source: str, a: str, b: str, seq_len: int, heads: int, dtype: str, batch: int, head_dim: int,
+               causal: bool, rank: int, progress=gr.Progress()) -> tuple[dict, str]:
+    """The page's replays, in their own queue: they touch no GPU, so they never wait for a live run. A live
+    source is refused here; it belongs to the GPU's queue."""
+    if source == LIVE:
+        raise refused("A live run joins the GPU's queue (the compare endpoint), not the replays'.", "Not a replay")
+    return run_comparison(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank, progress)
+
+
+def route(source: str) -> list:
+    """Run: a live source starts the GPU's event, a recording the replays' (a fresh number starts it)."""
+    started = time.monotonic_ns()
+    return [started, gr.skip()] if source == LIVE else [gr.skip(), started]
 
 
 def guesses(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank) -> tuple[str, str]:
@@ -351,8 +367,11 @@ class Side:
         with gr.Column(min_width=320):
             self.card = gr.Markdown(f"### {side}\n\n*Run a comparison to see {side}'s numbers.*", elem_id=f"{key}-card")
             self.table = gr.Dataframe(label=f"{side}: kernels per forward (GPU) or aten ops (CPU)", visible=False,
-                                      interactive=False, max_height=360, pinned_columns=1,
-                                      buttons=["fullscreen", "copy"], elem_id=f"{key}-table")
+                                      interactive=False, max_height=360, buttons=["fullscreen", "copy"],
+                                      elem_id=f"{key}-table")
+            with gr.Accordion(f"{side}: every column (full names, occupancy, launch)", open=False):
+                self.full = gr.Dataframe(interactive=False, max_height=360, visible=False, pinned_columns=1,
+                                         buttons=["fullscreen", "copy"], elem_id=f"{key}-full")
             with gr.Accordion(f"{side}: host (CPU) ops per forward", open=False):
                 self.host = gr.Dataframe(interactive=False, max_height=300, visible=False, elem_id=f"{key}-host")
             self.notes = gr.Markdown(elem_id=f"{key}-notes", elem_classes="notes")
@@ -363,14 +382,15 @@ class Side:
 
     @property
     def outputs(self) -> list:
-        return [self.card, self.table, self.host, self.notes, self.trace, self.csv]
+        return [self.card, self.table, self.full, self.host, self.notes, self.trace, self.csv]
 
     def render(self, comparison: Comparison, files: dict) -> list:
         key = self.side.lower()
         run = comparison.a if key == "a" else comparison.b
         notes = reports.side_notes_markdown(comparison, key)
         return [reports.run_card(self.side, run, VARIANTS[run.variant].label),
-                gr.Dataframe(reports.kernel_table(run), visible=run.ok, column_widths=["240px"]),
+                gr.Dataframe(reports.kernel_summary(run), visible=run.ok),
+                gr.Dataframe(reports.kernel_table(run), visible=run.ok),
                 gr.Dataframe(reports.host_ops_table(run), visible=run.ok),
                 f"#### Notes on {self.side}\n\n{notes}",
                 gr.DownloadButton(value=files.get(f"{key}_trace"), visible=f"{key}_trace" in files),
@@ -424,7 +444,8 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     stale = gr.Markdown(elem_id="stale")
     measured_on = gr.Markdown(elem_id="measured-on")
     verdict = gr.Markdown("*The verdict appears here after a run.*", elem_id="verdict")
-    chart = gr.Plot(label="time per forward, A vs B", format="png", visible=False, elem_id="chart")
+    chart = gr.Plot(label="time per forward, A vs B", show_label=False, format="png", visible=False,
+                    elem_id="chart")
     link = gr.Textbox(label="Link to this comparison", buttons=["copy"], interactive=False, elem_id="link")
 
     # what each side was expected to do
@@ -454,7 +475,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         data = json.loads(kept_json)
         comparison = Comparison.from_dict(data)
         recorded = data.get("source", LIVE) != LIVE
-        figure = reports.timing_figure(comparison)
+        figure = reports.timing_figure(comparison, dark=None)  # transparent, mid-grey text: light or dark page
         files = view_files(comparison, figure, view_folder())
         where = (f"**{'Recorded' if recorded else 'Measured live'}** on {comparison.a.environment.summary()} · "
                  f"workload {comparison.a.workload.label()}")
@@ -469,22 +490,30 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         """Page load: a recorded comparison renders at once; a live one waits for a click on Run."""
         if values[0] == LIVE:
             return [gr.skip()] * (2 + len(views))
-        result_dict, kept_json = run_comparison(*values)
+        result_dict, kept_json = run_replay(*values)
         return [result_dict, kept_json, *show(kept_json, request)]
 
     views = [link, stale, measured_on, verdict, chart, *side_a.outputs, *side_b.outputs, json_file, png_file]
 
-    # events: every measurement shares one concurrency group of size 1, so runs never overlap. Handlers
-    # that take the controls get them as sent (preprocess=False): the core checks them, nothing is rounded.
-    gpu_event = dict(fn=run_comparison, inputs=controls, outputs=[result, kept], concurrency_id="gpu",
-                     concurrency_limit=1, show_progress_on=[verdict], preprocess=False)
-    run_button.click(api_name="compare", **gpu_event).success(show, kept, views, api_visibility="private"
-                     ).then(None, js=SCROLL_TO_VERDICT)
+    # events: every live measurement shares one concurrency group of size 1, so runs never overlap; replays
+    # have their own group, so they never wait behind a live run. Run and the presets start one or the other
+    # (`route`); the public compare endpoint takes both, in the GPU's group. Handlers that take the controls
+    # get them as sent (preprocess=False): the core checks them, nothing is rounded.
+    live_started, replay_started = gr.State(time_to_live=KEPT_FOR_S), gr.State(time_to_live=KEPT_FOR_S)
+    live = live_started.change(run_comparison, controls, [result, kept], api_name="compare", concurrency_id="gpu",
+                               concurrency_limit=1, show_progress_on=[verdict], preprocess=False)
+    replayed = replay_started.change(run_replay, controls, [result, kept], api_visibility="private",
+                                     concurrency_id="replay", concurrency_limit=REPLAYS_AT_ONCE,
+                                     show_progress_on=[verdict], preprocess=False)
+    for measured in (live, replayed):
+        measured.success(show, kept, views, api_visibility="private", concurrency_id="show",
+                         concurrency_limit=REPLAYS_AT_ONCE).then(None, js=SCROLL_TO_VERDICT)
+    run_button.click(route, source, [live_started, replay_started], api_visibility="private", preprocess=False)
     for button, name in zip(preset_buttons, PRESETS):
         button.click(lambda source, name=name: apply_preset(name, source), source, [a, b, *workload_controls],
                      api_visibility="private", queue=False, preprocess=False
-                     ).success(api_visibility="private", **gpu_event
-                     ).success(show, kept, views, api_visibility="private").then(None, js=SCROLL_TO_VERDICT)
+                     ).success(route, source, [live_started, replay_started], api_visibility="private",
+                               preprocess=False)
     gr.on([c.input for c in controls], stale_notice, kept, stale, api_visibility="private", queue=False)
     gr.on([c.input for c in controls if c is not source], lambda: "", None, notice, api_visibility="private",
           queue=False)  # a notice about the last switch of source no longer describes these controls
