@@ -21,18 +21,14 @@ import inspect
 import json
 import logging
 import os
-import secrets
 import shutil
 import tempfile
-import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
 from urllib.parse import urlencode
 
 import gradio as gr
 from fastapi import HTTPException
-from gradio.route_utils import FnIndexInferError
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 
@@ -52,10 +48,14 @@ scratch.clean_stale_folders()  # what a crashed or restarted process left in the
 ENV = detect()
 LIVE = "live"
 RECORDINGS = {name: recorded_runs(name)[0].environment for name in recordings()}
-SOURCES = [(f"live on this machine ({ENV.device_name})", LIVE)] + [
+LIVE_LABEL = (f"live on this machine ({ENV.device_name})" if ENV.device == "cuda" else
+              f"live on this CPU ({ENV.device_name}): small workloads, CPU ops, no GPU kernels")
+SOURCES = [(LIVE_LABEL, LIVE)] + [
     (f"recorded: {env.device_name}, torch {env.torch_version.split('+')[0]}", name)
     for name, env in RECORDINGS.items()]
 VARIANT_CHOICES = [(f"{v.label}  ({v.key})", v.key) for v in VARIANTS.values()]
+# With a GPU the page measures live; without one it starts on the first recording's real GPU runs.
+DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else next(iter(RECORDINGS))
 RANKS = [("4 · [B, H, S, D]", 4), ("3 · [B·H, S, D]", 3)]
 
 # name -> (A, B, changes to the base workload). The base is the blog's workload on a GPU and
@@ -71,46 +71,14 @@ PRESETS = {
 QUERY_KEYS = ("source", "a", "b", "seq", "heads", "dtype", "batch", "head_dim", "causal", "rank")
 DEFAULT_A, DEFAULT_B = "naive", "sdpa_flash"
 
-# What one visitor may cost the server. The largest request the page sends is a result handed back to
-# `show` (40 KB for the largest recorded pair); the app takes no files. A session that was shown a result
-# holds ~1 MB (gradio keeps each output's last value per session: the chart's PNG, tables, the JSON), so
-# gradio keeps the 16 most recent sessions; results are kept apart from sessions, the newest 64 for half
-# an hour, so a session dropped between its run and its rendering loses nothing.
-MAX_REQUEST_BYTES = 256 * 1024
-SESSIONS_KEPT = 16
-RESULTS_KEPT, KEPT_FOR_S = 64, 30 * 60
-
-
-class ResultStore:
-    """Results kept on the server with their files, named to the client by an opaque random id: the
-    newest `capacity`, each for `ttl_s` seconds. A client can name a result only by an id it was sent,
-    and nothing it sends besides the id is read."""
-
-    def __init__(self, capacity: int, ttl_s: float):
-        self.capacity, self.ttl_s = capacity, ttl_s
-        self._items: OrderedDict[str, tuple[float, str]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def put(self, result: dict) -> str:
-        key = secrets.token_urlsafe(16)
-        with self._lock:
-            self._items[key] = (time.monotonic(), json.dumps(result))  # text: a tenth of the dicts' memory
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
-        return key
-
-    def get(self, key) -> dict | None:
-        if not isinstance(key, str):
-            return None
-        with self._lock:
-            stored_at, text = self._items.get(key, (0.0, None))
-            if text is None or time.monotonic() - stored_at > self.ttl_s:
-                self._items.pop(key, None)
-                return None
-        return json.loads(text)
-
-
-RESULTS = ResultStore(RESULTS_KEPT, KEPT_FOR_S)
+# What one visitor may cost the server. The page's largest request is a few hundred bytes and the app takes
+# no files. A session that was shown a result holds ~1.5 MB (gradio keeps each output's last value per
+# session: the chart's PNG, tables, the JSON): only the most recent sessions are kept, each result for
+# half an hour, so the server's memory levels off within ~50 MB of its start.
+MAX_REQUEST_BYTES = 64 * 1024
+KEPT_FOR_S = 30 * 60
+SESSIONS_KEPT = 32
+REPLAYS_AT_ONCE = 4  # a replay reads JSON and draws a chart (~1 s of CPU): it never waits for a live run
 
 
 def base_workload(source: str) -> Workload:
@@ -123,8 +91,10 @@ def base_workload(source: str) -> Workload:
 def machine_line() -> str:
     line = f"**This machine:** {ENV.summary()}"
     if ENV.device == "cpu":
-        line += (f"  \nNo GPU here, so live runs use a CPU-sized workload ({Workload.cpu_default().label()}) "
-                 "and CPU ops instead of kernels. Choose **Source → recorded** to replay real GPU runs.")
+        line += ("  \nNo GPU here, so the page shows **recorded GPU runs**. Choose **Source → live on this CPU** "
+                 f"to measure here, on a CPU-sized workload ({Workload.cpu_default().label()}) with CPU ops "
+                 "instead of kernels.") if DEFAULT_SOURCE != LIVE else (
+                 f"  \nNo GPU here, so live runs use a CPU-sized workload ({Workload.cpu_default().label()}).")
     return line
 
 
@@ -174,9 +144,10 @@ def replay(recording: str, a: str, b: str, workload: Workload) -> dict:
 
 
 def run_comparison(source: str, a: str, b: str, seq_len: int, heads: int, dtype: str, batch: int,
-                   head_dim: int, causal: bool, rank: int, progress=gr.Progress()) -> dict:
-    """Compare A and B on one workload. Returns Comparison.to_dict() naming no server file, plus the
-    source and `view`: the opaque id under which the server keeps the result with its files."""
+                   head_dim: int, causal: bool, rank: int, progress=gr.Progress()) -> tuple[dict, str]:
+    """Compare A and B on one workload. Returns what the client gets (Comparison.to_dict() plus the
+    source, naming no server file) and what the session keeps on the server (the same with its files,
+    as JSON text: a tenth of the memory of the dicts)."""
     source, a, b, workload = request_of(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank)
     if source == LIVE:
         try:  # a live run holds the only measurement slot: refuse up front what would hold it too long
@@ -186,7 +157,22 @@ def run_comparison(source: str, a: str, b: str, seq_len: int, heads: int, dtype:
         kept = {"source": source, **measure_live(a, b, workload, progress)}
     else:
         kept = {"source": source, **replay(source, a, b, workload)}
-    return {"source": source, **Comparison.from_dict(kept).without_files().to_dict(), "view": RESULTS.put(kept)}
+    return {"source": source, **Comparison.from_dict(kept).without_files().to_dict()}, json.dumps(kept)
+
+
+def run_replay(source: str, a: str, b: str, seq_len: int, heads: int, dtype: str, batch: int, head_dim: int,
+               causal: bool, rank: int, progress=gr.Progress()) -> tuple[dict, str]:
+    """The page's replays, in their own queue: they touch no GPU, so they never wait for a live run. A live
+    source is refused here; it belongs to the GPU's queue."""
+    if source == LIVE:
+        raise refused("A live run joins the GPU's queue (the compare endpoint), not the replays'.", "Not a replay")
+    return run_comparison(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank, progress)
+
+
+def route(source: str) -> list:
+    """Run: a live source starts the GPU's event, a recording the replays' (a fresh number starts it)."""
+    started = time.monotonic_ns()
+    return [started, gr.skip()] if source == LIVE else [gr.skip(), started]
 
 
 def guesses(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank) -> tuple[str, str]:
@@ -226,13 +212,13 @@ MAX_NOTED = 8  # problems listed from one link; the rest are counted
 def parse_query(params: dict[str, str]) -> tuple[dict, list[str]]:
     """Query parameters -> control values (defaults where absent) and a note for each one ignored.
     The notes quote the link's keys and values as literal text: a link is anyone's to write."""
-    source = params.get("source", LIVE)
+    source = params.get("source", DEFAULT_SOURCE)
     problems = []
     if source == "recorded" and RECORDINGS:
         source = next(iter(RECORDINGS))
     if source != LIVE and source not in RECORDINGS:
         problems.append(f"{reports.literal(f'source={source}')}: choose {', '.join([LIVE, *RECORDINGS])}")
-        source = LIVE
+        source = DEFAULT_SOURCE
     base = base_workload(source)
     values = {"source": source, "a": DEFAULT_A, "b": DEFAULT_B, "seq": base.seq_len, "heads": base.heads,
               "dtype": base.dtype, "batch": base.batch, "head_dim": base.head_dim, "causal": base.causal,
@@ -321,17 +307,30 @@ def _is_recorded_trace(path: Path) -> bool:
         return False
 
 
+def controls_of(source: str, comparison: Comparison) -> list:
+    """The control values (QUERY_KEYS' order) that reproduce a comparison."""
+    w = comparison.a.workload
+    return [source, comparison.a.variant, comparison.b.variant, w.seq_len, w.heads, w.dtype, w.batch, w.head_dim,
+            w.causal, w.rank]
+
+
+STALE = "⚠️ **Controls changed since this result** — Run to update."
+
+
+def stale_notice(kept_json: str | None) -> str:
+    """Controls edited by hand while a result is on screen: the result no longer matches them."""
+    return STALE if kept_json else ""
+
+
 def apply_preset(name: str, source: str) -> list:
     a, b, changes = PRESETS[name]
     w = base_workload(source).replace(**changes)
     return [a, b, w.seq_len, w.heads, w.dtype, w.batch, w.head_dim, w.causal, w.rank]
 
 
-class RequestGuard:
-    """ASGI middleware for what gradio leaves open. A request body over `max_bytes` gets 413 at once when its
-    Content-Length says so, else as soon as the bytes read pass the limit, before any handler parses it. A
-    request naming an event that does not exist (a stray fn_index or api_name) gets 404 and one log line,
-    where gradio would answer 500 with a traceback."""
+class BodyLimit:
+    """ASGI middleware: a request body over `max_bytes` gets 413 at once when its Content-Length says so,
+    else as soon as the bytes read pass the limit, before any handler parses it."""
 
     def __init__(self, app, max_bytes: int):
         self.app, self.max_bytes = app, max_bytes
@@ -345,7 +344,7 @@ class RequestGuard:
         declared = dict(scope["headers"]).get(b"content-length", b"0")
         if len(declared) > 12 or not declared.isdigit() or int(declared) > self.max_bytes:
             return await JSONResponse({"detail": self._too_large()}, status_code=413)(scope, receive, send)
-        received, started = 0, False
+        received = 0
 
         async def limited_receive():
             nonlocal received
@@ -355,18 +354,7 @@ class RequestGuard:
                 raise HTTPException(413, detail=self._too_large())
             return message
 
-        async def watched_send(message):
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, watched_send)
-        except (KeyError, FnIndexInferError) as error:
-            if started or not scope["path"].startswith("/gradio_api/"):
-                raise
-            log.warning("refused: %s %s names no event of this app (%s)", scope["method"], scope["path"], error)
-            await JSONResponse({"detail": "no such event in this app"}, status_code=404)(scope, receive, send)
+        await self.app(scope, limited_receive, send)
 
 
 # -- the screen ------------------------------------------------------------------------------------
@@ -379,8 +367,11 @@ class Side:
         with gr.Column(min_width=320):
             self.card = gr.Markdown(f"### {side}\n\n*Run a comparison to see {side}'s numbers.*", elem_id=f"{key}-card")
             self.table = gr.Dataframe(label=f"{side}: kernels per forward (GPU) or aten ops (CPU)", visible=False,
-                                      interactive=False, max_height=360, pinned_columns=1,
-                                      buttons=["fullscreen", "copy"], elem_id=f"{key}-table")
+                                      interactive=False, max_height=360, buttons=["fullscreen", "copy"],
+                                      elem_id=f"{key}-table")
+            with gr.Accordion(f"{side}: every column (full names, occupancy, launch)", open=False):
+                self.full = gr.Dataframe(interactive=False, max_height=360, visible=False, pinned_columns=1,
+                                         buttons=["fullscreen", "copy"], elem_id=f"{key}-full")
             with gr.Accordion(f"{side}: host (CPU) ops per forward", open=False):
                 self.host = gr.Dataframe(interactive=False, max_height=300, visible=False, elem_id=f"{key}-host")
             self.notes = gr.Markdown(elem_id=f"{key}-notes", elem_classes="notes")
@@ -391,19 +382,25 @@ class Side:
 
     @property
     def outputs(self) -> list:
-        return [self.card, self.table, self.host, self.notes, self.trace, self.csv]
+        return [self.card, self.table, self.full, self.host, self.notes, self.trace, self.csv]
 
     def render(self, comparison: Comparison, files: dict) -> list:
         key = self.side.lower()
         run = comparison.a if key == "a" else comparison.b
         notes = reports.side_notes_markdown(comparison, key)
         return [reports.run_card(self.side, run, VARIANTS[run.variant].label),
-                gr.Dataframe(reports.kernel_table(run), visible=run.ok, column_widths=["240px"]),
+                gr.Dataframe(reports.kernel_summary(run), visible=run.ok),
+                gr.Dataframe(reports.kernel_table(run), visible=run.ok),
                 gr.Dataframe(reports.host_ops_table(run), visible=run.ok),
                 f"#### Notes on {self.side}\n\n{notes}",
                 gr.DownloadButton(value=files.get(f"{key}_trace"), visible=f"{key}_trace" in files),
                 gr.DownloadButton(value=files.get(f"{key}_csv"), visible=f"{key}_csv" in files)]
 
+
+SCROLL_TO_VERDICT = """() => {  // the answer first: bring a rendered result's headline into view
+    const top = document.querySelector('#measured-on');
+    if (top && top.innerText.trim()) top.scrollIntoView({block: 'start'});
+}"""
 
 CSS = """
 .notes { border-left: 3px solid var(--color-accent); padding-left: 12px; }
@@ -422,10 +419,10 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
 
     # controls and presets
     with gr.Row():
-        source = gr.Radio(SOURCES, value=LIVE, label="Source", scale=2)
+        source = gr.Radio(SOURCES, value=DEFAULT_SOURCE, label="Source", scale=2)
         a = gr.Dropdown(VARIANT_CHOICES, value=DEFAULT_A, label="Variant A")
         b = gr.Dropdown(VARIANT_CHOICES, value=DEFAULT_B, label="Variant B")
-    default = base_workload(LIVE)
+    default = base_workload(DEFAULT_SOURCE)
     with gr.Row():
         seq_len = gr.Number(default.seq_len, precision=0, label="sequence length S",
                             info=f"{LIMITS['seq_len'][0]}–{LIMITS['seq_len'][1]}")
@@ -442,9 +439,16 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         run_button = gr.Button("Run A vs B", variant="primary", elem_id="run", scale=0, min_width=160)
         preset_buttons = [gr.Button(name, size="sm", elem_id=f"preset-{i}") for i, name in enumerate(PRESETS)]
     notice = gr.Markdown(elem_id="notice")
+
+    # the answer first: what was measured, the verdict (headline, then the top notes) and the chart
+    stale = gr.Markdown(elem_id="stale")
+    measured_on = gr.Markdown(elem_id="measured-on")
+    verdict = gr.Markdown("*The verdict appears here after a run.*", elem_id="verdict")
+    chart = gr.Plot(label="time per forward, A vs B", show_label=False, format="png", visible=False,
+                    elem_id="chart")
     link = gr.Textbox(label="Link to this comparison", buttons=["copy"], interactive=False, elem_id="link")
 
-    # before the run: the guesses
+    # what each side was expected to do
     gr.Markdown("### The guess, before anything runs")
     with gr.Row():
         with gr.Column(min_width=320):
@@ -452,10 +456,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         with gr.Column(min_width=320):
             guess_b = gr.Markdown(elem_id="guess-b")
 
-    # after the run: verdict and chart, then A | B
-    measured_on = gr.Markdown(elem_id="measured-on")
-    verdict = gr.Markdown("*The verdict appears here after a run.*", elem_id="verdict")
-    chart = gr.Plot(label="time per forward, A vs B", format="png", visible=False, elem_id="chart")
+    # each side's numbers, kernels and notes
     with gr.Row():
         side_a, side_b = Side("A"), Side("B")
     with gr.Row():
@@ -463,48 +464,68 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         png_file = gr.DownloadButton("chart (PNG)", visible=False, size="sm", elem_id="png")
     with gr.Accordion("Raw result (what the API returns)", open=False):
         result = gr.JSON(label="comparison", elem_id="result")
+    kept = gr.State(time_to_live=KEPT_FOR_S)  # the last result with its files: on the server, never the client's
 
-    def show(result) -> list:
-        """Render a comparison kept on the server onto every output of the screen. Of what the client sends
-        back, only the id (`view`) is read: the numbers, notes and files are the server's own."""
-        data = RESULTS.get(result.get("view") if isinstance(result, dict) else None)
-        if data is None:
-            raise refused(f"This result is no longer kept (the newest {RESULTS_KEPT} are, for {KEPT_FOR_S // 60} "
-                          "minutes); run the comparison again.", "Result expired")
+    def show(kept_json: str | None, request: gr.Request) -> list:
+        """Render the comparison this session's last run kept on the server onto every output of the screen,
+        with the link to it; the result is the controls' own, so nothing is stale."""
+        if not kept_json:
+            raise refused(f"This session's result is no longer kept (results are kept {KEPT_FOR_S // 60} minutes); "
+                          "run the comparison again.", "Result expired")
+        data = json.loads(kept_json)
         comparison = Comparison.from_dict(data)
         recorded = data.get("source", LIVE) != LIVE
-        figure = reports.timing_figure(comparison)
+        figure = reports.timing_figure(comparison, dark=None)  # transparent, mid-grey text: light or dark page
         files = view_files(comparison, figure, view_folder())
         where = (f"**{'Recorded' if recorded else 'Measured live'}** on {comparison.a.environment.summary()} · "
                  f"workload {comparison.a.workload.label()}")
-        return [where,
+        return [share_link(request, *controls_of(data["source"], comparison)), "", where,
                 f"### Verdict\n\n{reports.verdict_markdown(comparison, reports.comparison_table(comparison))}",
                 gr.Plot(figure, visible=True),
                 *side_a.render(comparison, files), *side_b.render(comparison, files),
                 gr.DownloadButton(value=files["json"], visible=True),
                 gr.DownloadButton(value=files["png"], visible=True)]
 
-    views = [measured_on, verdict, chart, *side_a.outputs, *side_b.outputs, json_file, png_file]
+    def open_link(request: gr.Request, *values) -> list:
+        """Page load: a recorded comparison renders at once; a live one waits for a click on Run."""
+        if values[0] == LIVE:
+            return [gr.skip()] * (2 + len(views))
+        result_dict, kept_json = run_replay(*values)
+        return [result_dict, kept_json, *show(kept_json, request)]
 
-    # events: every measurement shares one concurrency group of size 1, so runs never overlap. Handlers
-    # that take the controls get them as sent (preprocess=False): the core checks them, nothing is rounded.
-    gpu_event = dict(fn=run_comparison, inputs=controls, outputs=result, concurrency_id="gpu",
-                     concurrency_limit=1, show_progress_on=[verdict], preprocess=False)
-    run_button.click(api_name="compare", **gpu_event).success(show, result, views, api_visibility="private")
+    views = [link, stale, measured_on, verdict, chart, *side_a.outputs, *side_b.outputs, json_file, png_file]
+
+    # events: every live measurement shares one concurrency group of size 1, so runs never overlap; replays
+    # have their own group, so they never wait behind a live run. Run and the presets start one or the other
+    # (`route`); the public compare endpoint takes both, in the GPU's group. Handlers that take the controls
+    # get them as sent (preprocess=False): the core checks them, nothing is rounded.
+    live_started, replay_started = gr.State(time_to_live=KEPT_FOR_S), gr.State(time_to_live=KEPT_FOR_S)
+    live = live_started.change(run_comparison, controls, [result, kept], api_name="compare", concurrency_id="gpu",
+                               concurrency_limit=1, show_progress_on=[verdict], preprocess=False)
+    replayed = replay_started.change(run_replay, controls, [result, kept], api_visibility="private",
+                                     concurrency_id="replay", concurrency_limit=REPLAYS_AT_ONCE,
+                                     show_progress_on=[verdict], preprocess=False)
+    for measured in (live, replayed):
+        measured.success(show, kept, views, api_visibility="private", concurrency_id="show",
+                         concurrency_limit=REPLAYS_AT_ONCE).then(None, js=SCROLL_TO_VERDICT)
+    run_button.click(route, source, [live_started, replay_started], api_visibility="private", preprocess=False)
     for button, name in zip(preset_buttons, PRESETS):
         button.click(lambda source, name=name: apply_preset(name, source), source, [a, b, *workload_controls],
                      api_visibility="private", queue=False, preprocess=False
-                     ).success(api_visibility="private", **gpu_event
-                     ).success(show, result, views, api_visibility="private")
+                     ).success(route, source, [live_started, replay_started], api_visibility="private",
+                               preprocess=False)
+    gr.on([c.input for c in controls], stale_notice, kept, stale, api_visibility="private", queue=False)
+    gr.on([c.input for c in controls if c is not source], lambda: "", None, notice, api_visibility="private",
+          queue=False)  # a notice about the last switch of source no longer describes these controls
     source.input(switch_source, [source, a, *workload_controls], [*workload_controls, notice],
                  api_visibility="private", queue=False, preprocess=False)
     gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b],
           api_visibility="private", queue=False, preprocess=False)
-    gr.on([c.change for c in controls], share_link, controls, link, api_visibility="private", queue=False,
-          preprocess=False)
     demo.load(prefill, None, [*controls, notice], api_visibility="private", queue=False
               ).then(guesses, controls, [guess_a, guess_b], api_visibility="private", queue=False, preprocess=False
-              ).then(share_link, controls, link, api_visibility="private", queue=False, preprocess=False)
+              ).then(share_link, controls, link, api_visibility="private", queue=False, preprocess=False
+              ).then(open_link, controls, [result, kept, *views], api_visibility="private", preprocess=False,
+                     concurrency_id="replay", concurrency_limit=REPLAYS_AT_ONCE).then(None, js=SCROLL_TO_VERDICT)
 
 def refuse_short_requests(block_fn, inputs: list) -> None:
     """gradio's own check that a request sent every input raises a ValueError, logged with its traceback:
@@ -523,7 +544,7 @@ demo.queue(max_size=16, api_open=False)
 
 LAUNCH = dict(ssr_mode=False, css=CSS, theme=gr.themes.Default(primary_hue="orange"),
               state_session_capacity=SESSIONS_KEPT, max_file_size=MAX_REQUEST_BYTES,
-              app_kwargs={"middleware": [Middleware(RequestGuard, max_bytes=MAX_REQUEST_BYTES)]})
+              app_kwargs={"middleware": [Middleware(BodyLimit, max_bytes=MAX_REQUEST_BYTES)]})
 
 if __name__ == "__main__":
     port = os.environ.get("PORT")  # Deta Space and most hosts; gradio reads GRADIO_SERVER_PORT itself

@@ -11,32 +11,12 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from . import sweep as sweep_mod
-from .reports import CATEGORY_COLOURS, OTHER_COLOUR
+from .reports import (CATEGORY_COLOURS, DPI, OTHER_COLOUR, SMALL_PT, TEXT_PT, TITLE_PT, WIDTH_IN,
+                      style_axes as _style, theme as _theme)
 from .timeline import Timeline
 from .trace import category
 
-WIDTH_IN, DPI = 7.6, 100           # 760 px
-SMALL_PT, TEXT_PT, TITLE_PT = 9, 10, 11
 VARIANT_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#64b5cd")
-
-
-def _theme(dark: bool) -> dict:
-    if dark:
-        return {"bg": "#0b0f19", "fg": "#e5e7eb", "muted": "#9ca3af", "grid": "#374151", "range": "#1f2937",
-                "launch": "#f9fafb", "link": "#6b7280"}
-    return {"bg": "#ffffff", "fg": "#111827", "muted": "#6b7280", "grid": "#e5e7eb", "range": "#f3f4f6",
-            "launch": "#111827", "link": "#9ca3af"}
-
-
-def _style(axes, theme: dict) -> None:
-    axes.set_facecolor(theme["bg"])
-    axes.tick_params(colors=theme["fg"], labelsize=SMALL_PT, which="both")
-    for side, spine in axes.spines.items():
-        spine.set_visible(side in ("left", "bottom"))
-        spine.set_color(theme["muted"])
-    axes.xaxis.label.set_color(theme["fg"])
-    axes.yaxis.label.set_color(theme["fg"])
-    axes.title.set_color(theme["fg"])
 
 
 def _seq_label(s: float) -> str:

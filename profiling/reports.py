@@ -36,6 +36,11 @@ def kernel_table(run: Run) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def kernel_summary(run: Run) -> pd.DataFrame:
+    """The kernel table's first columns (name, category, calls, µs, share): the numbers fit a 760 px column."""
+    return kernel_table(run).iloc[:, :5]
+
+
 def _dims(dims) -> str:
     return "×".join(map(str, dims)) if dims else ""
 
@@ -123,7 +128,7 @@ def run_card(side: str, run: Run, label: str) -> str:
     """The numbers of one run, or why there are none (Markdown)."""
     head = f"### {side} · {label} `{run.variant}`"
     if run.status == "unsupported":
-        return f"{head}\n\n> ⚠️ **Unsupported here.** {run.reason}"
+        return f"{head}\n\n> ⚠️ **Unsupported {text.on_device(run.environment)}.** {run.reason}"
     if not run.ok:
         return f"{head}\n\n> ❌ **Error.** {run.reason}"
     t = run.timing
@@ -273,47 +278,81 @@ def visible_words(comparison: Comparison) -> int:
 
 
 # -- the chart --------------------------------------------------------------------------------
+# Sized for a 760 px wide column: 7.6 in at 100 dpi, no text under 9 pt, so 12.5 px at 760 px.
+WIDTH_IN, DPI = 7.6, 100
+SMALL_PT, TEXT_PT, TITLE_PT = 9, 10, 11
 CATEGORY_COLOURS = {
     "gemm": "#4c72b0", "fused attention": "#dd8452", "softmax": "#55a868", "elementwise": "#c44e52",
     "reduction": "#8172b3", "copy": "#937860", "memcpy": "#da8bc3", "memset": "#8c8c8c", "triton": "#64b5cd",
 }
 OTHER_COLOUR = "#ccb974"
+# time per forward: colours no kernel category uses; host time hatched as well, so it reads without colour
+DEVICE_TIME_COLOUR, HOST_TIME_COLOUR = "#2a9d8f", "#e9c46a"
 _SEGMENTS = 8  # kernels drawn one by one per bar; the rest are lumped into "other"
-_LABEL_CHARS = 58  # characters of 7-pt text across the whole width of the right-hand axes
+_LABEL_CHARS = 70  # characters of 9-pt text across the whole width of the lower axes
 
 
-def timing_figure(comparison: Comparison) -> Figure:
-    """Left: time per forward, device and host, A vs B. Right: each forward split by kernel, stacked."""
+def theme(dark: bool | None) -> dict:
+    """Colours of a figure for a light page, a dark one, or (None) either: transparent, mid-grey text."""
+    if dark is None:
+        return {"bg": "none", "fg": "#7b8494", "muted": "#7b8494", "grid": "#7b849455", "range": "#7b849422",
+                "launch": "#7b8494", "link": "#7b8494"}
+    if dark:
+        return {"bg": "#0b0f19", "fg": "#e5e7eb", "muted": "#9ca3af", "grid": "#374151", "range": "#1f2937",
+                "launch": "#f9fafb", "link": "#6b7280"}
+    return {"bg": "#ffffff", "fg": "#111827", "muted": "#6b7280", "grid": "#e5e7eb", "range": "#f3f4f6",
+            "launch": "#111827", "link": "#9ca3af"}
+
+
+def style_axes(axes, colours: dict) -> None:
+    axes.set_facecolor(colours["bg"])
+    axes.tick_params(colors=colours["fg"], labelsize=SMALL_PT, which="both")
+    for side, spine in axes.spines.items():
+        spine.set_visible(side in ("left", "bottom"))
+        spine.set_color(colours["muted"])
+    axes.xaxis.label.set_color(colours["fg"])
+    axes.yaxis.label.set_color(colours["fg"])
+    axes.title.set_color(colours["fg"])
+
+
+def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
+    """Top: time per forward, device and host, A vs B. Bottom: each forward split by kernel, stacked.
+    `dark`: False for a light page, True for a dark one, None for either (transparent, mid-grey text)."""
+    colours = theme(dark)
     runs = (("A", comparison.a), ("B", comparison.b))
     names = [f"{side} · {run.variant}" for side, run in runs]
     unit = device_time_label(comparison.a)
-    figure = Figure(figsize=(11, 3.4), dpi=110, layout="constrained")
-    left, right = figure.subplots(1, 2, width_ratios=(1, 1.5))
+    figure = Figure(figsize=(WIDTH_IN, 5.6), dpi=DPI, layout="constrained", facecolor=colours["bg"])
+    top, bottom = figure.subplots(2, 1, height_ratios=(1, 1))
 
     # time per forward
     height = 0.38
     for i, (_, run) in enumerate(runs):
         if not run.ok:
-            left.text(0, i, f"  {run.status}", va="center", color="#a33")
+            top.text(0, i, f"  {run.status}", va="center", color="#c0392b", fontsize=TEXT_PT)
             continue
-        for offset, value, colour, label in ((-height / 2, run.timing.median_ms, "#4c72b0", f"{unit} time"),
-                                             (height / 2, run.profiled_host_ms, "#dd8452", "host (CPU) time")):
+        for offset, value, colour, hatch, label in (
+                (-height / 2, run.timing.median_ms, DEVICE_TIME_COLOUR, None, f"{unit} time"),
+                (height / 2, run.profiled_host_ms, HOST_TIME_COLOUR, "///", "host (CPU) time, profiled")):
             if value is None:
                 continue
-            left.barh(i + offset, value, height, color=colour, label=label if i == 0 or not runs[0][1].ok else None)
-            left.text(value, i + offset, f" {value:.3f}", va="center", fontsize=8)
-    left.set_xlabel("ms per forward")
-    left.set_title("time per forward", fontsize=10)
-    left.margins(x=0.25)
-    if left.get_legend_handles_labels()[0]:
-        left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=2, frameon=False)
+            top.barh(i + offset, value, height, color=colour, hatch=hatch, edgecolor=colours["bg"] if hatch is None
+                     else "#8a6d1a", linewidth=0, label=label if i == 0 or not runs[0][1].ok else None)
+            top.text(value, i + offset, f" {value:.3f}", va="center", fontsize=SMALL_PT, color=colours["fg"])
+    top.set_xlabel("ms per forward", fontsize=TEXT_PT)
+    top.set_title("time per forward", fontsize=TITLE_PT, loc="left", color=colours["fg"])
+    top.margins(x=0.2)
+    if top.get_legend_handles_labels()[0]:
+        top.legend(fontsize=SMALL_PT, loc="lower right", bbox_to_anchor=(1, 1), ncol=2, frameon=False,
+                   labelcolor=colours["fg"])
 
     # where the time goes, kernel by kernel
     seen: dict[str, str] = {}
     widest = max((sum(k.us_per_forward for k in run.kernels) for _, run in runs if run.ok), default=0.0)
     for i, (_, run) in enumerate(runs):
         if not run.ok or not run.kernels:
-            right.text(0, i, f"  {run.status if not run.ok else 'no kernels'}", va="center", color="#a33")
+            bottom.text(0, i, f"  {run.status if not run.ok else 'no kernels'}", va="center", color="#c0392b",
+                        fontsize=TEXT_PT)
             continue
         ordered = sorted(run.kernels, key=lambda k: k.us_per_forward, reverse=True)
         shown, rest = ordered[:_SEGMENTS], ordered[_SEGMENTS:]
@@ -325,25 +364,27 @@ def timing_figure(comparison: Comparison) -> Figure:
         for name, category, width in segments:
             colour = CATEGORY_COLOURS.get(category, OTHER_COLOUR)
             seen.setdefault(category if category in CATEGORY_COLOURS else "other", colour)
-            right.barh(i, width, 0.6, left=start, color=colour, edgecolor="white", linewidth=0.8)
+            bottom.barh(i, width, 0.6, left=start, color=colour, edgecolor="white", linewidth=0.8)
             fits = int(_LABEL_CHARS * width / widest) if widest else 0  # characters the segment has room for
             if fits >= 4:
-                right.text(start + width / 2, i, text.clip(name, fits), ha="center", va="center", fontsize=7,
-                           color="white")
+                bottom.text(start + width / 2, i, text.clip(name, fits), ha="center", va="center",
+                            fontsize=SMALL_PT, color="white")
             start += width
-        right.text(start, i, f" {total:,.0f} µs", va="center", fontsize=8)
-    right.set_xlabel("GPU µs per forward" if unit == "GPU" else "CPU self µs per forward (aten ops)")
-    right.set_title("where the time goes (kernel by kernel)" if unit == "GPU" else "where the time goes (op by op)",
-                    fontsize=10)
-    right.margins(x=0.15)
+        bottom.text(start, i, f" {total:,.0f} µs", va="center", fontsize=SMALL_PT, color=colours["fg"])
+    bottom.set_xlabel("GPU µs per forward" if unit == "GPU" else "CPU self µs per forward (aten ops)",
+                      fontsize=TEXT_PT)
+    bottom.set_title("where the time goes (kernel by kernel)" if unit == "GPU" else "where the time goes (op by op)",
+                     fontsize=TITLE_PT, loc="left", color=colours["fg"])
+    bottom.margins(x=0.12)
     if seen:
         from matplotlib.patches import Patch
-        right.legend(handles=[Patch(color=c, label=n) for n, c in seen.items()], fontsize=7,
-                     loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=min(len(seen), 5), frameon=False)
-    for axes in (left, right):
+        bottom.legend(handles=[Patch(color=c, label=n) for n, c in seen.items()], fontsize=SMALL_PT,
+                      loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=min(len(seen), 5), frameon=False,
+                      labelcolor=colours["fg"])
+    for axes in (top, bottom):
         axes.set_yticks(range(len(names)), names)
         axes.set_ylim(len(names) - 0.5, -0.5)  # A on top, and room for a missing bar's label
-        axes.spines[["top", "right"]].set_visible(False)
+        style_axes(axes, colours)
     return figure
 
 

@@ -69,6 +69,11 @@ def quantity(q: "Quantity") -> str:
     return FORMATS[q.unit](q.value)
 
 
+def on_device(env) -> str:
+    """Where a run ran, in words: "on the H200", "on this CPU"."""
+    return f"on the {env.device_name.removeprefix('NVIDIA ')}" if env.device == "cuda" else "on this CPU"
+
+
 def plural(n: float, word: str, many: str | None = None) -> str:
     return f"{count(n)} {word if n == 1 else many or word + 's'}"
 

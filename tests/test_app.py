@@ -116,8 +116,8 @@ def test_bad_or_unknown_query_parameters_are_ignored_with_a_visible_message():
     *values, notice = app.prefill(fake_request({"a": "nope", "seq": "0", "heads": "x", "rank": "5",
                                                 "dtype": "fp8", "causal": "maybe", "colour": "red",
                                                 "source": "mars", "__theme": "dark"}))
-    default = app.base_workload("live")
-    assert values == ["live", app.DEFAULT_A, app.DEFAULT_B, default.seq_len, default.heads, default.dtype,
+    default = app.base_workload(app.DEFAULT_SOURCE)
+    assert values == [app.DEFAULT_SOURCE, app.DEFAULT_A, app.DEFAULT_B, default.seq_len, default.heads, default.dtype,
                       default.batch, default.head_dim, default.causal, default.rank]
     for key in ("a=nope", "seq=0", "heads=x", "rank=5", "dtype=fp8", "causal=maybe", "colour", "source=mars"):
         assert f"`{key}" in notice
@@ -175,7 +175,7 @@ def test_a_workload_over_the_cpu_budget_is_refused_before_it_runs():
 
 @pytest.mark.parametrize("status, reason, says", [
     ("error", "out of memory on NVIDIA H200: CUDA out of memory. Tried to allocate 64.00 GiB", "❌ **Error.**"),
-    ("unsupported", "No available kernel. Aborting execution.", "⚠️ **Unsupported here.**"),
+    ("unsupported", "No available kernel. Aborting execution.", "⚠️ **Unsupported on the H200.**"),
 ])
 def test_a_run_without_numbers_renders_its_reason(status, reason, says):
     ok = find_recorded(RECORDING, "sdpa_flash", Workload.blog())
@@ -185,3 +185,97 @@ def test_a_run_without_numbers_renders_its_reason(status, reason, says):
     figure = reports.timing_figure(Comparison(ok, failed))
     assert status in [t.get_text().strip() for axes in figure.axes for t in axes.texts]
     assert reports.kernel_table(failed).empty
+
+
+# -- the default: real GPU runs where there is no GPU ---------------------------------------------------------
+def test_the_page_starts_live_with_a_gpu_and_on_the_h200_recording_without_one():
+    expected = "live" if app.ENV.device == "cuda" else next(iter(app.RECORDINGS))
+    assert app.DEFAULT_SOURCE == expected
+    values, problems = app.parse_query({})
+    assert values["source"] == expected and not problems
+    if expected != "live":
+        assert app.workload_of(expected, *[values[k] for k in app.QUERY_KEYS[3:]]) == Workload.blog()
+        assert "recorded GPU runs" in app.machine_line() and "live on this CPU" in app.LIVE_LABEL
+        for name in app.PRESETS:  # every preset replays from the recording
+            a, b, *workload = app.apply_preset(name, expected)
+            assert find_recorded(expected, a, app.workload_of(expected, *workload))
+
+
+def test_a_replay_speaks_of_the_gpu_it_ran_on_never_here():
+    ok = find_recorded(RECORDING, "sdpa_flash", Workload.blog())
+    refused = Run(variant="sdpa_cudnn", workload=ok.workload, environment=ok.environment, status="unsupported",
+                  reason="No available kernel.")
+    card = reports.run_card("B", refused, "SDPA · cuDNN")
+    assert "on the H200" in card and "here" not in card.lower()
+
+
+# -- replays have their own queue ------------------------------------------------------------------------
+def test_a_replay_never_waits_for_a_live_run_holding_the_gpu(app_url, client, monkeypatch):
+    import threading
+    import time
+
+    from conftest import queued
+
+    held = threading.Event()
+
+    def slow_live(*args, **kwargs):  # a live run that holds the GPU's queue for 8 s
+        held.set()
+        time.sleep(8)
+        raise app.refused("slow run over", "Slow")
+    monkeypatch.setattr(app, "measure_live", slow_live)
+    live_event = next(i for i, fn in app.demo.fns.items() if fn.name == "run_comparison")
+    live = threading.Thread(target=lambda: queued(app_url, live_event, ["live", "naive", "sdpa_flash", *SMALL.values()],
+                                                  "live-session"))
+    live.start()
+    assert held.wait(30)
+    blog = Workload.blog()
+    replay = next(i for i, fn in app.demo.fns.items() if fn.name == "run_replay")
+    started = time.monotonic()
+    message = queued(app_url, replay, [RECORDING, "sdpa_flash", "sdpa_cudnn", blog.seq_len, blog.heads, blog.dtype,
+                                       blog.batch, blog.head_dim, blog.causal, blog.rank], "replay-session")
+    took = time.monotonic() - started
+    live.join(30)
+    assert message["success"], message
+    assert took < 3, f"the replay took {took:.1f} s behind a live run"
+    print(f"\nreplay while a live run holds the GPU: {took:.2f} s")
+
+
+def test_the_replays_event_refuses_a_live_run():
+    with pytest.raises(gr.Error, match="GPU's queue"):
+        app.run_replay("live", "naive", "sdpa_flash", *SMALL.values())
+
+
+def test_run_starts_the_live_or_the_replay_event_by_source():
+    live_started, replay_started = app.route("live")
+    assert isinstance(live_started, int) and replay_started == gr.skip()
+    live_started, replay_started = app.route(RECORDING)
+    assert isinstance(replay_started, int) and live_started == gr.skip()
+
+
+# -- legible at 760 px, in either theme ---------------------------------------------------------------
+@pytest.mark.parametrize("dark", [False, True, None])
+@pytest.mark.parametrize("a, b", [("naive", "naive_inplace"), ("sdpa_flash", "sdpa_cudnn")])
+def test_chart_text_is_at_least_12_px_when_shown_760_px_wide(a, b, dark):
+    blog = Workload.blog()
+    figure = reports.timing_figure(Comparison(find_recorded(RECORDING, a, blog), find_recorded(RECORDING, b, blog)),
+                                   dark=dark)
+    png_width_px = figure.get_figwidth() * figure.dpi
+    texts = [t for t in figure.findobj(lambda o: hasattr(o, "get_fontsize") and hasattr(o, "get_text"))
+             if t.get_text().strip() and t.get_visible()]
+    assert texts
+    smallest_px = min(t.get_fontsize() for t in texts) * figure.dpi / 72 * 760 / png_width_px
+    assert smallest_px >= 12, f"{smallest_px:.1f} px at 760 px wide"
+    background = figure.get_facecolor()
+    assert (background[3] == 0) if dark is None else ((sum(background[:3]) < 0.5) == bool(dark))
+
+
+def test_one_colour_means_one_thing_in_the_chart():
+    used = set(reports.CATEGORY_COLOURS.values()) | {reports.OTHER_COLOUR}
+    assert reports.DEVICE_TIME_COLOUR not in used and reports.HOST_TIME_COLOUR not in used
+    assert len(used) == len(reports.CATEGORY_COLOURS) + 1
+
+
+def test_the_kernel_table_on_screen_keeps_the_numbers_and_the_download_every_column():
+    run = find_recorded(RECORDING, "naive", Workload.blog())
+    assert list(reports.kernel_summary(run).columns) == ["kernel", "category", "calls/fwd", "GPU µs/fwd", "share %"]
+    assert "full name" in reports.kernel_table(run).columns

@@ -75,12 +75,14 @@ def test_a_preset_renders_both_sides_with_chart_and_notes(served, browser):
 
     started = time.perf_counter()
     page.click("#preset-0")  # naive vs in-place (the hidden Memcpy)
-    page.wait_for_function(RENDERED, timeout=30_000)
+    page.wait_for_function("document.querySelector('#link textarea, #link input')?.value.includes('b=naive_inplace')"
+                           f" && ({RENDERED})()", timeout=30_000)  # a recorded page opened on another result
     elapsed = time.perf_counter() - started
     print(f"\nclick to rendered (preset 'naive vs in-place', fresh process): {elapsed:.2f} s")
 
     assert "naive_inplace" in page.inner_text("#b-card")
-    assert "bmm" in page.inner_text("#a-table") and "bmm" in page.inner_text("#b-table")
+    gemm = "nvjet" if "Recorded" in page.inner_text("#measured-on") else "bmm"  # a replay without a GPU
+    assert gemm in page.inner_text("#a-table") and gemm in page.inner_text("#b-table")
     assert "Verdict" in page.inner_text("#verdict")
     assert page.locator("#json").is_visible() and page.locator("#a-trace").is_visible()
     assert "a=naive&b=naive_inplace" in page.input_value("#link textarea, #link input")
@@ -128,3 +130,92 @@ def test_a_crafted_link_shows_its_text_as_text_and_fetches_nothing(served, brows
     assert "heads='99999" in text or "heads=9999" in text
     assert not any(url.startswith(marker) for url in requested)  # (the page's own URL quotes it)
     assert page.input_value("#link textarea, #link input").startswith(served)  # the page works on
+
+
+# -- the first impression: the right source, the answer in view, links that render ---------------------------
+SIZES = {"1280x720": {"width": 1280, "height": 720}, "1024x768": {"width": 1024, "height": 768}}
+HEADLINE_IN_VIEW = """([a, b]) => {
+    const link = document.querySelector('#link textarea, #link input')?.value || '';
+    const headline = document.querySelector('#verdict strong');
+    if (!link.includes(`a=${a}&b=${b}`) || !headline) return false;
+    const box = headline.getBoundingClientRect();
+    return box.height > 0 && box.top >= 0 && box.bottom <= window.innerHeight;
+}"""
+
+
+def headline(page) -> str:
+    return page.inner_text("#verdict strong")
+
+
+def test_without_a_gpu_the_page_opens_on_the_recorded_h200_runs(served, browser):
+    import app
+    page = browser.new_page(viewport=SIZES["1280x720"])
+    page.goto(served)
+    if app.ENV.device == "cuda":
+        playwright.expect(page.get_by_label("live on this machine", exact=False)).to_be_checked(timeout=20_000)
+        return
+    page.wait_for_function("document.querySelector('#measured-on')?.innerText.includes('Recorded')", timeout=30_000)
+    playwright.expect(page.get_by_label("recorded: NVIDIA H200", exact=False)).to_be_checked()
+    assert "live on this CPU" in page.inner_text("body")  # one click away, named as what it is
+    assert "on the H200" in headline(page) and "here" not in page.inner_text("#verdict").split("\n")[1]
+    page.screenshot(path=ARTIFACTS / "default-1280x720.png")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_after_each_preset_the_headline_is_in_view(served, browser, size):
+    import app
+    page = browser.new_page(viewport=SIZES[size])
+    page.goto(served)
+    page.wait_for_selector("#preset-0")
+    page.wait_for_function("document.querySelector('#link textarea, #link input')?.value.includes('seq=')")
+    if app.DEFAULT_SOURCE != "live":  # the page opens on a replay: a click lands after it, not under it
+        page.wait_for_function("document.querySelector('#measured-on')?.innerText.trim()", timeout=30_000)
+    timings = []
+    for i, name in enumerate(app.PRESETS):
+        a, b, _ = app.PRESETS[name]
+        page.evaluate("window.scrollTo(0, 0)")
+        started = time.perf_counter()
+        page.click(f"#preset-{i}")
+        page.wait_for_function(HEADLINE_IN_VIEW, arg=[a, b], timeout=60_000)
+        timings.append((name, time.perf_counter() - started))
+        page.screenshot(path=ARTIFACTS / f"preset-{i}-{size}.png")
+    print(f"\nclick to headline in view at {size}: "
+          + "; ".join(f"{name}: {seconds:.2f} s" for name, seconds in timings))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_recorded_link_renders_on_load_and_edits_mark_it_stale(served, browser, size):
+    page = browser.new_page(viewport=SIZES[size])
+    started = time.perf_counter()
+    page.goto(served + "?source=h200-torch2.11&a=sdpa_flash&b=sdpa_cudnn")
+    page.wait_for_function(HEADLINE_IN_VIEW.replace("box.top >= 0 && ", "").replace(
+        " && box.bottom <= window.innerHeight", ""), arg=["sdpa_flash", "sdpa_cudnn"], timeout=30_000)
+    print(f"\npage load to headline at {size}: {time.perf_counter() - started:.2f} s")
+    assert "faster" in headline(page) and "on the H200" in headline(page)
+    box = page.locator("#verdict strong").first.bounding_box()
+    assert box["y"] + box["height"] <= SIZES[size]["height"], "the headline of a link is below the fold"
+    page.screenshot(path=ARTIFACTS / f"link-{size}.png")
+
+    assert page.inner_text("#stale").strip() == ""
+    page.locator("#component-0").page.get_by_label("heads H").fill("8")  # an edit by hand
+    page.wait_for_function("document.querySelector('#stale')?.innerText.includes('Controls changed')")
+    link = page.input_value("#link textarea, #link input")
+    assert "heads=16" in link and "heads=8" not in link  # the link is the result's, not the edited controls'
+
+
+def test_a_live_link_shows_the_guess_and_waits_for_a_click(served, browser):
+    page = browser.new_page(viewport=SIZES["1024x768"])
+    page.goto(served + "?source=live&a=naive&b=sdpa_math")
+    page.wait_for_function("document.querySelector('#guess-b')?.innerText.includes('math')", timeout=20_000)
+    time.sleep(2)
+    assert "appears here after a run" in page.inner_text("#verdict")
+
+
+def test_notices_are_cleared_when_the_controls_change(served, browser):
+    page = browser.new_page(viewport=SIZES["1280x720"])
+    page.goto(served + "?source=h200-torch2.11&a=naive&b=sdpa_flash")
+    page.wait_for_selector("#preset-0")
+    page.get_by_label("live on this", exact=False).check()
+    page.wait_for_function("document.querySelector('#notice')?.innerText.length > 0", timeout=20_000)
+    page.get_by_label("heads H").fill("3")
+    page.wait_for_function("document.querySelector('#notice')?.innerText.trim() === ''", timeout=10_000)

@@ -36,8 +36,7 @@ def ordered(fast: Timing, slow: Timing) -> bool:
 
 
 def _where(run: Run) -> str:
-    env = run.environment
-    return f"on the {env.device_name.removeprefix('NVIDIA ')}" if env.device == "cuda" else "on this CPU"
+    return text.on_device(run.environment)
 
 
 def headline(a: Run, b: Run) -> Note:
