@@ -36,11 +36,11 @@ from attention_variants import VARIANTS, get_variant, guess_for
 from profiling import reports, scratch
 from profiling.environment import detect
 from profiling.explain import explain
-from profiling.measurement import compare
+from profiling.measurement import compare, other_work
 from profiling.recording import RECORDED_DIR, find_recorded, recorded_runs, recorded_workloads, recordings
 from profiling.results import Comparison, Run
-from profiling.workload import (LIMITS, Workload, WorkloadError, canonical_dtype, check_time_budget, choice,
-                                whole_number_from_text)
+from profiling.workload import (LIMITS, LIVE_BUDGET_S, Workload, WorkloadError, canonical_dtype, check_time_budget,
+                                choice, whole_number_from_text)
 
 log = logging.getLogger("attention_profiler")
 scratch.clean_stale_folders()  # what a crashed or restarted process left in the temp dir
@@ -127,7 +127,8 @@ def request_of(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, ran
 def measure_live(a: str, b: str, workload: Workload, progress) -> dict:
     """The only function that touches the GPU: returns plain data, so ZeroGPU can pickle it out."""
     try:
-        measured = compare(a, b, workload, progress=lambda fraction, message: progress(fraction, desc=message))
+        measured = compare(a, b, workload, budget_s=LIVE_BUDGET_S[workload.device],  # a clean stop past it
+                           progress=lambda fraction, message: progress(fraction, desc=message))
         return explain(measured).to_dict()
     except WorkloadError as error:  # over the memory or time budget, refused before allocating; raised
         raise refused(str(error), "Too large for this machine") from None  # as gr.Error, which pickles
@@ -468,7 +469,12 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
 
     def show(kept_json: str | None, request: gr.Request) -> list:
         """Render the comparison this session's last run kept on the server onto every output of the screen,
-        with the link to it; the result is the controls' own, so nothing is stale."""
+        with the link to it; the result is the controls' own, so nothing is stale. Rendering shares the CPU
+        with any live measurement, which marks its run when it does (`other_work`)."""
+        with other_work():
+            return _show(kept_json, request)
+
+    def _show(kept_json: str | None, request: gr.Request) -> list:
         if not kept_json:
             raise refused(f"This session's result is no longer kept (results are kept {KEPT_FOR_S // 60} minutes); "
                           "run the comparison again.", "Result expired")
