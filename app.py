@@ -38,7 +38,7 @@ from profiling.environment import detect
 from profiling.explain import explain
 from profiling.measurement import compare, other_work
 from profiling.recording import RECORDED_DIR, find_recorded, recorded_runs, recorded_workloads, recordings
-from profiling.results import Comparison, Run
+from profiling.results import Comparison
 from profiling.workload import (LIMITS, LIVE_BUDGET_S, Workload, WorkloadError, canonical_dtype, check_time_budget,
                                 choice, whole_number_from_text)
 

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -538,7 +538,7 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
             progress(0.9, "host cost of " + " and ".join(f"{names[subjects.index(s)]}{s.variant.key}" for s in going))
             try:
                 _host_figures(going)
-            except torch.OutOfMemoryError as error:  # a late OOM: the figures so far stand, the host ones are left out
+            except torch.OutOfMemoryError:  # a late OOM: the figures so far stand, the host ones are left out
                 _free(workload.device)
         for s in subjects:
             s.out = None
