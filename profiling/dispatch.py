@@ -64,7 +64,7 @@ _BACKEND_IDS = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn"}  # SDPBackend
 class Priority:
     """The order in which SDPA with no pin tries its backends, and how that order was found."""
     order: tuple[str, ...]
-    rule: str                            # why cuDNN is, or is not, first here, in a few words
+    rule: str                            # why cuDNN is, or is not, first on this run's GPU, in a few words
     read_live: bool = False              # read from PyTorch itself rather than predicted from the version rules
 
 
@@ -86,7 +86,8 @@ def cudnn_first(env: Environment, compile_cudnn: int | None = None,
         if environ is not None and environ.get("TORCH_CUDNN_SDPA_PREFERRED") == "0":
             return False, "TORCH_CUDNN_SDPA_PREFERRED=0"
         if compile_cudnn is None:
-            return None, "torch 2.9 decides by the cuDNN it was built against (9.9 or newer), not recorded here"
+            return None, ("torch 2.9 decides by the cuDNN it was built against (9.9 or newer), which the run did "
+                          "not record")
         if compile_cudnn < 90900:
             return False, f"torch 2.9 was built against cuDNN {_cudnn_label(compile_cudnn)}, older than 9.9"
         return True, f"torch 2.9 built against cuDNN {_cudnn_label(compile_cudnn)} on {env.sm}"

@@ -13,17 +13,19 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from . import text
-from .explain import TOP
+from .explain import TOP, SweepExplanation
 from .results import Comparison, Note, Run
 
 
 # -- tables -----------------------------------------------------------------------------------
 def kernel_table(run: Run) -> pd.DataFrame:
-    """One row per kernel (per aten op on CPU), in launch order on GPU, by time on CPU."""
+    """One row per kernel (per aten op on CPU), in launch order on GPU, by time on CPU; named by a short label,
+    unique in the table, and by the full name from the trace in the last column."""
     gpu = run.workload.device == "cuda"
     rows = []
-    for k in run.kernels:
-        row = {"kernel" if gpu else "op": k.short_name, "category": k.category,
+    labels = text.kernel_labels([k.short_name or k.name for k in run.kernels], [k.name for k in run.kernels])
+    for k, label in zip(run.kernels, labels):
+        row = {"kernel" if gpu else "op": label, "category": k.category,
                "calls/fwd": round(k.calls_per_forward, 2),
                ("GPU µs/fwd" if gpu else "CPU self µs/fwd"): round(k.us_per_forward, 1),
                "share %": round(100 * k.share, 1)}
@@ -37,7 +39,7 @@ def kernel_table(run: Run) -> pd.DataFrame:
 
 
 def kernel_summary(run: Run) -> pd.DataFrame:
-    """The kernel table's first columns (name, category, calls, µs, share): the numbers fit a 760 px column."""
+    """The kernel table's first columns (label, category, calls, µs, share): the numbers fit a 760 px column."""
     return kernel_table(run).iloc[:, :5]
 
 
@@ -99,8 +101,10 @@ def _size(n_bytes: int | None) -> str:
     return "—" if n_bytes is None else text.size(n_bytes)
 
 
-def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bool = False) -> str:
-    """What reading `variant`'s code suggests for this workload, before anything runs (Markdown)."""
+def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bool = False,
+               compile_estimate: tuple[float, str] | None = None) -> str:
+    """What reading `variant`'s code suggests for this workload, before anything runs (Markdown); for a
+    compiled variant run live, how long its first call's compile is estimated to take, and from what."""
     g = guess
     lines = [f"**{side} · {variant.label}** — *“{g.summary}”*",
              f"- {'aten ops' if cpu else 'kernels'} per forward: **{g.kernels_per_forward}**"
@@ -109,6 +113,10 @@ def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bo
              f"- S×S scores through memory: {'yes' if g.materialises_scores else 'no'}",
              f"- expected speed rank {g.speed_rank}, host-cost rank {g.host_rank} (1 = best)"
              + (f", occupancy {g.occupancy}" if g.occupancy else "")]
+    if compile_estimate:
+        seconds, basis = compile_estimate
+        lines.append(f"- ⏱ its first call compiles: estimated ~{seconds:.0f} s, {basis}; the progress bar counts "
+                     "the seconds")
     if cannot_run:
         lines.append(f"- ⚠️ cannot run here: {cannot_run}")
     return "\n".join(lines)
@@ -186,7 +194,7 @@ def comparison_table(comparison: Comparison) -> str:
 # -- the notes ---------------------------------------------------------------------------------
 SIDES = {"a": "A", "b": "B", "both": "A and B", "pair": "A vs B"}
 KINDS = {"guess": "guess vs trace", "reference": "vs the blog's A100", "environment": "environment",
-         "verdict": "verdict"}
+         "verdict": "verdict", "sweep": "over S"}
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|])")
 
 
@@ -239,6 +247,13 @@ def verdict_markdown(comparison: Comparison, table: str = "") -> str:
     return "\n\n".join(p for p in parts if p)
 
 
+def present_markdown(comparison: Comparison) -> str:
+    """The presentation view's answer: the headline as a heading, the titles of the notes that matter most.
+    Plain words, no glossary markup: it is read from across a room."""
+    head = f"## {_md(comparison.verdict)}" if comparison.verdict else "## No verdict."
+    return "\n\n".join([head] + [f"{i + 1}. {_md(n.title)}" for i, n in enumerate(comparison.notes[:TOP])])
+
+
 def side_notes_markdown(comparison: Comparison, side: str) -> str:
     """The notes about one side ('a' or 'b') that are not among the top ones, folded."""
     rest = [n for n in comparison.notes[TOP:] if n.side == side]
@@ -251,24 +266,62 @@ def side_notes_markdown(comparison: Comparison, side: str) -> str:
             f"\n\n{_terms_markdown(seen)}\n\n</details>")
 
 
+def sweep_markdown(explanation: SweepExplanation) -> str:
+    """A sweep's headline, the notes that matter most and the rest folded, with the terms used: as
+    `verdict_markdown` shows a comparison's."""
+    seen: set[str] = set()
+    parts = [_glossed(f"**{_md(explanation.headline)}**", seen)]
+    parts += [_note_markdown(n, seen, i + 1) for i, n in enumerate(explanation.notes[:TOP])]
+    rest = explanation.notes[TOP:]
+    if rest:
+        parts.append(f"<details><summary>{text.plural(len(rest), 'more note')} over S</summary>\n\n"
+                     + "\n".join(_note_markdown(n, seen) for n in rest) + "\n\n</details>")
+    parts.append(_terms_markdown(seen))
+    return "\n\n".join(p for p in parts if p)
+
+
+def sweep_table(result) -> pd.DataFrame:
+    """Every point of a sweep, shortest S first, its numbers rounded for reading; the JSON keeps them whole."""
+    frame = result.to_frame()
+    digits = {"GPU ms": 4, "wall ms": 3, "host µs": 1, "peak MiB": 1, "TFLOP/s": 1, "% peak": 1, "kernels/fwd": 2,
+              "first call ms": 1, "wall s": 2}
+    return frame.round({k: v for k, v in digits.items() if k in frame.columns})
+
+
+def _note_text(n: Note, evidence: bool = True) -> str:
+    lines = [f"{n.title.replace('`', '')} [{SIDES.get(n.side, n.side)} · {KINDS.get(n.kind, n.kind)}]"]
+    if n.body:
+        lines.append("  " + n.body.replace("`", ""))
+    if evidence:
+        lines += [f"    - {e}" for e in n.evidence] + [f"    source: {link}" for link in n.links]
+    return "\n".join(lines)
+
+
+def _terms_text(words: list[str]) -> list[str]:
+    used = text.terms_in(" ".join(words))
+    return ["-- terms --\n" + "\n".join(f"{term}: {text.GLOSSARY[term]}" for term in used)] if used else []
+
+
 def notes_text(comparison: Comparison) -> str:
     """Plain text for a terminal: the headline, the top notes, the rest by side, and the terms used."""
-    def block(n: Note) -> str:
-        lines = [f"{n.title.replace('`', '')} [{SIDES.get(n.side, n.side)} · {KINDS.get(n.kind, n.kind)}]"]
-        if n.body:
-            lines.append("  " + n.body.replace("`", ""))
-        lines += [f"    - {e}" for e in n.evidence] + [f"    source: {link}" for link in n.links]
-        return "\n".join(lines)
-
     out = [f"Verdict: {comparison.verdict}"]
-    out += [f"{i + 1}. {block(n)}" for i, n in enumerate(comparison.notes[:TOP])]
+    out += [f"{i + 1}. {_note_text(n)}" for i, n in enumerate(comparison.notes[:TOP])]
     for side, name in SIDES.items():
         rest = [n for n in comparison.notes[TOP:] if n.side == side]
         if rest:
-            out.append(f"-- more on {name} --\n" + "\n".join(f"* {block(n)}" for n in rest))
-    used = text.terms_in(" ".join([comparison.verdict] + [f"{n.title} {n.body}" for n in comparison.notes]))
-    if used:
-        out.append("-- terms --\n" + "\n".join(f"{term}: {text.GLOSSARY[term]}" for term in used))
+            out.append(f"-- more on {name} --\n" + "\n".join(f"* {_note_text(n)}" for n in rest))
+    out += _terms_text([comparison.verdict] + [f"{n.title} {n.body}" for n in comparison.notes])
+    return "\n\n".join(out)
+
+
+def sweep_text(explanation: SweepExplanation) -> str:
+    """Plain text for a terminal: the sweep's headline, the top notes, the rest, and the terms used; no evidence,
+    which is the table of points printed above it."""
+    out = [explanation.headline]
+    out += [f"{i + 1}. {_note_text(n, evidence=False)}" for i, n in enumerate(explanation.notes[:TOP])]
+    if explanation.notes[TOP:]:
+        out.append("-- more --\n" + "\n".join(f"* {_note_text(n, evidence=False)}" for n in explanation.notes[TOP:]))
+    out += _terms_text([explanation.headline] + [f"{n.title} {n.body}" for n in explanation.notes])
     return "\n\n".join(out)
 
 
@@ -278,8 +331,9 @@ def visible_words(comparison: Comparison) -> int:
 
 
 # -- the chart --------------------------------------------------------------------------------
-# Sized for a 760 px wide column: 7.6 in at 100 dpi, no text under 9 pt, so 12.5 px at 760 px.
-WIDTH_IN, DPI = 7.6, 100
+# Sized for a 760 px wide column: 7.0 in at 100 dpi, a 700 px PNG that fits the ~710 px a chart gets there (the
+# page's and the block's padding) unscaled, and no text under 9 pt, so 12.5 px at any width from 700 px up.
+WIDTH_IN, DPI = 7.0, 100
 SMALL_PT, TEXT_PT, TITLE_PT = 9, 10, 11
 CATEGORY_COLOURS = {
     "gemm": "#4c72b0", "fused attention": "#dd8452", "softmax": "#55a868", "elementwise": "#c44e52",

@@ -96,11 +96,12 @@ class Quantity:
 class Note:
     """One lesson the trace teaches, as data: the facts it rests on, and the words profiling.text made of them."""
     rule: str                                 # the rule that found it: "hidden_memcpy"
-    kind: str                                 # guess | environment | reference | verdict
+    kind: str                                 # guess | environment | reference | verdict | sweep
     title: str                                # one line, true of this run
     body: str                                 # why, in a sentence or two
     weight: float = 0.0                       # 0..1: share of time or memory it explains, or how far the guess was off
-    side: str = "run"                         # a | b | both (true of both runs) | pair (A vs B); "run" before explain
+    side: str = "run"                         # a | b | both (true of both runs) | pair (A vs B) | a sweep's
+                                              # third variant's key; "run" before explain
     facts: dict[str, Quantity] = field(default_factory=dict)
     kernels: list[str] = field(default_factory=list)   # Kernel.name of every kernel it is about
     ops: list[str] = field(default_factory=list)       # aten ops it is about

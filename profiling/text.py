@@ -1,8 +1,9 @@
 """Numbers into words, in one place: for notes, cards, tables and the command line.
 
 One spelling per unit (µs, ms, s; B, KiB, MiB, GiB), one truncation rule (`clip`), ratios written
-"2.1×" for the sentence to give their direction ("2.1× faster here than on the A100"), and the glossary
-of the jargon notes use.
+"2.1×" for the sentence to give their direction ("2.1× faster on the H200 than on the A100"), one name for the
+machine a run ran on (`on_device`: a replay shows another machine's run, so never "here"), readable kernel names
+for tables (`kernel_labels`), and the glossary of the jargon notes use.
 Nothing here measures or decides; it only writes.
 """
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING, Mapping
 if TYPE_CHECKING:
     from .results import HostOp, Kernel, Quantity
 
-NAME_WIDTH = 48  # characters of a kernel name in a sentence; the table keeps the full name
+NAME_WIDTH = 48   # characters of a kernel name in a sentence; the table keeps the full name
+LABEL_WIDTH = 28  # characters of a kernel name in the five-column table; "every column" keeps the full name
 
 
 # -- numbers ----------------------------------------------------------------------------------
@@ -61,17 +63,29 @@ def count(value: float) -> str:
     return f"{round(value):,}" if abs(value - round(value)) < 0.01 else f"{value:,.2f}"
 
 
+def power(exponent: float) -> str:
+    """How a quantity grows with the sequence length: S^2.02, S^1."""
+    return f"S^{exponent:.2f}".removesuffix(".00")
+
+
 FORMATS = {"ms": ms, "us": us, "s": seconds, "bytes": size, "share": share, "pct": percent, "x": times,
-           "count": count}
+           "count": count, "power": power}
 
 
 def quantity(q: "Quantity") -> str:
     return FORMATS[q.unit](q.value)
 
 
+def machine(env) -> str:
+    """The run's own device, short: "H200" for "NVIDIA H200"; "CPU" for any CPU."""
+    if env.device != "cuda":
+        return "CPU"
+    return re.sub(r"^(NVIDIA\s+)?(Tesla\s+)?", "", env.device_name) or "GPU"
+
+
 def on_device(env) -> str:
-    """Where a run ran, in words: "on the H200", "on this CPU"."""
-    return f"on the {env.device_name.removeprefix('NVIDIA ')}" if env.device == "cuda" else "on this CPU"
+    """Where a run ran, in words that stay true when it is replayed elsewhere: "on the H200", "on the CPU"."""
+    return f"on the {machine(env)}"
 
 
 def plural(n: float, word: str, many: str | None = None) -> str:
@@ -79,13 +93,85 @@ def plural(n: float, word: str, many: str | None = None) -> str:
 
 
 # -- names --------------------------------------------------------------------------------------
-def clip(text: str, width: int) -> str:
-    """The one truncation rule: cut to `width` characters, the last one an ellipsis."""
-    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
+def clip(text: str, width: int, keep_end: int = 0) -> str:
+    """The one truncation rule: cut to `width` characters, the cut marked by an ellipsis; with `keep_end`, the
+    last `keep_end` characters stay after it (an index or a layout that tells two names apart)."""
+    if len(text) <= width:
+        return text
+    end = text[len(text) - keep_end:] if 0 < keep_end < width - 1 else ""
+    return text[:max(width - 1 - len(end), 0)] + "…" + end
 
 
 def kernel(k: "Kernel", width: int = NAME_WIDTH) -> str:
     return clip(k.short_name or k.name, width)
+
+
+# Kernel names for a table: the trace's short name (trace.short_name) made to fit LABEL_WIDTH and tell rows
+# apart. Generic ATen kernels name their op after their family; generated library names keep the tokens that
+# differ between rows and that the notes talk about (generation, instruction, tile, layout); anything else loses
+# noise (namespace, a long spelling, "_kernel") only until it fits, then is clipped keeping its last token.
+_GENERIC = re.compile(r"(vectorized_elementwise|unrolled_elementwise|index_elementwise|elementwise|reduce)_kernel"
+                      r"(?: \[(\w+)\])?$")
+_FAMILY = {"vectorized_elementwise": "vectorized", "unrolled_elementwise": "unrolled",
+           "index_elementwise": "index", "elementwise": "elementwise", "reduce": "reduce"}
+_GENERATED = (  # (pattern matched at the name's start, label)
+    (r"cudnn_generated_.*?sdpa_(sm\d+)_.*?_(wgmma|hmma|mma)_.*?(\d+x\d+x\d+)_", r"cudnn \1 \2 \3"),
+    (r"(sm\d+)_xmma_gemm_.*?_([nt]{2})_[nt]_tilesize(\d+x\d+x\d+)_.*?_(ffma|hmma|imma|tf32)", r"\1 gemm \4 \2 \3"),
+    (r"nvjet_(sm\d+)_[a-z]+_(\d+x\d+)_.*_([NT]{3})$", r"nvjet \1 \2 \3"),
+    (r"fmha_cutlass[FB]_(\w+?)_aligned_(\d+x\d+)_rf_(sm\d+)", r"fmha \1 \2 \3"),
+    (r"triton_([a-z]{3})_fused_+(\w+)", r"triton_\1 \2"),
+)
+_UNTIL_IT_FITS = (  # (pattern, replacement), one at a time while the name is too long
+    (r"^\w+::", ""), (r"scaled_dot_product", "sdpa"), (r"_for_cpu$", "_cpu"), (r"_kernel$", ""),
+)
+_ELEMENT_TYPE = re.compile(r"\b(?:c10::|cutlass::)?(BFloat16|bfloat16_t|Half|half_t|float|double|bool)\b")
+
+
+def kernel_label(short_name: str, width: int = LABEL_WIDTH) -> str:
+    """'vectorized_elementwise_kernel [mul]' -> 'vectorized · mul'; 'nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT'
+    -> 'nvjet sm90 64x512 NNT'; 'pytorch_flash::flash_fwd_kernel' -> 'flash_fwd_kernel'."""
+    generic = _GENERIC.match(short_name)
+    if generic:
+        label = _FAMILY[generic.group(1)] + (f" · {generic.group(2)}" if generic.group(2) else "")
+    else:
+        label = next((m.expand(template) for pattern, template in _GENERATED
+                      if (m := re.match(pattern, short_name))), short_name)
+    for pattern, replacement in _UNTIL_IT_FITS:
+        if len(label) <= width:
+            break
+        label = re.sub(pattern, replacement, label)
+    last = re.search(r"[_ ][^_ ]{1,8}$", label)
+    return clip(label, width, keep_end=len(last.group(0)) if last else 0)
+
+
+def kernel_labels(short_names: list[str], full_names: list[str] | None = None, width: int = LABEL_WIDTH) -> list[str]:
+    """A label per row, each unique among them. Where two labels collide, what tells the rows apart is added: the
+    element type in their full names ('vectorized · fill<bool>', '… fill<float>'), else the first token where their
+    short names differ ('nvjet sm90 128x128 TNT 2x1'), else a number ('#2', '#3')."""
+    labels = [kernel_label(name, width) for name in short_names]
+    for label in sorted({x for x in labels if labels.count(x) > 1}):
+        rows = [i for i, x in enumerate(labels) if x == label]
+        for suffixes in (_element_types([full_names[i] for i in rows]) if full_names else None,
+                         _first_difference([short_names[i] for i in rows]),
+                         [""] + [f" #{n}" for n in range(2, len(rows) + 1)]):
+            if suffixes and len(set(suffixes)) == len(rows):
+                break
+        for i, suffix in zip(rows, suffixes):
+            labels[i] = clip(label, width - len(suffix)) + suffix
+    return labels
+
+
+def _element_types(full_names: list[str]) -> list[str] | None:
+    found = [_ELEMENT_TYPE.search(name) for name in full_names]
+    return [f"<{m.group(1)}>" for m in found] if all(found) else None
+
+
+def _first_difference(names: list[str]) -> list[str] | None:
+    tokens = [re.split(r"[_\s]+", name) for name in names]
+    for column in zip(*tokens):
+        if len(set(column)) > 1:
+            return [f" {token}" for token in column]
+    return None
 
 
 def op(name: str) -> str:

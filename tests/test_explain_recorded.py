@@ -68,7 +68,7 @@ def contradictions(words: str, run: Run) -> list[str]:
         found.append("a causal mask on a non-causal run")
     if w.rank == 4 and re.search(r"rank-3", words, re.I):
         found.append("rank 3 on a rank-4 run")
-    if w.device == "cuda" and re.search(r"A CPU run|on this CPU", words):
+    if w.device == "cuda" and re.search(r"A CPU run|on (this|the) CPU", words):
         found.append("CPU on a GPU run")
     if run.ok and run.backend != "math" and re.search(r"\bmath (path|op|backend)\b|_safe_softmax", words) \
             and "fell back to math" not in words:
@@ -147,3 +147,30 @@ def test_rendering(explained):
     assert plain.startswith(f"Verdict: {c.verdict}") and "`" not in plain
     for note in c.notes:
         assert note.title.replace("`", "") in plain
+
+
+HERE = re.compile(r"\bhere\b", re.I)
+QUOTED_GUESS = re.compile(r"“[^”]*”")  # a guess quoted as written (attention_variants/guesses.py), not a claim
+# the rules that once said "here" for the run's GPU, and where they now name it
+NAMES_THE_GPU = {"against_blog": "body", "kernel_generation": "body", "nvjet_gemms": "body",
+                 "ranking_vs_blog": "title", "pinned_refused": "title", "auto_choice": "body"}
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
+def test_a_replay_names_the_gpu_it_ran_on_never_here(pair, explained):
+    """The app replays these H200 runs on a machine without a GPU: "here" would be false there."""
+    c = explained[pair_id(pair)]
+    gpu = f"on the {text.machine(c.a.environment)}"
+    assert gpu == "on the H200" and gpu in c.verdict
+    rendered = [reports.verdict_markdown(c, reports.comparison_table(c)), reports.notes_text(c),
+                reports.side_notes_markdown(c, "a"), reports.side_notes_markdown(c, "b"),
+                reports.run_card("A", c.a, "A"), reports.run_card("B", c.b, "B")]
+    for note in [c.headline, *c.notes]:
+        for words in (note.title, note.body, *note.evidence):
+            assert not HERE.search(QUOTED_GUESS.sub("", words)), (note.rule, words)
+        if note.rule in NAMES_THE_GPU:
+            assert gpu in getattr(note, NAMES_THE_GPU[note.rule]), (note.rule, note.title, note.body)
+        if note.rule == "ranking_vs_blog":
+            assert note.evidence[0].startswith("H200, fastest first: ")
+    for markdown in rendered:
+        assert not HERE.search(QUOTED_GUESS.sub("", markdown)), markdown

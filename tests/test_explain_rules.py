@@ -314,7 +314,7 @@ def test_the_ledger_names_what_did_not_run():
 def test_a_pinned_backend_that_cannot_run_quotes_pytorch(variant, changes, why):
     run = recorded(variant, **changes)
     note = apply(environment_rules.pinned_refused, run)
-    assert note.title.endswith(f"cannot run here: {why}") and note.weight == 1.0
+    assert note.title.endswith(f"cannot run on the H200: {why}") and note.weight == 1.0
     assert note.evidence[0].startswith("PyTorch: ") and "Triggered internally" not in note.evidence[0]
     assert apply(environment_rules.pinned_refused, recorded(variant)) is None
 
@@ -335,7 +335,7 @@ def test_rank3_is_stated_for_the_torch_that_ran():
 
 def test_auto_choice_states_the_order_and_its_rule():
     note = apply(environment_rules.auto_choice, recorded("sdpa_auto"))
-    assert note.title == "Auto ran cudnn, first in SDPA's order here" and "9.15.1" in note.body
+    assert note.title == "Auto ran cudnn, first in SDPA's order on the H200" and "9.15.1" in note.body
     fp32 = apply(environment_rules.auto_choice, recorded("sdpa_auto", dtype="fp32"))
     assert "cudnn and flash refused it: fp16 and bf16 only" in fp32.body and fp32.title.startswith("Auto ran efficient")
     on_a100 = apply(environment_rules.auto_choice, with_env(recorded("sdpa_auto"), compute_capability=(8, 0)))
@@ -369,7 +369,8 @@ def test_against_the_blog_on_its_workload():
     inplace = recorded("naive_inplace")
     note = apply(blog_rules.against_blog, inplace)
     assert note.facts["blog_kernels"].value == 5 and note.facts["kernels"].value == 6
-    assert note.facts["speed"].value == pytest.approx(1955 / (inplace.gpu_ms * 1000)) and "faster here" in note.body
+    assert note.facts["speed"].value == pytest.approx(1955 / (inplace.gpu_ms * 1000))
+    assert "per forward on the H200, 1.955 ms on the A100" in note.body
     assert note.title == "Beside the blog's A100 (same workload)"  # the blog's finding is quoted, never the title
     math = apply(blog_rules.against_blog, recorded("sdpa_math"), recorded("naive_inplace"))
     assert round(math.facts["there"].value, 1) == 3.7 and round(math.facts["here"].value, 1) == 2.8
@@ -398,7 +399,7 @@ def test_nvjet_gemms():
 def test_the_ranking_against_the_blog_is_said_once_with_its_reason():
     flash, cudnn = recorded("sdpa_flash"), recorded("sdpa_cudnn")
     note = apply(blog_rules.ranking_vs_blog, cudnn, flash)
-    assert note.title == "SDPA · cuDNN ranks #1 of 2 here, #2 on the blog's A100"
+    assert note.title == "SDPA · cuDNN ranks #1 of 2 on the H200, #2 on the blog's A100"
     assert "wgmma" in note.body and "Ampere-design" in note.body
     assert apply(blog_rules.ranking_vs_blog, flash, cudnn) is None  # said once, about the run that moved up
     assert apply(blog_rules.ranking_vs_blog, recorded("sdpa_efficient"), flash) is None  # the same order
@@ -449,7 +450,7 @@ def test_a_host_bound_run_is_judged_by_its_host_cost():
 
 def test_either_side_unsupported():
     c = explain(Comparison(recorded("sdpa_flash", dtype="fp32"), recorded("sdpa_efficient", dtype="fp32")))
-    assert "SDPA · FlashAttention [A] could not run here (fp32 inputs)" in c.verdict and "ran at" in c.verdict
+    assert "SDPA · FlashAttention [A] could not run on the H200 (fp32 inputs)" in c.verdict and "ran at" in c.verdict
     assert not [n for n in c.notes if n.side == "pair"]
 
 

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from profiling import text
+from explain_helpers import RUNS
+
+from profiling import reports, text
+from profiling.environment import Environment
 from profiling.results import Quantity
 
 
@@ -31,3 +34,59 @@ def test_the_glossary_finds_whole_terms():
     assert text.terms_in("cuDNN's wgmma kernel, launched with cuLaunchKernelEx") == ["wgmma", "cuLaunchKernelEx"]
     assert text.terms_in("no jargon here") == [] and text.terms_in("32-bit indexing splits it") == ["32-bit indexing"]
     assert all(len(gloss.split()) <= 20 for gloss in text.GLOSSARY.values())  # one line each
+
+
+@pytest.mark.parametrize("device, name, words", [
+    ("cuda", "NVIDIA H200", "on the H200"), ("cuda", "NVIDIA A100-SXM4-80GB", "on the A100-SXM4-80GB"),
+    ("cuda", "Tesla T4", "on the T4"), ("cpu", "Intel(R) Xeon(R) Platinum 8480+", "on the CPU"),
+])
+def test_a_run_is_placed_on_its_own_machine_never_here(device, name, words):
+    env = Environment(device, name, None, "2.11.0", None, None, None, "3.12", None, None)
+    assert text.on_device(env) == words
+
+
+def test_exponents_and_clipping_that_keeps_the_end():
+    assert text.power(2.0) == "S^2" and text.power(1.4567) == "S^1.46"
+    assert text.clip("triton_tem_fused_a_very_long_list_of_ops_2", 16, keep_end=2) == "triton_tem_fu…_2"
+    assert len(text.clip("x" * 40, 28, keep_end=4)) == 28
+
+
+@pytest.mark.parametrize("short_name, label", [
+    ("vectorized_elementwise_kernel [mul]", "vectorized · mul"),
+    ("elementwise_kernel [masked_fill]", "elementwise · masked_fill"),
+    ("reduce_kernel [and]", "reduce · and"),
+    ("nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT", "nvjet sm90 64x512 NNT"),
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4...",
+     "sm80 gemm ffma tn 128x128x8"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kerne...",
+     "cudnn sm90 wgmma 64x128x64"),
+    ("fmha_cutlassF_bf16_aligned_64x128_rf_sm80", "fmha bf16 64x128 sm80"),
+    ("pytorch_flash::flash_fwd_kernel", "flash_fwd_kernel"),           # namespace dropped only to fit
+    ("pytorch_flash::flash_fwd_splitkv_combine_kernel", "flash_fwd_splitkv_combine"),
+    ("cutlass::Kernel2", "cutlass::Kernel2"), ("triu_tril_kernel", "triu_tril_kernel"), ("Memcpy DtoD", "Memcpy DtoD"),
+    ("_scaled_dot_product_flash_attention_for_cpu", "_sdpa_flash_attention_cpu"),
+    ("triton_tem_fused__to_copy_flex_attention_ones_slice_sort_sum_transpose_zeros_2", "triton_tem to_copy_flex_a…_2"),
+])
+def test_kernel_labels_are_short_and_keep_what_tells_them_apart(short_name, label):
+    assert text.kernel_label(short_name) == label and len(label) <= text.LABEL_WIDTH
+
+
+def test_colliding_labels_are_told_apart():
+    fills = ["vectorized_elementwise_kernel [fill]"] * 2
+    full = ["void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<bool>, std::array<char*, 1ul> >",
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"]
+    assert text.kernel_labels(fills, full) == ["vectorized · fill<bool>", "vectorized · fill<float>"]
+    nvjet = ["nvjet_sm90_tst_128x128_64x6_2x1_v_bz_TNT", "nvjet_sm90_tst_128x128_64x6_1x1_h_bz_TNT"]
+    assert text.kernel_labels(nvjet) == ["nvjet sm90 128x128 TNT 2x1", "nvjet sm90 128x128 TNT 1x1"]
+    assert text.kernel_labels(["a", "a", "b"]) == ["a", "a #2", "b"]
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if r.ok], ids=lambda r: f"{r.variant}-{r.workload.label()}")
+def test_every_recorded_summary_table_names_its_rows_uniquely_and_readably(run):
+    names = list(reports.kernel_summary(run).iloc[:, 0])
+    assert len(names) == len(set(names)) and all(len(n) <= text.LABEL_WIDTH for n in names), names
+    for name in names:  # a clipped name never reads as a bare cut of another's prefix
+        if "…" in name:
+            head = name.split("…")[0]
+            assert not any(other != name and other.startswith(head) for other in names), names
+    assert list(reports.kernel_table(run)["full name"]) == [k.name for k in run.kernels]

@@ -5,6 +5,7 @@ reads only the run, the variant's guess for this workload, the blog's reference 
 run of the comparison. `explain` runs them on both sides, adds the ledger of kernels the guess did not
 predict, states a note true of both sides once (side "both"), and ranks the notes by weight: the share of
 time or memory they explain, or how far they contradict the guess. The first `TOP` are the ones to show.
+A sweep over S is told the same way by `explain_sweep` (sweep_notes).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Iterable
 from ..results import Comparison, Note, Run
 from . import blog_rules, environment_rules, guess_rules, verdict
 from .facts import Peers, Rule, peers_for
+from .sweep_notes import SweepExplanation, explain_sweep
 
 TOP = 3  # notes shown before "more"
 
@@ -65,4 +67,4 @@ def explain(comparison: Comparison) -> Comparison:
     return comparison
 
 
-__all__ = ["RULES", "TOP", "explain", "explain_run", "peers_for"]
+__all__ = ["RULES", "TOP", "SweepExplanation", "explain", "explain_run", "explain_sweep", "peers_for"]

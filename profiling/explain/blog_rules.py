@@ -23,11 +23,12 @@ def against_blog(run: Run, peers: Peers) -> Note | None:
     if not on_gpu(run) or ref is None or not BLOG.matches(run.workload):
         return None
     key = f"blog.results[{run.variant}]"
+    on = text.on_device(run.environment)
     facts, said = {}, []
     if ref.kernels_per_forward is not None and run.kernels_per_forward is not None:
         facts |= {"kernels": measured(run, "kernels_per_forward", "count"),
                   "blog_kernels": constant(ref.kernels_per_forward, "count", f"{key}.kernels_per_forward")}
-        said.append("Kernels per forward: {kernels} here, {blog_kernels} on the A100.")
+        said.append(f"Kernels per forward: {{kernels}} {on}, {{blog_kernels}} on the A100.")
     if ref.gpu_us and run.gpu_ms:
         here = scaled(measured(run, "timing.median_ms", "ms"), 1000, "us")
         facts |= {"gpu": measured(run, "timing.median_ms", "ms"),
@@ -36,8 +37,8 @@ def against_blog(run: Run, peers: Peers) -> Note | None:
         faster = facts["speed"].value >= 1
         if not faster:
             facts["speed"] = ratio(here, constant(ref.gpu_us, "us", f"{key}.gpu_us"))
-        said.append("{gpu} per forward here, {blog_gpu} there: {speed} " + ("faster" if faster else "slower")
-                    + " here than on the A100.")
+        said.append(f"{{gpu}} per forward {on}, {{blog_gpu}} on the A100: {{speed}} "
+                    + ("faster" if faster else "slower") + ".")
     inplace = peers.get("naive_inplace")
     blog_inplace = BLOG.results["naive_inplace"].gpu_us
     if run.variant == "sdpa_math" and inplace and inplace.gpu_ms and ref.gpu_us:
@@ -45,7 +46,7 @@ def against_blog(run: Run, peers: Peers) -> Note | None:
                                 measured(inplace, "timing.median_ms", "ms", "peers[naive_inplace]")),
                   "there": ratio(constant(ref.gpu_us, "us", f"{key}.gpu_us"),
                                  constant(blog_inplace, "us", "blog.results[naive_inplace].gpu_us"))}
-        said.append("Math is {here} slower than in-place naive here, {there} on the A100.")
+        said.append(f"Math is {{here}} slower than in-place naive {on}, {{there}} on the A100.")
     if not said:
         return None
     cc, there = run.environment.compute_capability, BLOG.compute_capability
@@ -54,8 +55,8 @@ def against_blog(run: Run, peers: Peers) -> Note | None:
                 evidence=[f"the post's lesson there: {ref.finding}",
                           f"the blog: {BLOG.title}, on one {BLOG.device_name}; {BLOG.method}",
                           f"the A100's kernels: {', '.join(ref.kernels)}",
-                          f"compute capability {cc[0]}.{cc[1]} here, {there[0]}.{there[1]} there: kernel lists and "
-                          "ratios carry over between GPUs better than times"])
+                          f"compute capability {cc[0]}.{cc[1]} {on}, {there[0]}.{there[1]} on the A100: kernel lists "
+                          "and ratios carry over between GPUs better than times"])
 
 
 def kernel_generation(run: Run, peers: Peers) -> Note | None:
@@ -69,13 +70,14 @@ def kernel_generation(run: Run, peers: Peers) -> Note | None:
     ffma = [k for k in older if instruction(k) == "ffma"]
     tensor = [k for k in older if k not in ffma]
     facts = {"share": total_share(run, older)}
-    names = {"sm": sm, "kernel": text.kernel(max(older, key=lambda k: k.share), 40)}
+    names = {"sm": sm, "kernel": text.kernel(max(older, key=lambda k: k.share), 40),
+             "on": text.on_device(run.environment)}
     if tensor:
         design = " (mma.sync, cp.async)" if run.workload.dtype in ("fp16", "bf16") else ""
-        body = ("{kernel} is an Ampere-design kernel" + design + ", compiled for {sm} too: it runs here without "
+        body = ("{kernel} is an Ampere-design kernel" + design + ", compiled for {sm} too: it runs {on} without "
                 "Hopper's wgmma and TMA, which kernels written for {sm} use. Such kernels run {share} of this forward.")
     else:
-        body = ("Its GEMMs are Ampere-design kernels (sm80 in the name) doing FFMA on FP32 CUDA cores: here the "
+        body = ("Its GEMMs are Ampere-design kernels (sm80 in the name) doing FFMA on FP32 CUDA cores: {on} the "
                 "limit is FP32 throughput, not the generation; TF32 or 16-bit inputs are the cure, not {sm} kernels.")
     return note("kernel_generation", "reference", "Ampere-design kernels on {sm}", body + _unlike_blog(run),
                 weight=0.12 * facts["share"].value if tensor else 0.05, facts=facts, names=names, kernels=older,
@@ -94,10 +96,11 @@ def nvjet_gemms(run: Run, peers: Peers) -> Note | None:
         return None
     facts = {"share": total_share(run, nvjet)}
     return note("nvjet_gemms", "reference", "cuBLAS picked its nvjet GEMMs, not the A100's",
-                "nvjet is cuBLAS's GEMM family for Hopper and newer ({sm} in the name here), launched with "
+                "nvjet is cuBLAS's GEMM family for Hopper and newer ({sm} in the names {on}), launched with "
                 "cuLaunchKernelEx: same matmuls as on the A100, other kernel names, {share} of the forward."
                 + _unlike_blog(run),
-                weight=0.02, facts=facts, names={"sm": sm_in_name(nvjet[0]) or "its architecture"}, kernels=nvjet,
+                weight=0.02, facts=facts, names={"sm": sm_in_name(nvjet[0]) or "its architecture",
+                                                 "on": text.on_device(run.environment)}, kernels=nvjet,
                 evidence=[text.kernel_line(k) for k in nvjet])
 
 
@@ -117,10 +120,11 @@ def ranking_vs_blog(run: Run, peers: Peers) -> Note | None:
     else:
         reason = "The kernels' names do not show why; the cause is not known from these traces."
     return note("ranking_vs_blog", "reference",
-                f"{label(run)} ranks #{here.index(run.variant) + 1} of {len(here)} here, "
-                f"#{there.index(run.variant) + 1} on the blog's A100",
+                f"{label(run)} ranks #{here.index(run.variant) + 1} of {len(here)} {text.on_device(run.environment)},"
+                f" #{there.index(run.variant) + 1} on the blog's A100",
                 "On the A100 FlashAttention-2 won. " + reason,
                 weight=0.15,
-                evidence=["GPU here, fastest first: " + " < ".join(f"{k} {text.ms(fused[k].gpu_ms)}" for k in here),
+                evidence=[f"{text.machine(run.environment)}, fastest first: "
+                          + " < ".join(f"{k} {text.ms(fused[k].gpu_ms)}" for k in here),
                           "A100, fastest first: " + " < ".join(f"{k} {text.us(BLOG.results[k].gpu_us)}" for k in there)]
                 + [text.kernel_line(main[k]) for k in here])

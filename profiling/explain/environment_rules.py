@@ -44,7 +44,7 @@ def refusal(run: Run) -> tuple[str, str, str]:
     if "cpu kernel" in said:
         return ("no CPU kernel", "Memory-efficient and cuDNN attention are CUDA kernels; on a CPU SDPA has its CPU "
                 "flash kernel and math.", quoted)
-    return "not supported here", "Pinned, SDPA does not fall back to another backend.", quoted
+    return "not supported", "Pinned, SDPA does not fall back to another backend.", quoted
 
 
 def pinned_refused(run: Run, peers: Peers) -> Note | None:
@@ -54,7 +54,8 @@ def pinned_refused(run: Run, peers: Peers) -> Note | None:
     why, cause, quoted = refusal(run)
     backend = pinned(run)
     reasons = dispatch.refusal_reasons(backend, run.pytorch_warnings) if backend else []
-    return note("pinned_refused", "environment", f"{label(run)} cannot run here: {why}", cause, weight=1.0,
+    return note("pinned_refused", "environment", f"{label(run)} cannot run {text.on_device(run.environment)}: {why}",
+                cause, weight=1.0,
                 evidence=[f"PyTorch: {r}" for r in reasons] or [f"PyTorch: {quoted}"])
 
 
@@ -107,12 +108,12 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
         best = min(faster, key=lambda p: p.gpu_ms)
         facts = {"ratio": ratio(measured(run, "timing.median_ms", "ms"),
                                 measured(best, "timing.median_ms", "ms", f"peers[{best.variant}]"))}
-        result += f" It is not the fastest here: {label(best)} is {{ratio}} faster."
+        result += f" It is not the fastest {text.on_device(env)}: {label(best)} is {{ratio}} faster."
         weight = 0.45
-    title = f"Auto ran {chosen}, " + ("first in SDPA's order here" if not skipped else
+    title = f"Auto ran {chosen}, " + (f"first in SDPA's order {text.on_device(env)}" if not skipped else
                                         f"the first of {' → '.join(order)} to accept this input")
     return note("auto_choice", "environment", title,
-                f"SDPA tries {order[0]} first here: {priority.rule}." + result,
+                f"SDPA tries {order[0]} first {text.on_device(env)}: {priority.rule}." + result,
                 weight=weight, facts=facts, ops=[sdpa_op(run).name] if sdpa_op(run) else [], evidence=evidence,
                 links=[dispatch.SOURCE + " (priority_order, check_prefer_cudnn_attention)"])
 

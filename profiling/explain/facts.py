@@ -13,6 +13,7 @@ from attention_variants import VARIANTS, Guess, Variant, guess_for
 from .. import dispatch, text
 from ..reference import BLOG
 from ..results import HostOp, Kernel, Launch, Note, Quantity, Run
+from ..sweep import log_slope
 
 Peers = dict[str, Run]  # variant key -> an ok run of the same workload in the same environment
 Rule = Callable[[Run, Peers], Note | None]
@@ -24,9 +25,10 @@ def variant(run: Run) -> Variant | None:
     return VARIANTS.get(run.variant)
 
 
-def label(run: Run) -> str:
-    v = variant(run)
-    return v.label if v else run.variant
+def label(run: Run | str) -> str:
+    """The variant's label, of a run or of a variant's key."""
+    key = run if isinstance(run, str) else run.variant
+    return VARIANTS[key].label if key in VARIANTS else key
 
 
 def guess(run: Run) -> Guess | None:
@@ -134,6 +136,13 @@ def difference(a: Quantity, b: Quantity) -> Quantity:
 def scaled(q: Quantity, factor: float, unit: str) -> Quantity:
     """The same figure in another unit: scaled(gpu_ms, 1000, "us")."""
     return Quantity(q.value * factor, unit, f"product({q.source}, {factor:g})")
+
+
+def fit(pairs: Iterable[tuple[Quantity, Quantity]]) -> Quantity:
+    """The exponent k of y ∝ S^k that fits (S, y) pairs best: how a sweep's time or memory grows."""
+    pairs = list(pairs)
+    return Quantity(log_slope([s.value for s, _ in pairs], [y.value for _, y in pairs]), "power",
+                    f"fit({', '.join(f'{s.source}, {y.source}' for s, y in pairs)})")
 
 
 def constant(value: float, unit: str, source: str) -> Quantity:
@@ -248,6 +257,7 @@ def unpredicted_rows(run: Run) -> float:
 
 _FUNCTIONS = {"sum": lambda *xs: sum(xs), "ratio": lambda a, b: a / b, "diff": lambda a, b: a - b,
               "product": lambda a, b: a * b, "rows": lambda run: float(len(run.kernels)),
+              "fit": lambda *sy: log_slope(sy[0::2], sy[1::2]),
               "unpredicted_rows": unpredicted_rows,
               "occupancy_pct": occupancy_pct, "occupancy_blocks": occupancy_blocks}
 

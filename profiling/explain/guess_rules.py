@@ -425,7 +425,7 @@ def profiled_vs_events(run: Run, peers: Peers) -> Note | None:
     return note("profiled_vs_events", "guess", "Two GPU times: {table} profiled, {events} by CUDA events",
                 "The kernel table adds up the kernels of {forwards} forwards recorded under the profiler; the "
                 "verdict's time is the median of CUDA events around unprofiled calls. They differ by more than "
-                "the spread here: read ratios from one of them, never across.",
+                "the timings' spread: read ratios from one of them, never across.",
                 weight=0.2, facts=facts | {"forwards": measured(run, "profiled_forwards", "count")})
 
 
@@ -475,4 +475,4 @@ def unpredicted_kernels(run: Run, explained: set[str]) -> Note | None:
                              or "a CPU op, by self time")
                           + (" · explained in a note" if u.kernel.name in explained else "")
                           for u in unpredicted]
-                + [f"guessed, did not run: {what}" for what in missing])
+                + [f"guessed, did not run: “{what}”" for what in missing])

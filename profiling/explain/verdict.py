@@ -6,18 +6,24 @@ is the one that bounds a call: the CPU's cost to issue it for a host-bound run, 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import text
 from ..results import Note, Run, Timing
 from .environment_rules import refusal
 from .facts import (ampere_design, guess, instruction, kernels_in, label, main_kernel, measured, note, of_kernel,
                     ratio)
 
+if TYPE_CHECKING:
+    from ..sweep import SweepPoint
 
-def _bounding(run: Run) -> tuple[Timing, str, str]:
-    """The timing that sets the pace of a call, its path in the run, and what it is in words."""
+
+def bounding(run: Run | SweepPoint, device: str | None = None) -> tuple[Timing, str, str]:
+    """The timing that sets the pace of a call, its path in the run, and what it is in words. A sweep's point
+    does not carry its device: give it."""
     if run.bound == "host" and run.host_cost is not None:
         return run.host_cost, "host_cost", "CPU per call, host-bound"
-    what = "GPU, CUDA events" if run.environment.device == "cuda" else "wall time"
+    what = "GPU, CUDA events" if (device or run.environment.device) == "cuda" else "wall time"
     return run.timing, "timing", what
 
 
@@ -45,12 +51,12 @@ def headline(a: Run, b: Run) -> Note:
     failed = [r for r in (a, b) if not r.ok]
     if failed:
         why = {f"why_{i}": refusal(r)[0] for i, r in enumerate(failed)}
-        said = "; ".join(f"{name[id(r)]} could not run here ({{why_{i}}})" for i, r in enumerate(failed))
+        said = "; ".join(f"{name[id(r)]} could not run {_where(r)} ({{why_{i}}})" for i, r in enumerate(failed))
         ok = [r for r in (a, b) if r.ok]
         facts = {"time": measured(ok[0], "timing.median_ms", "ms", "a" if ok[0] is a else "b")} if ok else {}
         rest = f"; {name[id(ok[0])]} ran at {{time}} per forward." if ok else "."
         return note("verdict", "verdict", said + rest, "", weight=1.0, facts=facts, names=why)
-    (ta, pa, wa), (tb, pb, wb) = _bounding(a), _bounding(b)
+    (ta, pa, wa), (tb, pb, wb) = bounding(a), bounding(b)
     facts = {"a": measured(a, f"{pa}.median_ms", "ms", "a"), "b": measured(b, f"{pb}.median_ms", "ms", "b")}
     what = wa if wa == wb else f"{wa} vs {wb}"
     same = a.variant == b.variant
@@ -111,9 +117,9 @@ def ranking_notes(a: Run, b: Run) -> list[Note]:
         return []
     side = {id(a): "a", id(b): "b"}
     notes = []
-    (ta, pa, _), (tb, pb, _) = _bounding(a), _bounding(b)
+    (ta, pa, _), (tb, pb, _) = bounding(a), bounding(b)
     fast, slow = (a, b) if ta.median_ms <= tb.median_ms else (b, a)
-    (tf, pf, _), (ts, ps, _) = _bounding(fast), _bounding(slow)
+    (tf, pf, _), (ts, ps, _) = bounding(fast), bounding(slow)
     if ordered(tf, ts):
         facts = {"ratio": ratio(measured(slow, f"{ps}.median_ms", "ms", side[id(slow)]),
                                 measured(fast, f"{pf}.median_ms", "ms", side[id(fast)]))}
