@@ -65,11 +65,19 @@ def _check(w: Workload, env: Environment) -> str | None:
     return None
 
 
+def _scratch_bytes(w: Workload) -> int:
+    """logsumexp and workspace; for a causal workload, also what building its block mask takes the first time:
+    create_block_mask evaluates the mask at every (q, kv) pair, an S×S int64 index grid and its S×S bools
+    (on the H200 at S=131072 it asked for 128 GiB in one allocation, S²×8 bytes, and ran out of memory)."""
+    mask = 9 * w.seq_len * w.seq_len if w.causal else 0
+    return 2 * w.batch * w.heads * w.seq_len * 4 + 2 * 2**20 + mask
+
+
 FLEX = Variant(
     key="flex",
     label="FlexAttention (compiled)",
     forward=flex_attention,
-    scratch_bytes=lambda w: 2 * w.batch * w.heads * w.seq_len * 4 + 2 * 2**20,  # logsumexp, block mask, workspace
+    scratch_bytes=lambda w: _scratch_bytes(w),
     check=_check,
     fused=True, compiled=True,
 )

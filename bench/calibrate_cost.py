@@ -14,6 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from attention_variants import VARIANTS  # noqa: E402
 from profiling.measurement import _cache, compare  # noqa: E402
 from profiling.workload import Workload, predicted_seconds  # noqa: E402
 
@@ -30,7 +31,7 @@ def main() -> None:
             w = Workload(batch=batch, heads=heads, seq_len=seq_len, head_dim=head_dim, dtype=dtype, device="cpu")
             for a, b in PAIRS:
                 _cache.clear()
-                predicted = predicted_seconds(w, (a, b))
+                predicted = predicted_seconds(w, (VARIANTS[a], VARIANTS[b]))
                 start = time.perf_counter()
                 compare(a, b, w)
                 measured = time.perf_counter() - start

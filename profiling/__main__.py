@@ -11,14 +11,14 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from attention_variants import VARIANTS, guess_for
+from attention_variants import VARIANTS, get_variant, guess_for
 
 from . import reports, scratch
 from .environment import detect
-from .explain import explain
+from .explain import explain, explain_sweep
 from .measurement import compare
 from .results import Comparison
-from .recording import find_recorded, find_recorded_sweep, record, recorded_sweeps, recorded_workloads, recordings
+from .recording import find_recorded, find_recorded_sweep, record, recorded_sweeps, recordings, unrecorded_message
 from .workload import DTYPES, LIMITS, Workload, WorkloadError, check_time_budget, whole_number_from_text
 
 
@@ -97,18 +97,17 @@ def cmd_list(args) -> int:
 def cmd_compare(args) -> int:
     workload = _workload(args)
     json_path = _writable_file("--json", args.json) if args.json else None
+    variants = [get_variant(args.a), get_variant(args.b)]  # unknown keys refused before any work
     if args.source:  # replay: the recorded runs of A and B, explained now like live ones
         if args.source not in recordings():
             raise WorkloadError("--source", args.source, f"choose one of {', '.join(recordings()) or 'none'}")
-        runs = [find_recorded(args.source, key, workload) for key in (args.a, args.b)]
-        if None in runs:
-            held = "; ".join(w.label() for w in recorded_workloads(args.source))
-            raise WorkloadError("--source", args.source, f"has no run of {args.a} and {args.b} at "
-                                f"{workload.label()}; it holds {held}")
-        result = explain(Comparison(*runs))
+        missing = unrecorded_message(args.source, workload, (args.a, args.b))
+        if missing:
+            raise WorkloadError("--source", args.source, missing)
+        result = explain(Comparison(*(find_recorded(args.source, key, workload) for key in (args.a, args.b))))
     else:
         trace_dir = _writable_folder("--trace-dir", args.trace_dir) if args.trace_dir else None
-        check_time_budget(workload, (args.a, args.b))  # also refuses unknown variants, before any work
+        check_time_budget(workload, variants)
         progress = (lambda f, m: print(f"[{100 * f:3.0f}%] {m}", file=sys.stderr)) if args.verbose else None
         result = explain(compare(args.a, args.b, workload, trace_dir=trace_dir,
                                  **({"progress": progress} if progress else {})))
@@ -149,8 +148,7 @@ def cmd_sweep(args) -> int:
     # cell by cell, not DataFrame.map: that needs pandas 2.1, and the GPU machine may have 2.0
     cells = pd.DataFrame([[_cell(v) for v in row] for row in table.itertuples(index=False)], columns=table.columns)
     print(cells.to_string(index=False), "\n")
-    for fact in sweep_mod.facts(result):
-        print(f"- {sweep_mod.describe(fact)}")
+    print(reports.sweep_text(explain_sweep(result)))
     if result.stopped:
         print(f"\nstopped: {result.stopped}")
     if json_path:

@@ -1,6 +1,6 @@
 """Figures of a sweep and of one forward's timeline (matplotlib). Renders only; never measures.
 
-Sized for a 760 px wide column: 7.6 in at 100 dpi, no text under 9 pt (12.5 px). `dark=True` draws
+Sized for a 760 px wide column as reports' chart is (reports.WIDTH_IN: a 700 px PNG), no text under 9 pt (12.5 px). `dark=True` draws
 the same figure for a dark page.
 """
 from __future__ import annotations
@@ -120,7 +120,7 @@ def _memory_line(result: sweep_mod.Sweep) -> tuple[float | None, str]:
 
 # -- one forward's timeline -------------------------------------------------------------------------
 _LABEL_PX = 8.0      # width of one 9-pt character, with a margin
-_AXES_PX = 520       # the lanes' width at 760 px, less the lane labels
+_AXES_PX = 470       # the lanes' width in the 700 px figure, less the lane labels
 
 
 def timeline_figure(a: Timeline, b: Timeline, *, dark: bool = False) -> Figure:

@@ -30,7 +30,8 @@ from .dispatch import clean_warning, refusals
 from .environment import Environment, detect
 from .results import Accuracy, Comparison, Run, Timing
 from .workload import (REFERENCE_CHUNK_BYTES, Inputs, Workload, WorkloadError, accuracy_rows, check_fits,
-                       check_time_budget, forward_bytes, measure_bytes, memory_budget_bytes)
+                       check_time_budget, compile_estimate_s, forward_bytes, measure_bytes, memory_budget_bytes,
+                       note_compile_s)
 
 Progress = Callable[[float, str], None]
 WARMUP_CALLS = 3              # as in the blog
@@ -45,6 +46,8 @@ SETTLED_SPREAD = 0.10         # a CPU timing has settled when its quartiles are 
 HOST_FIGURES_BUDGET_S = 0.02  # back-to-back and host cost: this long each, 20 to 300 calls
 HOST_COST_CALLS = (20, 300)
 QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well under CUDA's queue depth
+LONG_CALL_S = 1e-3           # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls
+                             # (workload._LONG_TIMED_CALLS prices what it takes)
 HOST_CALL_MAX_S = 5e-4        # no variant here takes the host longer than this to issue (math: ~0.16 ms)
 HOST_BOUND = 1.10             # back-to-back per call over GPU time by more than this: the host sets the pace
 PIN_CALLS = 200
@@ -92,6 +95,20 @@ def _compiled_before() -> bool:
     """Has torch.compile produced a graph in this process? (Read without importing dynamo.)"""
     utils = sys.modules.get("torch._dynamo.utils")
     return bool(utils and utils.counters["stats"]["unique_graphs"])
+
+
+# -- compiling: a compiled variant's first call that compiled is the estimate for the next one ------------
+COMPILED_FIRST_CALL = (5.0, 0.5)  # a compiled variant's first call over 5 warm calls + 0.5 s long: it compiled
+_compiled: set[tuple[str, Workload]] = set()    # (variant key, workload) compiled in this process
+
+
+def _note_compile(variant: Variant, workload: Workload, first_call_s: float, warm_call_s: float) -> None:
+    """After a compiled variant's first call: its workload is compiled, and a first call that compiled (much
+    slower than a warm one) is what `workload.compile_estimate_s` gives from now on."""
+    _compiled.add((variant.key, workload))
+    calls, extra_s = COMPILED_FIRST_CALL
+    if first_call_s > calls * warm_call_s + extra_s:
+        note_compile_s(workload.device, first_call_s)
 
 
 class Stopped(Exception):
@@ -194,14 +211,15 @@ def _time_gpu(call: Callable[[], torch.Tensor], estimate_s: float) -> Timing:
     microseconds is timed in groups of calls (each sample is a group's mean): an event pair costs about
     as much as such a kernel and would otherwise be most of what it measures."""
     probe_start, probe_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    probes = 10 if estimate_s < LONG_CALL_S else 2  # a forward of a millisecond or more: two tell its length
     torch.cuda.synchronize()
-    _park_gpu(0.002 + 10 * estimate_s)
+    _park_gpu(0.002 + probes * min(estimate_s, HOST_CALL_MAX_S))
     probe_start.record()
-    for _ in range(10):
+    for _ in range(probes):
         call()
     probe_end.record()
     torch.cuda.synchronize()
-    per_call_s = max(probe_start.elapsed_time(probe_end) / 10 / 1000.0, 1e-7)
+    per_call_s = max(probe_start.elapsed_time(probe_end) / probes / 1000.0, 1e-7)
     group = int(min(GROUP_MAX, max(1, GROUP_S // per_call_s)))
     samples = int(min(MAX_SAMPLES, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * per_call_s))))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
@@ -250,7 +268,7 @@ def _time_cpu(subjects: list["_Subject"], deadline: float | None) -> None:
 def _calls(per_call_s: float, wanted: float) -> int:
     """How many calls a host figure takes: what the budget allows, within HOST_COST_CALLS; a call of a
     millisecond or more is GPU-bound beyond doubt, and a few of them settle it."""
-    least = HOST_COST_CALLS[0] if per_call_s < 1e-3 else 8
+    least = HOST_COST_CALLS[0] if per_call_s < LONG_CALL_S else 8
     return int(min(HOST_COST_CALLS[1], max(least, wanted)))
 
 
@@ -279,7 +297,8 @@ def _host_figures(subjects: list["_Subject"]) -> None:
             loop, calls, host_guess_s = plans[id(s)]
             loop, calls = max(2, loop // HOST_ROUNDS), max(2, calls // HOST_ROUNDS)
             with s.variant.pin():  # entered outside every timed call
-                for _ in range(3):  # settle after whatever ran before (another variant, a profiler teardown)
+                # settle after whatever ran before (another variant, a profiler teardown): a long call settles in one
+                for _ in range(3 if s.run.timing.median_ms < LONG_CALL_S * 1000 else 1):
                     s.call()
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
@@ -404,8 +423,10 @@ class _Subject:
         return self.run.status == "ok"
 
 
-def _prepare(subject: _Subject, progress: Progress) -> None:
-    """Refuse what cannot run or fit, then the first call (PyTorch's refusals, compilation) and warm-up."""
+def _prepare(subject: _Subject, progress: Progress, budget_s: float | None = None, first: bool = True) -> None:
+    """Refuse what cannot run or fit (or, given the request's budget left, what would take longer: refused when
+    it is the `first` variant, else stopped before it starts), then the first call (PyTorch's refusals,
+    compilation) and warm-up."""
     variant, run = subject.variant, subject.run
     workload, env = run.workload, run.environment
     reason = variant.supports(workload, env)
@@ -417,12 +438,23 @@ def _prepare(subject: _Subject, progress: Progress) -> None:
     needed = measure_bytes(workload, variant.scratch_bytes(workload), inputs_ready=ready,
                            reference_ready=reference_ready)
     check_fits(workload, needed, memory_budget_bytes(workload.device), f"{variant.key} at {workload.label()}")
-    check_time_budget(workload, [variant], reference_ready=reference_ready)
+    if budget_s is not None:
+        try:
+            check_time_budget(workload, [variant], reference_ready=reference_ready, budget_s=budget_s)
+        except WorkloadError as error:
+            if first:  # nothing measured yet: the request is refused before anything runs
+                raise
+            run.status, run.reason = "stopped", f"not started: {error.limit}"  # keeps what was measured
+            return
     device = workload.device
     run.compiled_before = _compiled_before()
     inputs = _cache.get(workload).inputs
     subject.call = lambda: variant.forward(inputs)
-    progress(0.0, f"{variant.key}: warm-up" + (" (compiling)" if variant.compiled else ""))
+    if variant.compiled and (variant.key, workload) not in _compiled:
+        seconds, basis = compile_estimate_s(device)
+        progress(0.0, f"{variant.key}: compiling (first call; estimated ~{seconds:.0f} s, {basis})")
+    else:
+        progress(0.0, f"{variant.key}: warm-up" + (" (compiled before in this process)" if variant.compiled else ""))
     with variant.pin():
         t0 = time.perf_counter()
         subject.out, run.pytorch_warnings, error = _first_call(subject.call)
@@ -437,6 +469,8 @@ def _prepare(subject: _Subject, progress: Progress) -> None:
             subject.call()
         _sync(device)
     subject.estimate_s = (time.perf_counter() - t0) / max(1, WARMUP_CALLS - 1)
+    if variant.compiled:
+        _note_compile(variant, workload, run.first_call_ms / 1000.0, subject.estimate_s)
 
 
 def _finish(subject: _Subject, trace_dir: str | Path | None, progress: Progress) -> None:
@@ -512,7 +546,9 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
                                         f"request's time budget of {budget_s:.0f} s")
 
         for i, s in enumerate(subjects):
-            _guarded(s, lambda s=s, i=i: _prepare(s, step_progress(i, "prepare")))
+            left_s = deadline - time.perf_counter() if deadline else None
+            if left_s is None or left_s > 0:
+                _guarded(s, lambda s=s, i=i: _prepare(s, step_progress(i, "prepare"), left_s, first=i == 0))
             check_time()
         going = [s for s in subjects if s.going]
         mark = other_work.mark()

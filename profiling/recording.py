@@ -6,9 +6,11 @@ import dataclasses
 import functools
 import gzip
 import json
+import math
 import shutil
 from pathlib import Path
 
+from . import text
 from .results import Run
 from .trace import load_trace, summarize_trace
 from .workload import Workload, forward_bytes
@@ -103,6 +105,47 @@ def find_recorded(name: str, variant: str, workload: Workload) -> Run | None:
         if run.variant == variant and _problem(run.workload) == wanted:
             return copy.deepcopy(run)
     return None
+
+
+def _held(name: str) -> dict[Workload, set[str]]:
+    """The problems the recording `name` holds, in recording order, each with the variants run on it."""
+    held: dict[Workload, set[str]] = {}
+    for run in recorded_runs(name):
+        held.setdefault(_problem(run.workload), set()).add(run.variant)
+    return held
+
+
+def _log2_distance(a: Workload, b: Workload) -> float:
+    return sum(abs(math.log2(getattr(a, f) / getattr(b, f))) for f in ("seq_len", "batch", "heads", "head_dim"))
+
+
+def nearest_recorded(name: str, workload: Workload, variants=(), n: int = 3) -> list[Workload]:
+    """The `n` workloads of the recording `name` closest to `workload`'s problem, best first: those holding a
+    run of every one of `variants` (keys) before the others, then the fewest fields that differ, then the
+    smallest sum of |log2| ratios of S, B, H and D (S=2048 is as near 1024 as 4096 is), then recording order."""
+    wanted, held = _problem(workload), _held(name)
+    fields = [f.name for f in dataclasses.fields(Workload)]
+
+    def distance(problem: Workload) -> tuple:
+        differing = sum(getattr(problem, f) != getattr(wanted, f) for f in fields)
+        return not set(variants) <= held[problem], differing, _log2_distance(problem, wanted)
+
+    return sorted(held, key=distance)[:n]
+
+
+def unrecorded_message(name: str, workload: Workload, variants=()) -> str | None:
+    """None when the recording `name` holds a run of every one of `variants` (keys) on `workload`'s problem
+    (with none given: any run of it); else what is missing and the nearest recorded workloads, in words."""
+    wanted = _problem(workload)
+    held = _held(name).get(wanted)
+    missing = [v for v in variants if v not in (held or ())]
+    if held is not None and not missing:
+        return None
+    gpu = text.machine(recorded_runs(name)[0].environment)
+    what = workload.words() if held is None else f"{' or '.join(missing)} on {workload.words()}"
+    nearest = [w.words() for w in nearest_recorded(name, workload, variants, n=4) if w != wanted][:3]
+    said = f"The {gpu} recording has no run of {what}."
+    return f"{said} Nearest recorded: {'; '.join(nearest)}." if nearest else said
 
 
 # -- recorded sweeps ----------------------------------------------------------------------------

@@ -5,8 +5,8 @@ short names, no trace). A point whose memory estimate does not fit is refused be
 is allocated and kept as data (needed vs available bytes); a real out-of-memory comes back from
 `measure` as an error. A variant stops at its first point that does not fit or runs out of
 memory: longer sequences would only need more. The facts about the curves (fitted exponents,
-a crossover, where each variant stops fitting, a bound change, a kernel switch) are data here;
-`describe` turns them into sentences.
+a crossover, where each variant stops fitting, a bound change, a kernel switch) are data;
+`profiling.explain.sweep_notes` words them.
 """
 from __future__ import annotations
 
@@ -289,9 +289,13 @@ def sweep_variants(keys: list[str], base: Workload, seq_lens: Iterable[int] | st
                                       f"{max(0.0, budget_s - spent):.0f} s of {budget_s:.0f} s left")
                     return result
             point = _measure_point(measure, variant, workload, env,
-                                   lambda f, m: progress((done + f) / total, f"S={s} · {m}"))
+                                   lambda f, m: progress((done + f) / total, f"S={s} · {m}"),
+                                   None if budget_s is None else budget_s - spent)
             result.points.append(point)
             done += 1
+            if point.status == "stopped":  # it ran past what was left of the budget: stopped cleanly
+                result.stopped = f"time budget: {budget_s:.0f} s spent during {variant.key} at S={s}"
+                return result
             if point.stops:
                 stopped.add(variant.key)
         if i == 0:  # the first length measured: predict the whole sweep and say so up front
@@ -305,7 +309,9 @@ def sweep_variants(keys: list[str], base: Workload, seq_lens: Iterable[int] | st
 
 
 def _measure_point(measure, variant: Variant, workload: Workload, env: Environment,
-                   progress: Progress) -> SweepPoint:
+                   progress: Progress, budget_s: float | None = None) -> SweepPoint:
+    """One point: refused before allocating when it does not fit; else measured within `budget_s` (what is left
+    of the sweep's), refused up front when predicted to take longer."""
     budget = memory_budget_bytes(workload.device)
     needed = needed_bytes(variant, workload)
     if needed > budget:  # refused here, before measure() allocates anything
@@ -318,7 +324,7 @@ def _measure_point(measure, variant: Variant, workload: Workload, env: Environme
                           reference_bytes=reference)
     t0 = time.perf_counter()
     try:
-        run = measure(variant, workload, env=env, progress=progress)
+        run = measure(variant, workload, env=env, progress=progress, budget_s=budget_s)
     except WorkloadError as error:  # measure's own checks: less memory free than a moment ago, the time budget
         memory = "GiB" in error.limit
         return SweepPoint(variant.key, workload.seq_len, "does not fit" if memory else "refused", reason=error.limit,
@@ -344,10 +350,15 @@ QUANTITIES = {"time": lambda p: p.gpu_ms, "memory": lambda p: p.peak_extra_bytes
 
 def fit_exponent(points: list[SweepPoint], quantity: str = "time") -> float | None:
     """Least-squares slope of log(quantity) against log(S) over the points that ran; None under 2."""
-    xy = [(math.log(p.seq_len), math.log(v)) for p in points
-          if p.ok and (v := QUANTITIES[quantity](p)) is not None and v > 0]
+    xy = [(p.seq_len, v) for p in points if p.ok and (v := QUANTITIES[quantity](p)) is not None and v > 0]
     if len({x for x, _ in xy}) < 2:
         return None
+    return log_slope([x for x, _ in xy], [y for _, y in xy])
+
+
+def log_slope(xs: Iterable[float], ys: Iterable[float]) -> float:
+    """The exponent k of y ∝ x^k that fits the pairs best (least squares on log–log axes)."""
+    xy = [(math.log(x), math.log(y)) for x, y in zip(xs, ys)]
     mean_x = sum(x for x, _ in xy) / len(xy)
     mean_y = sum(y for _, y in xy) / len(xy)
     return (sum((x - mean_x) * (y - mean_y) for x, y in xy)
@@ -416,8 +427,8 @@ class KernelChange:
     s_after: int
     kernels_before: float | None
     kernels_after: float | None
-    added: list[str]
-    removed: list[str]
+    added: dict[str, float]             # short name -> calls per forward after, where more than before
+    removed: dict[str, float]           # short name -> calls per forward before, where more than after
     backend_before: str | None = None
     backend_after: str | None = None
     step_exponent: float | None = None  # time's local slope across the step
@@ -517,7 +528,7 @@ def kernel_changes(result: Sweep) -> list[KernelChange]:
                 step = math.log(after.gpu_ms / before.gpu_ms) / math.log(after.seq_len / before.seq_len)
             facts.append(KernelChange(
                 variant, before.seq_len, after.seq_len, before.kernels_per_forward, after.kernels_per_forward,
-                added=_describe_diff(names_after, names_before), removed=_describe_diff(names_before, names_after),
+                added=_more_calls(names_after, names_before), removed=_more_calls(names_before, names_after),
                 backend_before=before.backend, backend_after=after.backend, step_exponent=step))
     return facts
 
@@ -529,73 +540,15 @@ def _counts(point: SweepPoint) -> dict[str, float]:
     return counts
 
 
-def _describe_diff(these: dict[str, float], others: dict[str, float]) -> list[str]:
-    """Kernels in `these` that are new, or launched more often, than in `others`: 'where_kernel ×3'."""
-    out = []
-    for name, calls in these.items():
-        if calls > others.get(name, 0.0):
-            out.append(name if name not in others and calls == 1 else f"{name} ×{calls:g}")
-    return out
+def _more_calls(these: dict[str, float], others: dict[str, float]) -> dict[str, float]:
+    """The kernels of `these` that are new, or launched more often, than in `others`, with their calls."""
+    return {name: calls for name, calls in these.items() if calls > others.get(name, 0.0)}
 
 
 def facts(result: Sweep) -> list:
     """Everything the curves say, as data: slopes, crossovers, stops, bound changes, kernel changes."""
     return [*slopes(result), *crossovers(result), *stops_fitting(result), *bound_changes(result),
             *kernel_changes(result)]
-
-
-# -- words (to move into the explainer's text module) ----------------------------------------------
-def _gib(n_bytes: int | None) -> str:
-    return "?" if n_bytes is None else f"{n_bytes / 2**30:.1f} GiB"
-
-
-def describe(fact) -> str:
-    """One sentence (≤ 40 words) for one fact, true of the points it came from."""
-    if isinstance(fact, Slope):
-        what = "time per forward" if fact.quantity == "time" else "peak memory"
-        verdict = "as expected" if fact.as_expected else f"expected S^{fact.expected:.0f}"
-        text = (f"{fact.variant}: {what} grows as S^{fact.exponent:.2f} over S={fact.s_from}–{fact.s_to} "
-                f"({verdict}")
-        if fact.quantity == "memory" and fact.as_expected:
-            text += "; the S×S scores go through memory" if fact.expected == 2 else "; no S×S scores are stored"
-        text += ")."
-        if fact.whole_range_exponent is not None and fact.whole_range_exponent < fact.exponent - 0.25:
-            fixed = "a fixed cost per call" if fact.quantity == "time" else "a fixed workspace"
-            text += f" Over the whole range S^{fact.whole_range_exponent:.2f}: {fixed} hides short S."
-        return text
-    if isinstance(fact, Crossover):
-        return (f"{fact.faster_after} overtakes {fact.faster_before} near S={fact.seq_len:,.0f}: "
-                f"{fact.ratio_before:.2f}x slower at S={fact.s_before}, {fact.ratio_after:.2f}x faster "
-                f"at S={fact.s_after}; between them {fact.faster_before} grows as S^{fact.exponent_overtaken:.1f}, "
-                f"{fact.faster_after} as S^{fact.exponent_overtaking:.1f}.")
-    if isinstance(fact, StopsFitting):
-        if fact.stopped_by_reference:
-            why = (f"alone it needs {_gib(fact.own_bytes)}, but the fp64 accuracy reference brings it to "
-                   f"{_gib(fact.needed_bytes)}, {_gib(fact.available_bytes)} free")
-        elif fact.status == "does not fit":
-            why = f"needs {_gib(fact.needed_bytes)}, {_gib(fact.available_bytes)} free"
-        elif fact.status == "refused":
-            why = " ".join((fact.reason or "refused").split(";")[0].split()[:20])
-        else:
-            why = "ran out of memory"
-        last = f"; the longest that ran is S={fact.last_ran}" if fact.last_ran else ""
-        return f"{fact.variant} stops at S={fact.seq_len}: {why}{last}."
-    if isinstance(fact, BoundChange):
-        return (f"{fact.variant}: back-to-back calls wait on the host up to S={fact.last_host} "
-                f"and on the GPU from S={fact.first_gpu}.")
-    if isinstance(fact, KernelChange):
-        changes = []
-        if fact.backend_before != fact.backend_after:
-            changes.append(f"backend {fact.backend_before} → {fact.backend_after}")
-        if fact.added:
-            changes.append("adds " + ", ".join(fact.added[:3]))
-        if fact.removed:
-            changes.append("drops " + ", ".join(fact.removed[:3]))
-        kernels = ""
-        if fact.kernels_before is not None and fact.kernels_after is not None:
-            kernels = f" ({fact.kernels_before:g} → {fact.kernels_after:g} kernels/forward)"
-        return f"{fact.variant} from S={fact.s_before} to {fact.s_after}{kernels}: {'; '.join(changes)}."
-    raise TypeError(f"no words for {type(fact).__name__}")
 
 
 # -- recording on a GPU ---------------------------------------------------------------------------

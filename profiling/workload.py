@@ -158,6 +158,13 @@ class Workload:
         shape = "x".join(map(str, self.shape))
         return f"{shape} {self.dtype}{' causal' if self.causal else ''} (rank {self.rank}, {self.device})"
 
+    def words(self) -> str:
+        """The problem as a sentence names it: 'B=8, H=16, S=1024, D=64, bf16, causal' (rank 3 said, 4 not;
+        no device: a recording's GPU and a live CPU hold the same problem)."""
+        rank = ", rank 3" if self.rank == 3 else ""
+        return (f"B={self.batch}, H={self.heads}, S={self.seq_len}, D={self.head_dim}, {self.dtype}, "
+                f"{'causal' if self.causal else 'not causal'}{rank}")
+
     # -- inputs ---------------------------------------------------------------------------
     def make_inputs(self) -> "Inputs":
         """Seeded q, k, v (never zeros: zeros hide bugs and run faster) and the mask, built once."""
@@ -265,8 +272,8 @@ def check_fits(workload: Workload, estimated_bytes: int, budget_bytes: int, what
 # predicted before it starts: per forward, GEMM FLOPs at a rate by dtype plus the elementwise passes over
 # the S×S scores (a materialising variant's real cost at small head dims), times the calls `measure` makes;
 # plus the fp64 reference and the naive check once per workload.
-LIVE_BUDGET_S = {"cpu": 60.0, "cuda": 90.0}
-_L4_BF16_TFLOPS = 121.0  # the datasheet peak of the GPU the cuda figures below were set for  # cuda: ZeroGPU grants the GPU function 120 s in all
+LIVE_BUDGET_S = {"cpu": 60.0, "cuda": 90.0}  # cuda: ZeroGPU grants the GPU function 120 s in all
+_L4_BF16_TFLOPS = 121.0  # the datasheet peak of the GPU the cuda figures below were set for
 
 
 @dataclass(frozen=True)
@@ -280,7 +287,7 @@ class DeviceCost:
     fp64_score_s: float
     per_measure_s: float                 # profiler session, trace export and parse, accuracy differences
     per_comparison_s: float              # first-call costs of a process (CUPTI's start on a GPU)
-    compile_s: float                     # torch.compile of flex for a new shape
+    compile_s: float                     # flex's first torch.compile in a process (a later shape's takes less)
 
 
 # CPU: measured on this project's 2-core AMD EPYC (shared with other work), torch 2.14; bench/calibrate_cost.py
@@ -288,26 +295,34 @@ class DeviceCost:
 # 16-bit matmul on this CPU: 5-20x slower than fp32); one naive forward's elementwise passes cost 15-40 ns per
 # score element in fp32 and 30-95 in 16-bit, SDPA math's 30-75 whatever the dtype (it computes in fp32); CPU
 # flash 6-20 GFLOP/s, slower per element at small head dims; the measurement makes ~10 calls of a slow forward.
+# flex's first compile in a process took 30 s with inductor's disk cache cold, 20 s with it warm, ~35 s under
+# load (an earlier report), each new shape after it 8-9 s: compile_s is that 35 (it was 30, under what was seen).
 # Rates sit between the middle and the slow end of what was seen, so the prediction errs long: whole
 # comparisons took 0.2-0.6x the prediction on a quiet machine, up to ~1.1x while other jobs shared its cores.
-# GPU: not calibrated here; the figures of an L4-class GPU (the slowest the Space is suggested on), with the
-# GPU's first profiler session (~4 s, DESIGN.md) and flex's first compile (7.4 s on the H200) on top.
+# GPU: the figures of an L4-class GPU (the slowest the Space is suggested on), scaled to this GPU by datasheet
+# peaks (_device_cost), with the GPU's first profiler session (~4 s, DESIGN.md) and flex's first compile (7.4 s
+# on the H200) on top. The fused rate is half the slowest fused kernel measured on the H200 (efficient, 132-181
+# TFLOP/s at S >= 8192 in the recorded sweeps), scaled back to the L4: 8e12 (it was 5e12, 5x under the H200's);
+# its per-score cost is 0.01e-9 (it was 0.02e-9, which alone priced efficient at 8x16x32768x64 above what it
+# measured). The rest are set, not measured, and err long.
 COSTS = {
     "cpu": DeviceCost(gemm_flops_per_s={"fp32": 25e9, "bf16": 1.5e9, "fp16": 1.5e9}, fused_flops_per_s=15e9,
                       fused_score_s=15e-9, score_s={"fp32": 30e-9, "bf16": 60e-9, "fp16": 80e-9}, math_score_s=60e-9,
                       fp64_flops_per_s=5e9, fp64_score_s=40e-9, per_measure_s=0.3, per_comparison_s=1.0,
-                      compile_s=30.0),
-    "cuda": DeviceCost(gemm_flops_per_s={"fp32": 10e12, "bf16": 50e12, "fp16": 50e12}, fused_flops_per_s=5e12,
-                       fused_score_s=0.02e-9,                       score_s={"fp32": 0.3e-9, "bf16": 0.15e-9, "fp16": 0.15e-9}, math_score_s=0.4e-9,
-                       fp64_flops_per_s=0.4e12, fp64_score_s=1e-9, per_measure_s=1.0, per_comparison_s=6.0,
-                       compile_s=15.0),
+                      compile_s=35.0),
+    "cuda": DeviceCost(gemm_flops_per_s={"fp32": 10e12, "bf16": 50e12, "fp16": 50e12}, fused_flops_per_s=8e12,
+                       fused_score_s=0.01e-9, score_s={"fp32": 0.3e-9, "bf16": 0.15e-9, "fp16": 0.15e-9},
+                       math_score_s=0.4e-9, fp64_flops_per_s=0.4e12, fp64_score_s=1e-9, per_measure_s=1.0,
+                       per_comparison_s=6.0, compile_s=15.0),
 }
 # What `measure` calls: the first call and 2 warm-up calls, 4 under the profiler (which slows them, ~1.2x),
 # and timed ones: on a CPU at least 20 interleaved rounds, more while the spread is wide (the pair's 1 s
 # budget, half each); on a GPU at least 8 event samples, and the host figures' back-to-back and parked
-# calls (20 each at least, or 8 each for a call of a millisecond or more).
+# calls (20 each at least); a GPU forward of a millisecond or more: 2 probes, 8 samples and 4 host rounds of
+# 1 settling, 2 back-to-back and 2 parked calls (measurement.LONG_CALL_S).
 _UNTIMED_CALLS = 3 + 4 * 1.2
 _MIN_TIMED_CALLS = {"cpu": 20, "cuda": 48}
+_LONG_CALL_S, _LONG_TIMED_CALLS = 1e-3, {"cpu": 20, "cuda": 30}
 _TIMING_S = {"cpu": 0.5, "cuda": 0.1}
 
 
@@ -326,8 +341,26 @@ def _forward_seconds(w: Workload, variant, cost: DeviceCost) -> float:
 def _measure_seconds(w: Workload, variant, cost: DeviceCost) -> float:
     forward = _forward_seconds(w, variant, cost)
     compile_s = cost.compile_s if variant.compiled else 0.0
-    timed = max(_MIN_TIMED_CALLS[w.device] * forward, _TIMING_S[w.device])
+    calls = (_MIN_TIMED_CALLS if forward < _LONG_CALL_S else _LONG_TIMED_CALLS)[w.device]
+    timed = max(calls * forward, _TIMING_S[w.device])
     return compile_s + _UNTIMED_CALLS * forward + timed + cost.per_measure_s
+
+
+_last_compile_s: dict[str, float] = {}  # device -> the last first call in this process that compiled, seconds
+
+
+def note_compile_s(device: str, seconds: float) -> None:
+    """A compiled variant's first call compiled, in `seconds` (measurement notes it): the estimate from now on."""
+    _last_compile_s[device] = seconds
+
+
+def compile_estimate_s(device: str) -> tuple[float, str]:
+    """How long a compiled variant's first call on `device` should take, and on what basis: the last compile
+    measured in this process, else the cost model's figure (COSTS)."""
+    if device in _last_compile_s:
+        seconds = _last_compile_s[device]
+        return seconds, f"as the last compile here took {seconds:.0f} s"
+    return COSTS[device].compile_s, "from the cost model for " + ("this CPU" if device == "cpu" else "a GPU")
 
 
 def _reference_seconds(w: Workload, cost: DeviceCost) -> float:
@@ -356,31 +389,34 @@ def _device_cost(device: str, env) -> DeviceCost:
 
 
 def predicted_seconds(workload: Workload, variants, *, reference_ready: bool = False) -> float:
-    """Wall time a live measurement of `variants` (keys or Variants) on `workload` should take on this
-    device: warm-up, timing and profiled window of each, plus the reference once (unless already computed).
-    A variant that cannot run here costs nothing: it is refused before its first call."""
-    from attention_variants import Variant, get_variant
+    """Wall time a live measurement of `variants` (Variants: anything with `fused`, `compiled`, `sdpa_backend`,
+    `scratch_bytes` and `supports`) on `workload` should take on this device: warm-up, timing and profiled
+    window of each, plus the reference once (unless already computed). A variant that cannot run here costs
+    nothing: it is refused before its first call."""
     from .environment import detect
 
     env = detect(workload.device) if workload.device == "cpu" or torch.cuda.is_available() else None
     cost = _device_cost(workload.device, env)
     total = 0.0 if reference_ready else _reference_seconds(workload, cost) + cost.per_comparison_s
     for variant in variants:
-        variant = variant if isinstance(variant, Variant) else get_variant(variant)
         if env is None or variant.supports(workload, env) is None:
             total += _measure_seconds(workload, variant, cost)
     return total
 
 
-def check_time_budget(workload: Workload, variants, *, reference_ready: bool = False) -> None:
-    """Refuse, before anything runs, a live measurement predicted to hold the machine past its budget."""
-    budget = LIVE_BUDGET_S[workload.device]
+def check_time_budget(workload: Workload, variants, *, reference_ready: bool = False,
+                      budget_s: float | None = None) -> None:
+    """Refuse, before anything runs, a measurement of `variants` (Variants) predicted to hold the machine past
+    `budget_s` (by default the budget of a live run on this device)."""
+    variants = list(variants)
+    budget = LIVE_BUDGET_S[workload.device] if budget_s is None else budget_s
     seconds = predicted_seconds(workload, variants, reference_ready=reference_ready)
     if seconds > budget:
-        names = " vs ".join(v if isinstance(v, str) else v.key for v in variants)
+        names = " vs ".join(v.key for v in variants)
         slow = (f"; {workload.dtype} arithmetic runs many times slower than fp32 on this CPU"
                 if workload.device == "cpu" and workload.dtype != "fp32" else "")
+        whose = "a live run may hold the machine" if budget_s is None else "left of this request's budget"
         raise WorkloadError(
             "seq_len", workload.seq_len,
-            f"{names} at {workload.label()} would take about {seconds:.0f} s{slow}, over the {budget:.0f} s a live "
-            "run may hold the machine; lower seq_len, batch or heads" + (", or choose fp32" if slow else ""))
+            f"{names} at {workload.label()} would take about {seconds:.0f} s{slow}, over the {budget:.0f} s {whose}; "
+            "lower seq_len, batch or heads" + (", or choose fp32" if slow else ""))

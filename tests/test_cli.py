@@ -80,6 +80,9 @@ BAD = [
     (["compare", "naive", "sdpa_math", "--device", "cpu", "--seq", "131072"], "over the 60 s a live run"),
     (["compare", "naive", "sdpa_math", "--device", "cpu", "--seq", "4096", "--heads", "16", "--dtype", "bf16"],
      "bf16 arithmetic runs many times slower than fp32"),
+    (["compare", "naive", "flex", "--source", "h200-torch2.11", "--seq", "2048"],
+     "The H200 recording has no run of B=8, H=16, S=2048, D=64, bf16, causal. Nearest recorded: "
+     "B=8, H=16, S=1024, D=64, bf16, causal; "),
     (["record"], "required: --out"),
     (["record", "--out", "{tmp}/recording"], "record measures the GPU matrix: it needs a CUDA GPU"),
 ]

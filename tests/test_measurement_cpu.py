@@ -230,3 +230,37 @@ def test_accuracy_at_large_s_checks_a_sample_of_rows_with_bounded_memory():
     picked = torch.tensor([0, 7, 100, 255])
     full = measurement._chunked_attention(x, torch.float64, None)
     assert torch.allclose(measurement._chunked_attention(x, torch.float64, picked), full[:, picked])
+
+
+def test_a_compile_says_up_front_how_long_and_then_what_the_last_one_took(monkeypatch):
+    import time
+
+    from attention_variants import Variant
+    from profiling import measurement, workload
+    from profiling.workload import COSTS, compile_estimate_s
+    monkeypatch.setattr(workload, "_last_compile_s", {})
+    monkeypatch.setattr(measurement, "_compiled", set())
+    naive, compiled = VARIANTS["naive"], set()
+
+    def compiles(x):  # as torch.compile does: the first call of each shape is slow
+        if x.workload not in compiled:
+            compiled.add(x.workload)
+            time.sleep(0.8)
+        return naive.forward(x)
+
+    fake = Variant("fake", "Compiled (fake)", compiles, naive.scratch_bytes, compiled=True)
+    model_s = COSTS["cpu"].compile_s
+    assert compile_estimate_s("cpu") == (model_s, "from the cost model for this CPU")
+
+    def messages(workload) -> list[str]:
+        said = []
+        assert measure(fake, workload, progress=lambda f, m: said.append(m)).ok
+        return said
+
+    w = small("fp32", 4, True)
+    assert f"fake: compiling (first call; estimated ~{model_s:.0f} s, from the cost model for this CPU)" in messages(w)
+    took_s, basis = compile_estimate_s("cpu")
+    assert 0.8 <= took_s < 5 and basis == f"as the last compile here took {took_s:.0f} s"
+    assert "fake: warm-up (compiled before in this process)" in messages(w)
+    assert compile_estimate_s("cpu")[0] == took_s  # a warm first call is no compile
+    assert f"fake: compiling (first call; estimated ~{took_s:.0f} s, {basis})" in messages(w.replace(seq_len=32))

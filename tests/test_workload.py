@@ -6,7 +6,7 @@ import torch
 
 from attention_variants import Variant, get_variant
 from profiling.measurement import measure
-from profiling.workload import Workload, WorkloadError
+from profiling.workload import Workload, WorkloadError, check_time_budget
 
 
 @pytest.mark.parametrize("field, value, limit_words", [
@@ -58,7 +58,9 @@ def test_memory_over_budget_is_refused_before_allocating(monkeypatch):
 def test_cpu_time_budget_names_the_limit():
     w = Workload(batch=1, heads=16, seq_len=4096, head_dim=64, dtype="fp32", device="cpu")  # fits in memory
     with pytest.raises(WorkloadError, match="would take about .* over the 60 s a live run may hold the machine"):
-        measure("sdpa_flash", w)
+        check_time_budget(w, [get_variant("sdpa_flash")])
+    with pytest.raises(WorkloadError, match="would take about .* over the 60 s left of this request's budget"):
+        measure("sdpa_flash", w, budget_s=60)  # refused before it runs
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
@@ -75,6 +77,15 @@ def test_flops_and_sizes():
     assert w.replace(causal=False).flops == 2 * w.flops
     assert w.scores_bytes() == 8 * 16 * 1024**2 * 2
     assert w.scores_bytes(element_bytes=4) == 2 * w.scores_bytes()
+
+
+@pytest.mark.parametrize("workload, words", [
+    (Workload.blog(), "B=8, H=16, S=1024, D=64, bf16, causal"),
+    (Workload.blog(causal=False, rank=3), "B=8, H=16, S=1024, D=64, bf16, not causal, rank 3"),
+    (Workload.cpu_default(), "B=1, H=8, S=512, D=64, fp32, causal"),
+])
+def test_a_workload_in_words(workload, words):
+    assert workload.words() == words
 
 
 def test_inputs_are_seeded_and_never_zero():
