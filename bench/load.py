@@ -242,14 +242,15 @@ def concurrent_clients(server: Server, clients: int = 20, each: int = 3) -> Tall
 
 
 # -- 3. soak: new sessions, as the page runs them ---------------------------------------------------------------
-def soak(server: Server, names: dict[str, int], runs: int = 100) -> tuple[Tally, int, int]:
-    tally = Tally()
+def soak(server: Server, names: dict[str, int], runs: int = 100) -> tuple[Tally, list[int]]:
+    """RSS sampled before the runs and after every 20."""
+    tally, samples = Tally(), []
     with httpx.Client(base_url=server.url, timeout=TIMEOUT_S) as http:
         for _ in range(10):  # warm: first renders, fonts, the recording's traces cached
             session = secrets.token_hex(8)
             queued(http, names["compare"], REPLAY, session)
             queued(http, names["show"], [None], session)
-        before = server.rss()
+        samples.append(server.rss())
         for i in range(runs):
             session = secrets.token_hex(8)
             data = LIVE if i % 10 == 0 else REPLAY
@@ -259,8 +260,9 @@ def soak(server: Server, names: dict[str, int], runs: int = 100) -> tuple[Tally,
             outcome = "served (compare + show)" if ran.get("success") and shown.get("success") else \
                 f"failed: {ran.get('output', ran)}"[:80]
             tally.add(outcome, time.perf_counter() - start)
-        after = server.rss()
-    return tally, before, after
+            if (i + 1) % 20 == 0:
+                samples.append(server.rss())
+    return tally, samples
 
 
 def main() -> None:
@@ -274,10 +276,12 @@ def main() -> None:
         print(invalid.line("1. invalid calls"))
         concurrent = concurrent_clients(server)
         print(concurrent.line("2. 20 clients x 3 (replay + live)"))
-        soaked, before, after = soak(server, names)
+        soaked, samples = soak(server, names)
         print(soaked.line("3. 100 runs, new session each"))
+        before, after = samples[0], samples[-1]
         print(f"\nRSS over phase 3: {before / 2**20:.0f} -> {after / 2**20:.0f} MiB "
-              f"({100 * (after - before) / before:+.1f}%, target < 5%)")
+              f"({100 * (after - before) / before:+.1f}%, target < 5%); every 20 runs: "
+              + " ".join(f"{s / 2**20:.0f}" for s in samples))
         print(f"temp files kept by the server: {server.temp_files()}")
     finally:
         log = server.stop()

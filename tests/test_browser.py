@@ -60,11 +60,20 @@ def served():
 
 
 @pytest.fixture(scope="module")
-def browser():
+def chromium():
     with playwright.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The browser, its pages closed after each test: a page left open keeps polling the app and takes the
+    2-core machine's time from the next test's timings."""
+    yield chromium
+    for context in chromium.contexts:
+        context.close()
 
 
 def test_a_preset_renders_both_sides_with_chart_and_notes(served, browser):
@@ -133,7 +142,9 @@ def test_a_crafted_link_shows_its_text_as_text_and_fetches_nothing(served, brows
 
 
 # -- the first impression: the right source, the answer in view, links that render ---------------------------
-SIZES = {"1280x720": {"width": 1280, "height": 720}, "1024x768": {"width": 1024, "height": 768}}
+SIZES = {"1280x720": {"width": 1280, "height": 720}, "1024x768": {"width": 1024, "height": 768},
+         "iframe-760x1400": {"width": 800, "height": 1000}, "phone-390x844": PHONE}
+IFRAME = {"width": 760, "height": 1400}  # the README's embed, in a blog's 760 px column
 HEADLINE_IN_VIEW = """([a, b]) => {
     const link = document.querySelector('#link textarea, #link input')?.value || '';
     const headline = document.querySelector('#verdict strong');
@@ -141,6 +152,21 @@ HEADLINE_IN_VIEW = """([a, b]) => {
     const box = headline.getBoundingClientRect();
     return box.height > 0 && box.top >= 0 && box.bottom <= window.innerHeight;
 }"""
+NO_SIDEWAYS_SCROLL = "document.documentElement.scrollWidth <= window.innerWidth"
+
+
+def open_page(browser, served: str, size: str, query: str = ""):
+    """The page at `size`: a browser tab of that viewport, or, for the iframe size, a blog page holding the app
+    in a 760×1400 iframe. Returns (page, surface): the surface is where the app's own document is."""
+    page = browser.new_page(viewport=SIZES[size])
+    if size.startswith("iframe"):
+        page.set_content(f'<body style="margin:0"><iframe src="{served}{query}" width="{IFRAME["width"]}" '
+                         f'height="{IFRAME["height"]}" style="border:0"></iframe></body>')
+        surface = page.wait_for_selector("iframe").content_frame()
+    else:
+        page.goto(served + query)
+        surface = page
+    return page, surface
 
 
 def headline(page) -> str:
@@ -163,21 +189,23 @@ def test_without_a_gpu_the_page_opens_on_the_recorded_h200_runs(served, browser)
 
 @pytest.mark.parametrize("size", SIZES)
 def test_after_each_preset_the_headline_is_in_view(served, browser, size):
+    """At each size, after each preset: the headline inside the viewport, nothing wider than the page; the
+    click-to-headline time printed for the closing note, a screenshot of each kept."""
     import app
-    page = browser.new_page(viewport=SIZES[size])
-    page.goto(served)
-    page.wait_for_selector("#preset-0")
-    page.wait_for_function("document.querySelector('#link textarea, #link input')?.value.includes('seq=')")
+    page, surface = open_page(browser, served, size)
+    surface.wait_for_selector("#preset-0")
+    surface.wait_for_function("document.querySelector('#link textarea, #link input')?.value.includes('seq=')")
     if app.DEFAULT_SOURCE != "live":  # the page opens on a replay: a click lands after it, not under it
-        page.wait_for_function("document.querySelector('#measured-on')?.innerText.trim()", timeout=30_000)
+        surface.wait_for_function("document.querySelector('#measured-on')?.innerText.trim()", timeout=30_000)
     timings = []
     for i, name in enumerate(app.PRESETS):
         a, b, _ = app.PRESETS[name]
-        page.evaluate("window.scrollTo(0, 0)")
+        surface.evaluate("window.scrollTo(0, 0)")
         started = time.perf_counter()
-        page.click(f"#preset-{i}")
-        page.wait_for_function(HEADLINE_IN_VIEW, arg=[a, b], timeout=60_000)
+        surface.click(f"#preset-{i}")
+        surface.wait_for_function(HEADLINE_IN_VIEW, arg=[a, b], timeout=60_000)
         timings.append((name, time.perf_counter() - started))
+        assert surface.evaluate(NO_SIDEWAYS_SCROLL), f"the page scrolls sideways at {size}"
         page.screenshot(path=ARTIFACTS / f"preset-{i}-{size}.png")
     print(f"\nclick to headline in view at {size}: "
           + "; ".join(f"{name}: {seconds:.2f} s" for name, seconds in timings))
@@ -185,16 +213,16 @@ def test_after_each_preset_the_headline_is_in_view(served, browser, size):
 
 @pytest.mark.parametrize("size", SIZES)
 def test_a_recorded_link_renders_on_load_and_edits_mark_it_stale(served, browser, size):
-    page = browser.new_page(viewport=SIZES[size])
     started = time.perf_counter()
-    page.goto(served + "?source=h200-torch2.11&a=sdpa_flash&b=sdpa_cudnn")
-    page.wait_for_function(HEADLINE_IN_VIEW.replace("box.top >= 0 && ", "").replace(
-        " && box.bottom <= window.innerHeight", ""), arg=["sdpa_flash", "sdpa_cudnn"], timeout=30_000)
-    print(f"\npage load to headline at {size}: {time.perf_counter() - started:.2f} s")
-    assert "faster" in headline(page) and "on the H200" in headline(page)
-    box = page.locator("#verdict strong").first.bounding_box()
-    assert box["y"] + box["height"] <= SIZES[size]["height"], "the headline of a link is below the fold"
+    page, surface = open_page(browser, served, size, "?source=h200-torch2.11&a=sdpa_flash&b=sdpa_cudnn")
+    surface.wait_for_function(HEADLINE_IN_VIEW, arg=["sdpa_flash", "sdpa_cudnn"], timeout=30_000)
+    print(f"\npage load to headline in view at {size}: {time.perf_counter() - started:.2f} s")
+    assert "faster" in headline(surface) and "on the H200" in headline(surface)
+    assert surface.evaluate(NO_SIDEWAYS_SCROLL)
     page.screenshot(path=ARTIFACTS / f"link-{size}.png")
+    if size.startswith(("iframe", "phone")):
+        return  # the edit below is the same at every size
+    page = surface
 
     assert page.inner_text("#stale").strip() == ""
     page.locator("#component-0").page.get_by_label("heads H").fill("8")  # an edit by hand
@@ -219,3 +247,100 @@ def test_notices_are_cleared_when_the_controls_change(served, browser):
     page.wait_for_function("document.querySelector('#notice')?.innerText.length > 0", timeout=20_000)
     page.get_by_label("heads H").fill("3")
     page.wait_for_function("document.querySelector('#notice')?.innerText.trim() === ''", timeout=10_000)
+
+
+# -- the views: a talk, a blog ---------------------------------------------------------------------------------
+LINK = "?source=h200-torch2.11&a=sdpa_flash&b=sdpa_cudnn"
+
+
+def chart_text_px(surface, selector: str) -> float:
+    """The smallest chart text as drawn on screen: its size on the PNG (points at the figure's dpi) times the
+    scale the page shows the PNG at."""
+    from profiling.reports import DPI, SMALL_PT
+    scale = surface.evaluate(f"(() => {{ const i = document.querySelector('{selector} img'); "
+                             "return i.getBoundingClientRect().width / i.naturalWidth; })()")
+    return SMALL_PT * DPI / 72 * scale
+
+
+def test_the_presentation_view_fits_one_screen_in_large_type(served, browser):
+    page = browser.new_page(viewport=SIZES["1280x720"])
+    started = time.perf_counter()
+    page.goto(served + LINK + "&view=present")
+    page.wait_for_function("document.querySelector('#present h2')?.innerText.includes('faster')", timeout=30_000)
+    page.wait_for_selector("#chart img")
+    print(f"\npage load to headline, presentation view at 1280x720: {time.perf_counter() - started:.2f} s")
+    page.evaluate("window.scrollTo(0, 0)")
+    for selector in ("#present h2", "#chart img", "#pick-a", "#preset-0", "#run"):
+        box = page.locator(selector).first.bounding_box()
+        assert box and box["y"] >= 0 and box["y"] + box["height"] <= 720, f"{selector} is off the 1280x720 screen"
+    assert page.evaluate("parseFloat(getComputedStyle(document.querySelector('#present h2')).fontSize)") >= 28
+    for hidden in ("#machine", "#verdict", "#guess-a", "#a-card", "#link"):
+        assert not page.locator(hidden).is_visible(), f"{hidden} shows in the presentation view"
+    assert page.get_by_label("Source").count() == 0 or not page.get_by_label("Source").first.is_visible()
+    page.screenshot(path=ARTIFACTS / "view-present-1280x720.png")
+    page.click("#preset-1")  # math vs flash: the presets work in the view
+    page.wait_for_function("document.querySelector('#present h2')?.innerText.includes('FlashAttention')"
+                           " && document.querySelector('#present h2').innerText.includes('math')", timeout=30_000)
+
+
+def test_the_embed_view_puts_the_answer_first_in_a_760_px_column(served, browser):
+    page, surface = open_page(browser, served, "iframe-760x1400", LINK + "&view=embed")
+    surface.wait_for_function(HEADLINE_IN_VIEW, arg=["sdpa_flash", "sdpa_cudnn"], timeout=30_000)
+    surface.wait_for_selector("#chart img")
+    assert surface.evaluate(NO_SIDEWAYS_SCROLL)
+    assert not surface.locator("#machine").is_visible()  # no header
+    answer, controls = surface.locator("#verdict").bounding_box(), surface.locator("#pick-a").bounding_box()
+    assert answer["y"] < controls["y"], "the answer comes after the controls in the embed view"
+    assert chart_text_px(surface, "#chart") >= 12
+    page.screenshot(path=ARTIFACTS / "view-embed-iframe-760.png", full_page=True)
+
+
+def test_the_link_box_offers_both_views_of_the_result_on_screen(served, browser):
+    page = browser.new_page(viewport=SIZES["1280x720"])
+    page.goto(served + LINK)
+    page.wait_for_function("document.querySelector('#views')?.innerText.includes('presentation')", timeout=30_000)
+    hrefs = page.eval_on_selector_all("#views a", "links => links.map(a => a.href)")
+    assert any(h.endswith("view=present") and "a=sdpa_flash&b=sdpa_cudnn" in h for h in hrefs)
+    assert any(h.endswith("view=embed") for h in hrefs)
+
+
+def test_dropdowns_fit_their_choices_on_a_phone(served, browser):
+    page = browser.new_page(viewport=PHONE)
+    page.goto(served + "?source=h200-torch2.11&a=naive_inplace&b=sdpa_efficient")
+    page.wait_for_function("document.querySelector('#guess-a')?.innerText.length > 0", timeout=20_000)
+    for picker in ("#pick-a", "#pick-b"):
+        field = page.locator(f"{picker} input").first
+        assert field.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), f"{picker} cuts its choice on a phone"
+    assert page.evaluate(NO_SIDEWAYS_SCROLL)
+
+
+# -- the sweep tab and the timeline --------------------------------------------------------------------------
+@pytest.mark.parametrize("size", ["1280x720", "iframe-760x1400"])
+def test_a_sweep_link_renders_its_chart_and_notes(served, browser, size):
+    started = time.perf_counter()
+    page, surface = open_page(browser, served, size, LINK + "&mode=sweep&seqs=1024,4096,16384,65536")
+    surface.wait_for_function("document.querySelector('#sweep-verdict strong')?.innerText.includes('S=65536')",
+                              timeout=30_000)
+    surface.wait_for_selector("#sweep-chart img")
+    print(f"\npage load to sweep headline at {size}: {time.perf_counter() - started:.2f} s")
+    table = surface.inner_text("#sweep-table")
+    assert all(str(s) in table for s in (1024, 4096, 65536)) and "sdpa_flash" in table and "sdpa_cudnn" in table
+    assert surface.evaluate(NO_SIDEWAYS_SCROLL)
+    if size.startswith("iframe"):
+        assert chart_text_px(surface, "#sweep-chart") >= 12
+    link = surface.input_value("#sweep-link textarea, #sweep-link input")
+    assert "mode=sweep" in link and "seqs=1024%2C4096%2C16384%2C65536" in link
+    page.screenshot(path=ARTIFACTS / f"sweep-{size}.png", full_page=True)
+
+
+@pytest.mark.parametrize("size", ["1280x720", "iframe-760x1400"])
+def test_the_timeline_of_a_recorded_comparison_renders(served, browser, size):
+    page, surface = open_page(browser, served, size, "?source=h200-torch2.11&a=naive&b=naive_inplace")
+    surface.wait_for_function(HEADLINE_IN_VIEW, arg=["naive", "naive_inplace"], timeout=30_000)
+    surface.get_by_text("One forward on a timeline").click()
+    surface.wait_for_selector("#timeline img", state="visible")
+    assert surface.locator("#timeline-png").is_visible()
+    if size.startswith("iframe"):
+        assert chart_text_px(surface, "#timeline") >= 12
+    surface.locator("#timeline").scroll_into_view_if_needed()
+    page.screenshot(path=ARTIFACTS / f"timeline-{size}.png")

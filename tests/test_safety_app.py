@@ -293,7 +293,7 @@ def test_the_page_load_prefill_never_fails_on_a_link():
              {"a": "x" * 100_000}, {"causal": ""}, {"dtype": "\x00"}, {"source": "\ud800"}, {"": ""},
              {f"k{i}": "v" for i in range(1000)}]
     for query in links:
-        *values, notice = app.prefill(type("R", (), {"query_params": query})())
+        *values, notice = app.prefill(type("R", (), {"query_params": query})())[:11]
         assert values[0] == app.DEFAULT_SOURCE and notice.startswith("⚠️ Ignored from the link:")
         assert len(notice) < 2000
 
@@ -307,7 +307,7 @@ INJECTIONS = {"`": "`", "a`b": "``<img src=http://127.0.0.1:9/x>``", "x<img src=
 def test_link_text_renders_as_literal_text_in_the_notice():
     from markdown_it import MarkdownIt
 
-    *_, notice = app.prefill(type("R", (), {"query_params": INJECTIONS})())
+    *_, notice = app.prefill(type("R", (), {"query_params": INJECTIONS})())[:11]
     html = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(notice)
     assert "<img" not in html and "<a " not in html and "<strong>" not in html and "<h1>" not in html
     for key, value in INJECTIONS.items():
@@ -326,7 +326,7 @@ def test_literal_is_one_code_span_holding_the_text(text):
 
 
 def test_an_unknown_variant_in_a_guess_is_literal_text():
-    guess_a, _ = app.guesses("live", "<img src=x>", "naive", 128, 2, "fp32", 1, 32, True, 4)
+    guess_a, _, _ = app.guesses("live", "<img src=x>", "naive", 128, 2, "fp32", 1, 32, True, 4)
     assert "`<img src=x>`" in guess_a
 
 
