@@ -70,7 +70,7 @@ GUESSES: dict[str, _Row] = {
     "sdpa_cudnn":     _Row("no transposes, so lightest on the CPU",                    2, 1, False, kernels=(
                           Expected("cuDNN fused attention", "fused attention"),)),
     "sdpa_auto":      _Row("the fastest backend for this GPU",                         1, 2, False, kernels=(
-                          Expected("whichever fused kernel is fastest here", "fused attention"),)),
+                          Expected("whichever fused kernel is fastest on the GPU", "fused attention"),)),
     "flex":           _Row("one generated {one}, close to flash; the first call compiles", 3, 2, False, kernels=(
                           Expected("flex_attention, generated", "triton"),)),
 }
