@@ -1,57 +1,95 @@
-"""`python -m profiling` as a user runs it."""
+"""`python -m profiling` as a user runs it: in this process through `main(argv)` (what a shell would print), and
+once in a real process, where the profiler's own log and an uncaught error would show."""
+from __future__ import annotations
+
+import argparse
 import json
+import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from attention_variants import VARIANTS
-from profiling.results import Comparison
+from conftest import check_headline
+from profiling import __main__ as cli_main
+from profiling import session
+from profiling.recording import find_recorded_sweep
+from profiling.request import Request
+from profiling.results import Comparison, Sweep
+from profiling.workload import FIELDS, Workload
+
+RECORDING = "h200-torch2.11"
+HUGE = "9" * 5000  # past Python's 4,300-digit limit for int()
+no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks what a machine without a GPU says")
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "profiling", *args], capture_output=True, text=True, timeout=300)
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    """main(argv) as a shell runs it: (exit status, stdout, stderr); argparse's refusals exit."""
+    try:
+        code = cli_main.main(argv)
+    except SystemExit as exit:
+        code = exit.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
-def test_list_shows_every_variant_and_why_it_cannot_run():
-    out = cli("list", "--device", "cpu")
-    assert out.returncode == 0, out.stderr
+def test_list_shows_every_variant_and_why_it_cannot_run_in_lines_of_at_most_100_characters(capsys):
+    code, out, err = run(["list", "--device", "cpu"], capsys)
+    assert code == 0, err
     for key in VARIANTS:
-        assert key in out.stdout
-    assert "PyTorch has no CPU kernel for cuDNN attention" in out.stdout
+        assert f"\n{key}: {VARIANTS[key].label}\n" in out
+    assert "PyTorch has no CPU kernel for cuDNN attention" in out
+    assert f"workload: {Workload.cpu_default().words()}" in out
+    assert max(map(len, out.splitlines())) <= cli_main.WIDTH == 100
 
 
-def test_compare_prints_both_tables_and_writes_json(tmp_path):
+def test_compare_in_a_real_process_prints_both_tables_and_writes_the_answer_as_json(tmp_path):
     path = tmp_path / "result.json"
-    out = cli("compare", "naive", "sdpa_math", "--device", "cpu", "--seq", "64", "--heads", "2",
-              "--json", str(path), "--trace-dir", str(tmp_path / "traces"))
+    out = subprocess.run([sys.executable, "-m", "profiling", "compare", "naive", "sdpa_math", "--device", "cpu",
+                          "--seq", "64", "--heads", "2", "--head-dim", "32", "--dtype", "fp32",
+                          "--json", str(path), "--trace-dir", str(tmp_path / "traces")],
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "naive: wall" in out.stdout and "sdpa_math: wall" in out.stdout and "_safe_softmax" in out.stdout
-    result = Comparison.from_dict(json.loads(path.read_text()))
-    assert result.a.ok and result.b.backend == "math" and result.a.workload.seq_len == 64
-    assert len(list((tmp_path / "traces").glob("*.json"))) == 2
+    answer = json.loads(path.read_text())
+    assert set(answer) == {"source", "a", "b", "verdict", "headline", "notes"} and answer["source"] == "live"
+    result = Comparison.from_dict(answer)
+    assert result.a.ok and result.b.backend == "math"
+    assert result.a.workload == Request.build("live", "naive", "sdpa_math", dict(seq_len=64, heads=2, head_dim=32,
+                                                                                 dtype="fp32"), "cpu").workload
+    assert f"Verdict: {check_headline(answer)}" in out.stdout  # the words printed are the answer's
+    traces = sorted(p.name for p in (tmp_path / "traces").iterdir())  # kept where asked, one a side
+    assert len(traces) == 2 and traces[0].startswith("naive_") and traces[1].startswith("sdpa_math_"), traces
+    assert "Traceback" not in out.stderr
     assert "USDT" not in out.stderr and "STAGE" not in out.stderr  # the profiler's own log noise is silenced
 
 
-def test_bad_input_is_one_clear_line_not_a_traceback():
-    out = cli("compare", "naive", "sdpa_flash", "--device", "cpu", "--seq", "0")
-    assert out.returncode == 2
-    assert out.stderr.strip().splitlines()[-1] == ("python -m profiling compare: error: argument --seq: "
-                                                   "seq_len=0 is not allowed: must be between 1 and 131072")
-    out = cli("compare", "naive", "nope", "--device", "cpu")
-    assert out.returncode == 2 and "variant='nope'" in out.stderr and "Traceback" not in out.stderr
+def test_a_recorded_sweep_prints_every_point_and_writes_the_answer(tmp_path, capsys, monkeypatch):
+    def measured(*args, **kwargs):
+        raise AssertionError("a replay measures nothing")
+    monkeypatch.setattr(session, "run_sweep", measured)
+    path = tmp_path / "sweep.json"
+    code, out, err = run(["sweep", "sdpa_flash", "sdpa_cudnn", "--source", RECORDING, "--seq", "4096,1024",
+                          "--json", str(path)], capsys)
+    assert code == 0, err
+    answer = json.loads(path.read_text())
+    result = Sweep.from_dict({k: answer[k] for k in answer if k not in ("source", "verdict", "headline", "notes")})
+    recorded = find_recorded_sweep(RECORDING, "sdpa_flash", "sdpa_cudnn", Workload.blog())
+    assert result.seq_lens == [1024, 4096] and result.runs == recorded.select(["sdpa_flash", "sdpa_cudnn"],
+                                                                              [1024, 4096]).runs
+    assert f"S over 1024, 4096 (recorded: {RECORDING})" in out and f"Verdict: {answer['verdict']}" in out
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith(("1024 ", "4096 "))]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("1024", "sdpa_flash", "ok"), ("1024", "sdpa_cudnn", "ok"),
+                                                  ("4096", "sdpa_flash", "ok"), ("4096", "sdpa_cudnn", "ok")]
 
 
-# -- bad invocations: one line naming what is wrong, never a traceback, nothing measured or created ------
-import pytest  # noqa: E402
-
-from profiling import __main__ as cli_main  # noqa: E402
-
-HUGE = "9" * 5000  # past Python's 4,300-digit limit for int()
+# -- bad invocations: one line naming what is wrong, never a traceback, nothing measured or created ------------------
 BAD = [
     ([], "required"),
     (["nope"], "invalid choice: 'nope'"),
-    (["list", "--device", "cuda"], "device='cuda' is not allowed: no CUDA GPU"),
+    (["list", "--device", "cuda"], "--device='cuda' is not allowed: no CUDA GPU"),
     (["list", "--device", "tpu"], "invalid choice: 'tpu'"),
     (["list", "--seq", "abc"], "seq_len='abc' is not allowed: must be a whole number"),
     (["list", "--seq", "0"], "seq_len=0 is not allowed: must be between 1 and 131072"),
@@ -59,66 +97,94 @@ BAD = [
     (["list", "--seq", "12.5"], "seq_len='12.5' is not allowed: must be a whole number"),
     (["list", "--seq", "nan"], "seq_len='nan' is not allowed"),
     (["list", "--seq", "inf"], "seq_len='inf' is not allowed"),
-    (["list", "--heads", "-3"], "heads=-3 is not allowed: must be between 1 and 1024"),
+    # ASCII digits only, as in a link: int() would read all three
+    (["list", "--seq", "１２８"], "seq_len='１２８' is not allowed: must be a whole number"),
+    (["list", "--heads", "٣٢"], "heads='٣٢' is not allowed: must be a whole number"),
+    (["list", "--batch", "1_024"], "batch='1_024' is not allowed: must be a whole number"),
+    (["list", "--heads", "-3"], "heads='-3' is not allowed: must be a whole number between 1 and 1024"),
     (["list", "--batch", ""], "batch='' is not allowed"),
     (["list", "--head-dim", "513"], "head_dim=513 is not allowed: must be between 1 and 512"),
-    (["list", "--dtype", "fp8"], "invalid choice: 'fp8'"),
-    (["list", "--rank", "5"], "invalid choice: 5"),
-    (["list", "--rank", "3.0"], "invalid int value: '3.0'"),
+    # one spelling of each dtype, exactly: as on the API and in a link
+    (["list", "--dtype", "fp8"], "dtype='fp8' is not allowed: choose one of fp32, fp16, bf16"),
+    (["list", "--dtype", "BF16"], "dtype='BF16' is not allowed: choose one of fp32, fp16, bf16"),
+    (["list", "--dtype", "float32"], "dtype='float32' is not allowed: choose one of fp32, fp16, bf16"),
+    (["list", "--dtype", " fp32 "], "dtype=' fp32 ' is not allowed: choose one of fp32, fp16, bf16"),
+    (["list", "--rank", "5"], "rank='5' is not allowed: choose one of 4, 3"),
+    (["list", "--rank", "3.0"], "rank='3.0' is not allowed: choose one of 4, 3"),
     (["list", "extra"], "unrecognized arguments: extra"),
     (["list", "--causal", "maybe"], "unrecognized arguments: maybe"),
     (["compare", "naive"], "required: b"),
     (["compare", "--json"], "expected one argument"),
-    (["compare", "nope", "naive", "--device", "cpu"], "variant='nope' is not allowed: choose one of naive"),
-    (["compare", "naive", "sdpa_flash", "--device", "cuda"], "device='cuda' is not allowed"),
+    (["compare", "nope", "naive", "--device", "cpu"], "a='nope' is not allowed: choose one of naive"),
+    (["compare", "naive", "sdpa_flash", "--device", "cuda"], "--device='cuda' is not allowed"),
+    # --budget: seconds, a positive finite number, in ASCII
+    (["compare", "naive", "sdpa_flash", "--budget", "nan"], "--budget='nan' is not allowed: seconds, more than 0"),
+    (["compare", "naive", "sdpa_flash", "--budget", "inf"], "--budget='inf' is not allowed"),
+    (["compare", "naive", "sdpa_flash", "--budget", "-1"], "--budget='-1' is not allowed"),
+    (["compare", "naive", "sdpa_flash", "--budget", "0"], "--budget='0' is not allowed"),
+    (["compare", "naive", "sdpa_flash", "--budget", "１２"], "--budget='１２' is not allowed"),
+    (["compare", "naive", "sdpa_flash", "--budget", "1_0"], "--budget='1_0' is not allowed"),
+    (["sweep", "naive", "sdpa_flash", "--budget", "nan"], "--budget='nan' is not allowed"),
     (["compare", "naive", "sdpa_flash", "--device", "cpu", "--json", "/nonexistent/dir/x.json"],
      "--json='/nonexistent/dir/x.json' is not allowed: cannot be written"),
     (["compare", "naive", "sdpa_flash", "--device", "cpu", "--json", "/proc/x.json"], "--json='/proc/x.json'"),
     (["compare", "naive", "sdpa_flash", "--device", "cpu", "--json", "/tmp"], "is a folder"),
+    (["compare", "naive", "sdpa_flash", "--device", "cpu", "--json", "{fifo}"],
+     "is not a regular file (a pipe or a device)"),
+    (["sweep", "naive", "sdpa_flash", "--device", "cpu", "--json", "{fifo}"], "is not a regular file"),
     (["compare", "naive", "sdpa_flash", "--device", "cpu", "--trace-dir", "/proc/x"], "--trace-dir='/proc/x'"),
     (["compare", "naive", "sdpa_flash", "--device", "cpu", "--trace-dir", "/etc/hostname"], "is a file"),
-    (["compare", "naive", "sdpa_math", "--device", "cpu", "--seq", "131072"], "over the 60 s a live run"),
+    (["compare", "naive", "sdpa_math", "--device", "cpu", "--seq", "131072"], "GiB free on the CPU"),
     (["compare", "naive", "sdpa_math", "--device", "cpu", "--seq", "4096", "--heads", "16", "--dtype", "bf16"],
      "bf16 arithmetic runs many times slower than fp32"),
-    (["compare", "naive", "flex", "--source", "h200-torch2.11", "--seq", "2048"],
-     "The H200 recording has no run of B=8, H=16, S=2048, D=64, bf16, causal. Nearest recorded: "
-     "B=8, H=16, S=1024, D=64, bf16, causal; "),
+    (["compare", "naive", "flex", "--source", RECORDING, "--seq", "2048"],
+     f"The H200 recording has no run of {Workload.blog(seq_len=2048).words()}. Nearest recorded: "),
+    (["sweep", "sdpa_flash", "sdpa_cudnn", "--source", RECORDING, "--seq", "1024,2000"],
+     "The recorded sweep has no S=2,000; it holds 128, 256, "),
+    (["sweep", "sdpa_flash", "sdpa_cudnn", "--source", RECORDING, "--heads", "8"],
+     f"The recording '{RECORDING}' has no sweep of sdpa_flash and sdpa_cudnn at {Workload.blog(heads=8).family()}"),
+    (["sweep", "naive", "sdpa_flash", "--device", "cpu", "--seq", "abc"], "--seq='abc' is not allowed"),
+    (["sweep", "naive", "sdpa_flash", "--device", "cpu", "--seq", "１２８"], "--seq='１２８' is not allowed"),
+    (["sweep", "naive", "sdpa_flash", "--device", "cpu", "--seq", ",".join(map(str, range(1, 14)))],
+     "at most 12 lengths per sweep (13 given)"),
     (["record"], "required: --out"),
     (["record", "--out", "{tmp}/recording"], "record measures the GPU matrix: it needs a CUDA GPU"),
+    (["record-sweeps", "--out", "{tmp}/recording"], "record-sweeps measures on the GPU: it needs a CUDA GPU"),
 ]
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the bad invocations include a GPU on a machine without one")
+@no_gpu
 @pytest.mark.parametrize("argv, says", BAD, ids=[" ".join(a)[:60] or "(none)" for a, _ in BAD])
 def test_a_bad_invocation_is_one_message_and_nothing_runs(argv, says, tmp_path, capsys, monkeypatch):
     def measured(*args, **kwargs):
         raise AssertionError("a bad invocation must fail before measuring")
-    monkeypatch.setattr(cli_main, "compare", measured)
-    monkeypatch.setattr(cli_main, "record", measured)
-    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
-    try:
-        code = cli_main.main(argv)
-    except SystemExit as exit:  # argparse's own refusals
-        code = exit.code
-    err = capsys.readouterr().err
+    for name in ("measure_runs", "run_sweep"):
+        monkeypatch.setattr(session, name, measured)
+    import profiling.recording
+    monkeypatch.setattr(profiling.recording, "record", measured)
+    monkeypatch.setattr(profiling.recording, "record_sweeps", measured)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{fifo}", str(fifo)) for a in argv]
+    code, out, err = run(argv, capsys)
     assert code == 2
-    assert "Traceback" not in err
+    assert "Traceback" not in err and out == ""
     *usage, message = err.strip().splitlines()  # argparse shows its usage first
-    assert says in message and "error: " in message
+    assert says in message and "error: " in message, message
     assert all(line.startswith(("usage:", " ")) for line in usage)
-    assert list(tmp_path.iterdir()) == []      # nothing created (record --out on a CPU)
+    assert sorted(tmp_path.iterdir()) == [fifo]  # nothing created (record --out on a CPU, a --json checked)
 
 
-def test_a_bad_invocation_in_a_real_process_prints_no_traceback():
-    for argv in (["list", "--device", "cuda"], ["list", "--seq", HUGE], ["record", "--out", "/nonexistent/x"]):
-        out = cli(*argv)
-        if torch.cuda.is_available() and "cuda" in argv:
-            continue
-        assert out.returncode == 2 and "Traceback" not in out.stderr and out.stderr.strip()
+@no_gpu
+def test_a_bad_invocation_in_a_real_process_prints_one_line_and_no_traceback():
+    out = subprocess.run([sys.executable, "-m", "profiling", "list", "--seq", HUGE], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].endswith("(5000 characters) is not allowed: must be between 1 and "
+                                                        "131072")
 
 
-def test_every_option_has_help_text():
-    import argparse
+def test_every_workload_field_is_an_option_and_every_option_has_help_text(capsys):
     top = cli_main.build_parser()
     (subcommands,) = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
     for name, parser in subcommands.choices.items():
@@ -126,4 +192,10 @@ def test_every_option_has_help_text():
         for action in parser._actions:
             if not isinstance(action, argparse._HelpAction):
                 assert action.help, f"{name} {action.option_strings or action.dest} has no help text"
-    assert cli("compare", "--help").returncode == 0
+        if name in ("list", "compare", "sweep"):
+            options = {o for action in parser._actions for o in action.option_strings}
+            for f in FIELDS:
+                option = "--" + f.metadata["spec"].query.replace("_", "-")
+                assert option in options or (name, f.name) == ("sweep", "seq_len"), (name, option)
+    code, out, _ = run(["compare", "--help"], capsys)
+    assert code == 0 and "--dtype" in out and "--budget" in out

@@ -13,9 +13,10 @@ import pytest
 import torch
 
 from attention_variants import VARIANTS, sdpa
-from profiling import workload as workload_mod
+from profiling import budget
 from profiling.recording import recorded_runs
-from profiling.workload import Workload, forward_bytes, memory_budget_bytes
+from profiling.budget import available_bytes, forward_bytes
+from profiling.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 # (A measured first: inputs, reference and all; then B on the same inputs), over S and dtypes. Head dim 1
@@ -59,14 +60,14 @@ def test_the_estimate_bounds_the_process_peak_of_every_cpu_variant(probed):
 
 def test_the_estimate_is_not_loose_where_s_squared_rules(probed):
     """Where the S×S terms dominate (> 200 MiB), the estimate stays within 2x of the peak plus the slack."""
-    slack = workload_mod.allocator_slack_bytes("cpu")
+    slack = budget.fixed_bytes("cpu")
     for row in probed:
         if row["grew"] > 200 * MiB:
             assert row["estimate"] <= 2 * row["grew"] + slack, row
 
 
 @pytest.mark.parametrize("run", [r for r in recorded_runs("h200-torch2.11") if r.peak_extra_bytes is not None],
-                         ids=lambda r: f"{r.variant}-{r.workload.label()}")
+                         ids=lambda r: f"{r.variant}-{r.workload.words()}")
 def test_the_forward_estimate_bounds_the_recorded_h200_peak(run, monkeypatch):
     # the estimate of the recording's torch (rank-3 SDPA auto runs math before 2.14), not of this one
     monkeypatch.setattr(sdpa, "torch_release", lambda: run.environment.torch_release)
@@ -79,13 +80,12 @@ def test_a_gpu_counts_cached_unused_blocks_as_free(monkeypatch):
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (10 * GiB, 141 * GiB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda: 100 * GiB)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: 60 * GiB)
-    assert memory_budget_bytes("cuda") == int(0.9 * (10 + 40) * GiB)
+    assert available_bytes("cuda") == int(0.9 * (10 + 40) * GiB)
 
 
 def test_the_issue_s_largest_accepted_request_is_priced_at_its_real_peak():
     """naive, S=46459, B=H=D=1 peaked near 17.6 B·S² (~35 GiB) when the fp64 check held whole S×S slices;
     it now samples rows, and the estimate still counts naive's own two fp32 score matrices."""
     w = Workload(batch=1, heads=1, seq_len=46459, head_dim=1, dtype="fp32", device="cpu")
-    needed = workload_mod.measure_bytes(w, VARIANTS["naive"].scratch_bytes(w), inputs_ready=False,
-                                        reference_ready=False)
+    needed = budget.measure_bytes(w, VARIANTS["naive"].scratch_bytes(w))
     assert needed >= 8 * w.seq_len**2  # naive's own two fp32 score matrices; the fp64 check samples rows now

@@ -1,12 +1,21 @@
-"""Bad input is refused before anything is allocated, naming the field, the value and the limit."""
-import time
+"""A request is built once, from any door, by one rule: values exactly as specified, refused naming the field, the
+value and what is allowed; and it goes back to a link and a command line losslessly."""
+from __future__ import annotations
+
+import argparse
+import pickle
 
 import pytest
 import torch
 
-from attention_variants import Variant, get_variant
-from profiling.measurement import measure
-from profiling.workload import Workload, WorkloadError, check_time_budget
+from attention_variants import get_variant
+from profiling.request import KEYS, LIVE, Request, add_workload_arguments, parse_lengths
+from profiling.workload import FIELDS, Refusal, Workload
+
+RECORDING = "h200-torch2.11"
+BLOG_VALUES = {"source": RECORDING, "a": "sdpa_flash", "b": "sdpa_cudnn", "batch": 8, "heads": 16, "seq_len": 1024,
+               "head_dim": 64, "dtype": "bf16", "causal": True, "rank": 4, "passes": "fwd", "kv_heads": None,
+               "mask": "flag", "window": None}
 
 
 @pytest.mark.parametrize("field, value, limit_words", [
@@ -14,69 +23,50 @@ from profiling.workload import Workload, WorkloadError, check_time_budget
     ("seq_len", -5, "between 1 and"),
     ("seq_len", 10**7, "between 1 and 131072"),
     ("heads", 0, "between 1 and"),
-    ("batch", -1, "between 1 and"),
     ("batch", 10**6, "between 1 and 1024"),
-    ("head_dim", 0, "between 1 and"),
     ("head_dim", 4096, "between 1 and 512"),
     ("seq_len", 1.5, "whole number"),
+    ("seq_len", 128.0, "whole number"),
     ("heads", True, "whole number"),
+    ("heads", "16", "whole number"),
     ("dtype", "fp8", "fp32, fp16, bf16"),
-    ("rank", 5, "3 ([B*H, S, D]) or 4"),
-    ("device", "tpu", "'cuda' or 'cpu'"),
+    ("dtype", "BF16", "fp32, fp16, bf16"),
+    ("dtype", "bfloat16", "fp32, fp16, bf16"),
+    ("dtype", " fp32 ", "fp32, fp16, bf16"),
+    ("rank", 5, "4, 3"),
+    ("rank", "4", "4, 3"),
+    ("causal", 1, "true or false"),
 ])
-def test_bad_field_names_field_value_and_limit(field, value, limit_words):
-    with pytest.raises(WorkloadError) as caught:
+def test_a_bad_field_names_the_field_the_value_and_what_is_allowed(field, value, limit_words):
+    with pytest.raises(Refusal) as caught:
         Workload.cpu_default(**{field: value})
-    assert caught.value.field == field
-    assert repr(value) in str(caught.value)
-    assert limit_words in str(caught.value)
+    assert caught.value.field == field and caught.value.kind == "invalid"
+    assert repr(value) in str(caught.value) and limit_words in str(caught.value)
 
 
-@pytest.mark.parametrize("alias, canonical", [("bfloat16", "bf16"), ("torch.float16", "fp16"), ("FP32", "fp32")])
-def test_dtype_aliases(alias, canonical):
-    assert Workload.cpu_default(dtype=alias).dtype == canonical
+def test_a_missing_value_says_it_was_not_given():
+    with pytest.raises(Refusal) as caught:
+        Request.from_values({**BLOG_VALUES, "heads": None}, "cpu")
+    assert str(caught.value) == "heads was not given: must be a whole number between 1 and 1024"
 
 
-def test_unknown_variant_lists_the_known_ones():
-    with pytest.raises(WorkloadError) as caught:
-        get_variant("flash3")
-    assert caught.value.field == "variant" and "sdpa_flash" in str(caught.value)
+def test_an_unknown_variant_lists_the_known_ones():
+    with pytest.raises(Refusal) as caught:
+        get_variant("SDPA_FLASH", "a")
+    assert caught.value.field == "a" and "sdpa_flash" in str(caught.value)
 
 
-def test_memory_over_budget_is_refused_before_allocating(monkeypatch):
-    allocated = []
-    monkeypatch.setattr(Workload, "make_inputs", lambda self: allocated.append(self))
-    huge = Workload(batch=64, heads=64, seq_len=65536, head_dim=128, dtype="fp32", device="cpu")
-    start = time.perf_counter()
-    with pytest.raises(WorkloadError) as caught:
-        measure("naive", huge)
-    assert time.perf_counter() - start < 1.0
-    assert caught.value.field == "seq_len" and "GiB" in str(caught.value) and "free" in str(caught.value)
-    assert allocated == []
-
-
-def test_cpu_time_budget_names_the_limit():
-    w = Workload(batch=1, heads=16, seq_len=4096, head_dim=64, dtype="fp32", device="cpu")  # fits in memory
-    with pytest.raises(WorkloadError, match="would take about .* over the 60 s a live run may hold the machine"):
-        check_time_budget(w, [get_variant("sdpa_flash")])
-    with pytest.raises(WorkloadError, match="would take about .* over the 60 s left of this request's budget"):
-        measure("sdpa_flash", w, budget_s=60)  # refused before it runs
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
-def test_cuda_without_a_gpu_is_a_clear_error():
-    with pytest.raises(WorkloadError, match="no CUDA GPU"):
-        measure("sdpa_flash", Workload.blog())
+def test_a_refusal_survives_pickling_with_its_kind_and_amounts():
+    error = pickle.loads(pickle.dumps(Refusal("seq_len", 0, "too big", kind="memory", needed=5, available=3)))
+    assert (error.field, error.value, error.limit, error.kind, error.needed, error.available) == \
+        ("seq_len", 0, "too big", "memory", 5, 3)
 
 
 def test_flops_and_sizes():
     w = Workload.blog()
-    assert w.shape == (8, 16, 1024, 64)
-    assert w.replace(rank=3).shape == (128, 1024, 64)
-    assert w.flops == 4 * 8 * 16 * 1024**2 * 64 / 2
-    assert w.replace(causal=False).flops == 2 * w.flops
-    assert w.scores_bytes() == 8 * 16 * 1024**2 * 2
-    assert w.scores_bytes(element_bytes=4) == 2 * w.scores_bytes()
+    assert w.shape == (8, 16, 1024, 64) and w.replace(rank=3).shape == (128, 1024, 64)
+    assert w.flops == 4 * 8 * 16 * 1024**2 * 64 / 2 and w.replace(causal=False).flops == 2 * w.flops
+    assert w.scores_bytes() == 8 * 16 * 1024**2 * 2 and w.scores_bytes(element_bytes=4) == 2 * w.scores_bytes()
 
 
 @pytest.mark.parametrize("workload, words", [
@@ -86,36 +76,134 @@ def test_flops_and_sizes():
 ])
 def test_a_workload_in_words(workload, words):
     assert workload.words() == words
+    assert workload.family() == words.replace(f"S={workload.seq_len}, ", "")
 
 
 def test_inputs_are_seeded_and_never_zero():
     a, b = Workload.cpu_default(seq_len=32).make_inputs(), Workload.cpu_default(seq_len=32).make_inputs()
-    assert torch.equal(a.q, b.q) and a.q.abs().sum() > 0
-    assert not torch.equal(a.q, a.k)
-    assert a.mask.shape == (32, 32) and a.mask[0, 1] and not a.mask[1, 0]
-    assert Workload.cpu_default(seq_len=32, causal=False).make_inputs().mask is None
+    assert torch.equal(a.q, b.q) and a.q.abs().sum() > 0 and not torch.equal(a.q, a.k)
+    assert a.hidden.shape == (32, 32) and a.hidden[0, 1] and not a.hidden[1, 0] and torch.equal(a.allowed, ~a.hidden)
+    plain = Workload.cpu_default(seq_len=32, causal=False).make_inputs()
+    assert plain.hidden is None and plain.allowed is None and plain.bias is None and plain.grad_out is None
 
 
-def test_out_of_memory_is_a_result_and_the_next_run_works():
-    def out_of_memory(inputs):
-        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB")
-    broken = Variant("oom", "OOM", out_of_memory, lambda w: 0)
-    w = Workload.cpu_default(seq_len=32)
-    run = measure(broken, w)
-    assert run.status == "error" and "out of memory" in run.reason
-    assert measure("naive", w).ok
+def test_each_mask_kind_allows_what_it_says():
+    s = 16
+    window = Workload.cpu_default(seq_len=s, mask="window", window=4).make_inputs().allowed
+    for q in range(s):  # itself and the 3 keys before it
+        assert window[q].nonzero().flatten().tolist() == list(range(max(0, q - 3), q + 1))
+    bias = Workload.cpu_default(seq_len=s, mask="bias", causal=False).make_inputs().bias
+    assert torch.isfinite(bias).all() and bias[3, 3] == 0 and bias[0, 8] == bias[8, 0] == -8 / s
+    causal_bias = Workload.cpu_default(seq_len=s, mask="bias").make_inputs().bias
+    assert torch.isinf(causal_bias[0, 1]) and causal_bias[1, 0] == -1 / s
+    explicit = Workload.cpu_default(seq_len=s, mask="bool").make_inputs().allowed
+    assert torch.equal(explicit, Workload.cpu_default(seq_len=s).make_inputs().allowed)
 
 
-def test_a_variant_that_raises_is_a_result_not_a_crash():
-    def fails(inputs):
-        raise ValueError("this variant is broken")
-    broken = Variant("broken", "Broken", fails, lambda w: 0)
-    run = measure(broken, Workload.cpu_default(seq_len=32))
-    assert run.status == "error" and "this variant is broken" in run.reason
+def test_grouped_query_heads_shape_k_and_v_and_training_adds_an_output_gradient():
+    x = Workload.cpu_default(seq_len=32, heads=8, kv_heads=2, passes="fwd+bwd").make_inputs()
+    assert x.q.shape == (1, 8, 32, 64) and x.k.shape == x.v.shape == (1, 2, 32, 64) and x.grad_out.shape == x.q.shape
+    assert Workload.cpu_default(heads=8, kv_heads=8).kv_heads is None  # as many kv heads as heads: one spelling
+    assert Workload.blog(kv_heads=4).input_bytes == (2 * 16 + 2 * 4) * 8 * 1024 * 64 * 2
 
 
-def test_workload_error_survives_pickling():
-    import pickle
-    error = pickle.loads(pickle.dumps(WorkloadError("seq_len", 0, "must be between 1 and 131072")))
-    assert (error.field, error.value, error.limit) == ("seq_len", 0, "must be between 1 and 131072")
-    assert str(error) == "seq_len=0 is not allowed: must be between 1 and 131072"
+@pytest.mark.parametrize("changes, field, says", [
+    ({"kv_heads": 3}, "kv_heads", "must divide heads=8"),
+    ({"kv_heads": 16}, "kv_heads", "must divide heads=8"),
+    ({"kv_heads": 2, "rank": 3}, "kv_heads", "needs rank 4"),
+    ({"mask": "window"}, "window", "needs a window between 1 and S=512"),
+    ({"mask": "window", "window": 0}, "window", "between 1 and 131072"),
+    ({"mask": "window", "window": 513}, "window", "between 1 and S=512"),
+    ({"window": 64}, "window", "applies with mask=window only"),
+    ({"mask": "bool", "causal": False}, "mask", "set causal=true"),
+    ({"mask": "window", "window": 8, "causal": False}, "mask", "set causal=true"),
+    ({"passes": "backward"}, "passes", "fwd, fwd+bwd, bwd"),
+    ({"mask": "causal"}, "mask", "flag, bool, bias, window"),
+])
+def test_combinations_that_make_no_workload_are_refused_naming_the_field(changes, field, says):
+    with pytest.raises(Refusal) as caught:
+        Workload.cpu_default(**changes)
+    assert caught.value.field == field and says in str(caught.value)
+
+
+def test_flops_count_the_pairs_a_mask_leaves_and_a_pass_s_backward():
+    w = Workload.blog()
+    assert w.replace(mask="window", window=256).flops == 4 * 8 * 16 * 64 * (1024 * 256 - 256**2 / 2)
+    assert w.replace(passes="fwd+bwd").pass_flops == 3.5 * w.flops and w.replace(passes="bwd").pass_flops == 2.5 * w.flops
+
+
+# -- the request, from every door and back ----------------------------------------------------------
+def test_values_build_the_request_and_give_it_back_in_the_api_s_order():
+    request = Request.from_values(BLOG_VALUES, "cpu")
+    assert request.workload == Workload.blog() and (request.a, request.b) == ("sdpa_flash", "sdpa_cudnn")
+    assert request.values() == [BLOG_VALUES[k] for k in KEYS]
+    assert KEYS == ("source", "a", "b", *(f.name for f in FIELDS))
+
+
+def test_a_recording_replays_its_gpu_and_live_takes_this_machine():
+    assert Request.from_values(BLOG_VALUES, "cpu").workload.device == "cuda"
+    assert Request.from_values({**BLOG_VALUES, "source": LIVE}, "cpu").workload.device == "cpu"
+
+
+@pytest.mark.parametrize("changes", [{}, {"causal": False}, {"rank": 3, "dtype": "fp32"}, {"seq_len": 4096},
+                                     {"source": LIVE, "seq_len": 128, "heads": 2}])
+def test_a_link_reproduces_the_request(changes):
+    request = Request.from_values({**BLOG_VALUES, **changes}, "cpu")
+    again, problems = Request.from_query(request.to_query(), "cpu", RECORDING)
+    assert again == request and problems == []
+
+
+def test_a_sweep_s_lengths_go_through_the_link():
+    request = Request.from_values(BLOG_VALUES, "cpu", "4096, 128,1024")
+    assert request.seq_lens == (128, 1024, 4096) and request.to_query()["seqs"] == "128,1024,4096"
+    assert Request.from_query(request.to_query(), "cpu", RECORDING)[0] == request
+
+
+@pytest.mark.parametrize("key, text, says", [
+    ("seq", "１２８", "whole number"), ("seq", "٣٢", "whole number"), ("seq", "1_024", "whole number"),
+    ("seq", "128.0", "whole number"), ("heads", "1" + "0" * 5000, "between 1 and 1024"),
+    ("dtype", "BF16", "choose one of fp32, fp16, bf16"), ("a", "SDPA_FLASH", "choose one of"),
+    ("causal", "yes", "true or false"), ("rank", "5", "choose one of 4, 3"), ("seqs", "128,333x", "whole number"),
+    ("source", "../../etc", "choose one of live"), ("nonsense", "1", "not a parameter here"),
+])
+def test_a_bad_link_parameter_is_set_aside_with_why(key, text, says):
+    request, problems = Request.from_query({key: text}, "cpu", RECORDING)
+    assert request == Request.from_query({}, "cpu", RECORDING)[0]  # the defaults stand
+    assert len(problems) == 1 and says in problems[0][1]
+
+
+def test_a_bad_key_is_set_aside_and_the_good_ones_stand():
+    request, problems = Request.from_query({"seq": "0", "heads": "4"}, "cpu", RECORDING)
+    assert request.workload.heads == 4 and request.workload.seq_len == 1024 and problems[0][0] == "seq=0"
+
+
+@pytest.mark.parametrize("text, says", [("", "at least one length"), ("128,,x", "whole number"),
+                                        (" ".join(str(2**i) for i in range(1, 16)), "at most 12"),
+                                        ("0", "between 1 and"), ("١٢٨", "whole number")])
+def test_sweep_lengths_follow_the_rule_of_s_itself(text, says):
+    with pytest.raises(Refusal) as caught:
+        parse_lengths(text)
+    assert caught.value.field == "seq_lens" and says in str(caught.value)
+
+
+def test_the_command_line_reads_each_field_by_its_own_rule():
+    parser = argparse.ArgumentParser()
+    Request.add_arguments(parser)
+    args = parser.parse_args(["sdpa_flash", "sdpa_cudnn", "--source", RECORDING, "--seq", "4096", "--no-causal",
+                              "--head-dim", "128", "--dtype", "fp32"])
+    args.lengths = None
+    request = Request.from_args(args, "cpu")
+    assert request.workload == Workload.blog(seq_len=4096, causal=False, head_dim=128, dtype="fp32")
+    for bad in (["--seq", "1_024"], ["--dtype", "BF16"], ["--rank", "5"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["a", "b", *bad])
+
+
+def test_every_workload_field_has_a_control_a_link_key_and_an_option():
+    parser = argparse.ArgumentParser()
+    add_workload_arguments(parser)
+    options = {a.dest for a in parser._actions}
+    for f in FIELDS:
+        spec = f.metadata["spec"]
+        assert f.name in options and spec.label and spec.query
+        assert spec.parse(f.name, spec.spell(f.default)) == f.default

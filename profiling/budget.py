@@ -1,0 +1,282 @@
+"""What a request costs before it runs: the memory a measurement may allocate and the wall time it holds the
+machine for. `session.plan` asks these; a request over budget is refused up front with a `Refusal` of kind
+"memory" or "time" that carries what it needs and what is available.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+import torch
+
+from . import text
+from .workload import Refusal, Workload
+
+REFERENCE_CHUNK_BYTES = 256 * 2**20  # the fp64 accuracy check keeps its scores in flight under this
+
+
+# -- memory: everything a measurement allocates, bounded before anything is -------------------------
+def forward_bytes(workload: Workload, scratch_bytes: int) -> int:
+    """One call's peak beyond q, k, v: its output and the variant's scratch (`Variant.scratch_bytes`); a training
+    step's gradients of q, k and v too (at most q's size each)."""
+    grads = 3 * workload.output_bytes if workload.training else 0
+    return workload.output_bytes + scratch_bytes + grads
+
+
+def _attention_slice_bytes(workload: Workload, element_bytes: int, rows: int) -> int:
+    """Peak temporaries of `measurement._chunked_attention` in a dtype of `element_bytes` over `rows` query rows:
+    per slice of B·H heads, the scores and their scaled copy (then scores and softmax) live together, rows×S
+    each, beside the slice's q rows, k, v, a contiguous copy of kᵀ and the product with v."""
+    w = workload
+    heads = min(w.batch * w.heads, max(1, REFERENCE_CHUNK_BYTES // (rows * w.seq_len * element_bytes)))
+    return heads * element_bytes * (2 * rows * w.seq_len + 4 * w.seq_len * w.head_dim + 2 * rows * w.head_dim)
+
+
+def accuracy_rows(seq_len: int) -> int:
+    """How many query rows the fp64 accuracy check compares: all while one row-block of fp64 scores (rows×S)
+    stays under REFERENCE_CHUNK_BYTES, else that many (at least 64)."""
+    return min(seq_len, max(64, REFERENCE_CHUNK_BYTES // (seq_len * 8)))
+
+
+def measure_bytes(workload: Workload, scratch_bytes: int, *, inputs_ready: bool = False,
+                  reference_ready: bool = False, compiled: bool = False) -> int:
+    """Bytes `measurement` may add to what is resident now, at its peak: the inputs and mask (unless ready), the
+    first call's output (kept for the accuracy check), the fp64 reference rows (unless ready); and on top, the
+    largest of its phases: a forward (output + scratch), the reference's slices, the same check in the workload's
+    dtype, and the accuracy differences in fp64, over `accuracy_rows` query rows. Plus 5%, and what a measurement
+    holds whatever its size (`fixed_bytes`)."""
+    w = workload
+    checked_rows = accuracy_rows(w.seq_len)
+    n = w.batch * w.heads * w.seq_len * w.head_dim        # elements of q, k, v or an output
+    r = w.batch * w.heads * checked_rows * w.head_dim     # elements of the rows checked
+    out = n * w.element_bytes
+    fp64_diffs = r * w.element_bytes + 3 * 8 * r           # the rows picked from out, .double(), difference, abs()
+    resident = out
+    phases = [forward_bytes(w, scratch_bytes), fp64_diffs]
+    if not inputs_ready:
+        resident += 3 * out + (2 * w.seq_len**2 if w.causal or w.mask != "flag" else 0)  # q, k, v and the masks
+        resident += w.seq_len**2 * w.element_bytes if w.mask == "bias" else 0
+    if w.training:  # the output's gradient, q, k, v copies that require grad and their gradients; the fp64
+        # reference's gradients kept, its backward's row blocks (the chunk) and the plain one's in the dtype
+        resident += out + 2 * 3 * out + 3 * 8 * n
+        phases.append(3 * n * w.element_bytes + REFERENCE_CHUNK_BYTES)
+    if not reference_ready:
+        resident += 8 * r                                  # the fp64 reference rows, kept for B
+        phases.append(_attention_slice_bytes(w, 8, checked_rows))
+        naive = r * w.element_bytes + _attention_slice_bytes(w, w.element_bytes, checked_rows)
+        phases.append(max(naive, r * w.element_bytes + fp64_diffs))
+    return int((resident + max(phases)) * 1.05) + fixed_bytes(w.device, compiled)
+
+
+def reference_bytes(workload: Workload, scratch_bytes: int) -> int:
+    """The part of `measure_bytes` from nothing that is the fp64 accuracy check."""
+    return measure_bytes(workload, scratch_bytes) - measure_bytes(workload, scratch_bytes, reference_ready=True)
+
+
+def fixed_bytes(device: str, compiled: bool = False) -> int:
+    """What a measurement holds whatever its size. On CPU: the allocator's slack (glibc keeps freed blocks under its
+    mmap threshold, at most 32 MiB, in each thread's arena until 64 MiB are free at its top: the process was seen to
+    grow 50-90 MiB past the profiler's live count), and a process's first measurement (libraries, the profiler's
+    first session: a fresh process grew 160 MB at S=64), and torch.compile's (flex grew 111 MB more). On a GPU the
+    caching allocator rounds each block up: a few MiB."""
+    if device != "cpu":
+        return 16 * 2**20
+    return 64 * 2**20 * (torch.get_num_threads() + 1) + 192 * 2**20 + (128 * 2**20 if compiled else 0)
+
+
+def available_bytes(device: str) -> int:
+    """What may be allocated now: 90% of free device memory (counting blocks PyTorch's caching allocator
+    holds but no tensor uses: they are ours to reuse), or 80% of available RAM on CPU."""
+    if device == "cuda":
+        free, _total = torch.cuda.mem_get_info()
+        cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        return int((free + cached) * 0.9)
+    try:
+        with open("/proc/meminfo") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo)
+        return int(int(fields["MemAvailable"].split()[0]) * 1024 * 0.8)
+    except (OSError, KeyError, ValueError):
+        return int(os.environ.get("ATTENTION_PROFILER_CPU_BUDGET_BYTES", 8 * 2**30))
+
+
+# -- time: what a live request holds the machine for, refused up front past a budget --------------
+# A live run holds the only measurement slot (and on ZeroGPU the GPU's time), so its wall time is
+# predicted before it starts: per forward, GEMM FLOPs at a rate by dtype plus the elementwise passes over
+# the S×S scores (a materialising variant's real cost at small head dims), times the calls `measure` makes;
+# plus the fp64 reference and the naive check once per workload.
+LIVE_BUDGET_S = {"cpu": 60.0, "cuda": 90.0}  # cuda: ZeroGPU grants the GPU function 120 s in all
+_L4_BF16_TFLOPS = 121.0  # the datasheet peak of the GPU the cuda figures below were set for
+
+
+@dataclass(frozen=True)
+class DeviceCost:
+    gemm_flops_per_s: dict[str, float]   # the GEMMs of a materialising forward (naive), by dtype
+    fused_flops_per_s: float             # a fused kernel (flash, efficient, cuDNN, flex): FLOPs halved when causal
+    fused_score_s: float                 # its per-score-element cost (blocks of S×S in registers): rules at small D
+    score_s: dict[str, float]            # seconds per S×S score element: all of one forward's elementwise passes
+    math_score_s: float                  # the same for SDPA's math path (fp32 inside, more passes)
+    fp64_flops_per_s: float              # the accuracy reference
+    fp64_score_s: float
+    per_measure_s: float                 # profiler session, trace export and parse, accuracy differences
+    per_comparison_s: float              # first-call costs of a process (CUPTI's start on a GPU)
+    compile_s: float                     # flex's first torch.compile in a process (a later shape's takes less)
+
+
+# CPU: measured on this project's 2-core AMD EPYC (shared with other work), torch 2.14; bench/calibrate_cost.py
+# prints measured against predicted. fp32 GEMMs ran at 10-40 GFLOP/s, bf16 and fp16 ones at 1-3 (no native
+# 16-bit matmul on this CPU: 5-20x slower than fp32); one naive forward's elementwise passes cost 15-40 ns per
+# score element in fp32 and 30-95 in 16-bit, SDPA math's 30-75 whatever the dtype (it computes in fp32); CPU
+# flash 6-20 GFLOP/s, slower per element at small head dims; the measurement makes ~10 calls of a slow forward.
+# flex's first compile in a process took 30 s with inductor's disk cache cold, 20 s with it warm, ~35 s under
+# load (an earlier report), each new shape after it 8-9 s: compile_s is that 35 (it was 30, under what was seen).
+# Rates sit between the middle and the slow end of what was seen, so the prediction errs long: whole
+# comparisons took 0.2-0.6x the prediction on a quiet machine, up to ~1.1x while other jobs shared its cores.
+# GPU: the figures of an L4-class GPU (the slowest the Space is suggested on), scaled to this GPU by datasheet
+# peaks (_device_cost), with the GPU's first profiler session (~4 s, DESIGN.md) and flex's first compile (7.4 s
+# on the H200) on top. The fused rate is half the slowest fused kernel measured on the H200 (efficient, 132-181
+# TFLOP/s at S >= 8192 in the recorded sweeps), scaled back to the L4: 8e12 (it was 5e12, 5x under the H200's);
+# its per-score cost is 0.01e-9 (it was 0.02e-9, which alone priced efficient at 8x16x32768x64 above what it
+# measured). The rest are set, not measured, and err long.
+COSTS = {
+    "cpu": DeviceCost(gemm_flops_per_s={"fp32": 25e9, "bf16": 1.5e9, "fp16": 1.5e9}, fused_flops_per_s=15e9,
+                      fused_score_s=15e-9, score_s={"fp32": 30e-9, "bf16": 60e-9, "fp16": 80e-9}, math_score_s=60e-9,
+                      fp64_flops_per_s=5e9, fp64_score_s=40e-9, per_measure_s=0.3, per_comparison_s=1.0,
+                      compile_s=35.0),
+    "cuda": DeviceCost(gemm_flops_per_s={"fp32": 10e12, "bf16": 50e12, "fp16": 50e12}, fused_flops_per_s=8e12,
+                       fused_score_s=0.01e-9, score_s={"fp32": 0.3e-9, "bf16": 0.15e-9, "fp16": 0.15e-9},
+                       math_score_s=0.4e-9, fp64_flops_per_s=0.4e12, fp64_score_s=1e-9, per_measure_s=1.0,
+                       per_comparison_s=6.0, compile_s=15.0),
+}
+# What `measure` calls: the first call and 2 warm-up calls, 4 under the profiler (which slows them, ~1.2x),
+# and timed ones: on a CPU at least 20 interleaved rounds, more while the spread is wide (the pair's 1 s
+# budget, half each); on a GPU at least 8 event samples, and the host figures' back-to-back and parked
+# calls (20 each at least); a GPU forward of a millisecond or more: 2 probes, 8 samples and 4 host rounds of
+# 1 settling, 2 back-to-back and 2 parked calls (measurement.LONG_CALL_S).
+_UNTIMED_CALLS = 3 + 4 * 1.2
+_MIN_TIMED_CALLS = {"cpu": 20, "cuda": 48}
+_LONG_CALL_S, _LONG_TIMED_CALLS = 1e-3, {"cpu": 20, "cuda": 30}
+_MID_TIMED_CALLS = {"cpu": 20, "cuda": 110}  # 1 to 10 ms on a GPU: back-to-back rounds of 10 calls
+_TIMING_S = {"cpu": 0.5, "cuda": 0.1}
+
+
+def _forward_seconds(w: Workload, variant, cost: DeviceCost) -> float:
+    """One call of `variant` (a Variant) on `w`: fused, SDPA's math path, or naive ops in the dtype; a training
+    call (forward and backward) 3.5 forwards. A dense mask is priced as no mask: the kernel computes every tile."""
+    full_flops = 4.0 * w.batch * w.heads * w.seq_len**2 * w.head_dim
+    score_elements = w.batch * w.heads * w.seq_len**2
+    step = 3.5 if w.training else 1.0
+    flops = w.flops if w.mask == "flag" else full_flops
+    # fused: never writes S×S (unless its scratch says it takes the math path: SDPA auto on rank 3 before 2.14)
+    if variant.fused and variant.scratch_bytes(w) < w.scores_bytes(element_bytes=4):
+        return step * (flops / cost.fused_flops_per_s + score_elements * (flops / full_flops) * cost.fused_score_s)
+    if variant.sdpa_backend is not None:  # SDPA's math path: upcasts to fp32, more passes
+        return step * (full_flops / cost.gemm_flops_per_s["fp32"] + score_elements * cost.math_score_s)
+    return step * (full_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype])
+
+
+class CompileClock:
+    """How long a compiling variant's first call should take on a device: the last first call of that variant in
+    this process that compiled (measurement reports it), else a prior (torch.compile's from the cost model, a
+    variant's own JIT figures)."""
+
+    def __init__(self):
+        self._last_s: dict[tuple[str, str], float] = {}
+
+    def record(self, device: str, key: str, seconds: float) -> None:
+        self._last_s[device, key] = seconds
+
+    def estimate(self, device: str, variant, training: bool = False) -> tuple[float, str]:
+        """(seconds, on what basis, in words)."""
+        if (device, variant.key) in self._last_s:
+            seconds = self._last_s[device, variant.key]
+            return seconds, f"as the last compile here took {text.seconds(seconds)}"
+        if variant.jit_s:
+            seconds = variant.jit_s[0] + (variant.jit_s[1] if training else 0.0)
+            return seconds, "as its first calls took on an H200"
+        return COSTS[device].compile_s, "from the cost model for " + ("this CPU" if device == "cpu" else "a GPU")
+
+
+compile_clock = CompileClock()
+
+
+def _measure_seconds(w: Workload, variant, cost: DeviceCost) -> float:
+    forward = _forward_seconds(w, variant, cost)
+    compile_s = cost.compile_s if variant.compiled else 0.0
+    if variant.jit_s:
+        compile_s = variant.jit_s[0] + (variant.jit_s[1] if w.training else 0.0)
+    calls = (_MIN_TIMED_CALLS if forward < _LONG_CALL_S else _MID_TIMED_CALLS if forward < 10 * _LONG_CALL_S
+             else _LONG_TIMED_CALLS)[w.device]
+    timed = max(calls * forward, _TIMING_S[w.device])
+    return compile_s + _UNTIMED_CALLS * forward + timed + cost.per_measure_s
+
+
+def _reference_seconds(w: Workload, cost: DeviceCost) -> float:
+    """The fp64 reference and the naive computation in the workload's dtype (`measurement._accuracy`)."""
+    rows = accuracy_rows(w.seq_len)                          # query rows checked, against all S keys
+    full_flops = 4.0 * w.batch * w.heads * rows * w.seq_len * w.head_dim
+    score_elements = w.batch * w.heads * rows * w.seq_len
+    fp64 = full_flops / cost.fp64_flops_per_s + score_elements * cost.fp64_score_s
+    naive = full_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype]
+    if not w.training:
+        return fp64 + naive
+    # the gradients' reference: every row, a forward and the backward's four GEMMs, in fp64 and in the dtype
+    every_row = w.seq_len / rows
+    return (fp64 + naive) * (1 + 3 * every_row)
+
+
+def _device_cost(device: str, env) -> DeviceCost:
+    """The cost model of `device`; a GPU's rates scaled from the L4-class figures by its datasheet bf16 peak
+    over the L4's (an H200 is ~8x), its per-element costs likewise. A GPU of unknown peak keeps the L4's."""
+    cost = COSTS[device]
+    peak = ((env.peak_tflops or {}).get("bf16") if env is not None else None) if device == "cuda" else None
+    if not peak:
+        return cost
+    k = peak / _L4_BF16_TFLOPS
+    return dataclasses.replace(
+        cost, gemm_flops_per_s={d: r * k for d, r in cost.gemm_flops_per_s.items()},
+        fused_flops_per_s=cost.fused_flops_per_s * k, fused_score_s=cost.fused_score_s / k,
+        score_s={d: t / k for d, t in cost.score_s.items()}, math_score_s=cost.math_score_s / k,
+        fp64_flops_per_s=cost.fp64_flops_per_s * k, fp64_score_s=cost.fp64_score_s / k)
+
+
+def predicted_seconds(workload: Workload, variants, env=None, *, reference_ready: bool = False) -> float:
+    """Wall time a live measurement of `variants` (Variants) on `workload` should take on `env`'s device: warm-up,
+    timing and profiled window of each, plus the reference once (unless already computed). A variant that cannot
+    run there costs nothing: it is refused before its first call."""
+    cost = _device_cost(workload.device, env)
+    total = 0.0 if reference_ready else _reference_seconds(workload, cost) + cost.per_comparison_s
+    for variant in variants:
+        if env is None or variant.supports(workload, env) is None:
+            total += _measure_seconds(workload, variant, cost)
+    return total
+
+
+def check_time(workload: Workload, variants, env, budget_s: float, *, reference_ready: bool = False) -> float:
+    """The predicted seconds of measuring `variants` on `workload`; a Refusal of kind "time" past `budget_s`."""
+    variants = list(variants)
+    seconds = predicted_seconds(workload, variants, env, reference_ready=reference_ready)
+    if seconds > budget_s:
+        names = " vs ".join(v.key for v in variants)
+        slow = (f"; {workload.dtype} arithmetic runs many times slower than fp32 on this CPU"
+                if workload.device == "cpu" and workload.dtype != "fp32" else "")
+        raise Refusal("seq_len", workload.seq_len,
+                      f"{names} at {workload.words()} would take about {text.seconds(seconds)}{slow}, over "
+                      f"the {text.seconds(budget_s)} a live run may hold the machine; lower seq_len, batch or "
+                      "heads" + (", or choose fp32" if slow else ""), kind="time", needed=seconds, available=budget_s)
+    return seconds
+
+
+def memory_refusal(variant, workload: Workload, available: int) -> Refusal | None:
+    """Why measuring `variant` (a Variant) on `workload` from nothing would not fit in `available` bytes, or None.
+    The one memory rule: the plan of a comparison and each point of a sweep ask it."""
+    scratch = variant.scratch_bytes(workload)
+    needed = measure_bytes(workload, scratch, compiled=variant.compiled)
+    if needed <= available:
+        return None
+    reference = reference_bytes(workload, scratch)
+    return Refusal("seq_len", workload.seq_len,
+                   f"{variant.key} at {workload.words()} needs about {text.size(needed)} ({text.size(scratch)} its "
+                   f"own, {text.size(reference)} the fp64 accuracy reference), {text.size(available)} free on "
+                   f"{text.device_words(workload.device)}; lower seq_len, batch or heads",
+                   kind="memory", needed=needed, available=available)

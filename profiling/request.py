@@ -1,0 +1,186 @@
+"""A request: which source (live, or a recording), variants A and B, and the workload; for a sweep, its lengths.
+
+Built once, from the page's controls or the API (values as sent), a link's query (text) or the command line, and
+written back to a link: every conversion iterates the workload's `FIELDS`, so a new field needs no caller changed.
+Each value is checked as sent, never rounded or coerced, and a bad one is a `Refusal` naming the field.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from attention_variants import VARIANTS, get_variant
+
+from .recording import recordings
+from .workload import FIELDS, Refusal, Workload, choice, spec_of, whole_number_from_text
+
+LIVE = "live"
+MAX_LENGTHS = 12                     # per sweep: a sweep is a curve, not a matrix
+DEFAULT_A, DEFAULT_B = "naive", "sdpa_flash"
+# The API's and the page's values, in order: the source, A and B, then the workload's fields.
+KEYS = ("source", "a", "b", *(f.name for f in FIELDS))
+
+
+def sources() -> list[str]:
+    return [LIVE, *recordings()]
+
+
+def base_workload(source: str, live_device: str) -> Workload:
+    """The workload a source starts from: the blog's on a GPU and in a recording; on a CPU, one sized for it."""
+    if source == LIVE and live_device == "cpu":
+        return Workload.cpu_default()
+    return Workload.blog()
+
+
+def parse_lengths(text: str, field: str = "seq_lens") -> tuple[int, ...]:
+    """'128, 256,512' -> sorted unique lengths within S's limits, at most MAX_LENGTHS; the same rule as S itself
+    (ASCII digits only)."""
+    if not isinstance(text, str):
+        raise Refusal(field, text, "a text of lengths such as '128, 256, 512'")
+    low, high = spec_of("seq_len").limits
+    items = text.replace(",", " ").split()
+    if not items:
+        raise Refusal(field, text, "give at least one length, such as '128, 256, 512'")
+    lengths = {whole_number_from_text(field, item, low, high) for item in items}
+    if len(lengths) > MAX_LENGTHS:
+        raise Refusal(field, text, f"at most {MAX_LENGTHS} lengths per sweep ({len(lengths)} given)")
+    return tuple(sorted(lengths))
+
+
+@dataclass(frozen=True)
+class Request:
+    source: str
+    a: str
+    b: str
+    workload: Workload
+    seq_lens: tuple[int, ...] | None = None   # a sweep's lengths; None: the plan chooses
+
+    @property
+    def live(self) -> bool:
+        return self.source == LIVE
+
+    @classmethod
+    def build(cls, source, a, b, fields: Mapping[str, Any], live_device: str,
+              seq_lens: tuple[int, ...] | None = None) -> "Request":
+        """A request from values as sent; fields left out take the source's base workload's."""
+        source = choice("source", source, sources())
+        a, b = get_variant(a, "a").key, get_variant(b, "b").key
+        base = base_workload(source, live_device)
+        device = live_device if source == LIVE else "cuda"  # a recording replays the GPU it was made on
+        values = {f.name: fields.get(f.name, getattr(base, f.name)) for f in FIELDS}
+        for f in FIELDS:  # each field checked as sent, in order, before the workload checks them together
+            f.metadata["spec"].check(f.name, values[f.name])
+        return cls(source, a, b, Workload(**values, device=device), seq_lens)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any], live_device: str, seq_lens: str | None = None) -> "Request":
+        """The API's and the page's values (KEYS), exactly as the client sent them; a sweep's lengths as text
+        (empty: the plan chooses)."""
+        missing = [key for key in KEYS if key not in values]
+        if missing:
+            raise Refusal(missing[0], None, f"the request must give {', '.join(missing)}")
+        lengths = parse_lengths(seq_lens) if isinstance(seq_lens, str) and seq_lens.strip() else None
+        if seq_lens is not None and not isinstance(seq_lens, str):
+            raise Refusal("seq_lens", seq_lens, "a text of lengths such as '128, 256, 512', or empty")
+        return cls.build(values["source"], values["a"], values["b"], values, live_device, lengths)
+
+    def values(self) -> list:
+        """KEYS' values, in order: what the page's controls show and the API takes."""
+        return [self.source, self.a, self.b, *(getattr(self.workload, f.name) for f in FIELDS)]
+
+    # -- a link ---------------------------------------------------------------------------------------
+    def to_query(self) -> dict[str, str]:
+        """The request as a link's query: source, a, b, each workload field by its query key, and seqs."""
+        query = {"source": self.source, "a": self.a, "b": self.b}
+        for f in FIELDS:
+            spec = f.metadata["spec"]
+            query[spec.query] = spec.spell(getattr(self.workload, f.name))
+        if self.seq_lens:
+            query["seqs"] = ",".join(map(str, self.seq_lens))
+        return query
+
+    @classmethod
+    def from_query(cls, params: Mapping[str, str], live_device: str, default_source: str,
+                   page_keys: tuple[str, ...] = ()) -> tuple["Request", list[tuple[str, str]]]:
+        """A link's query -> the request it names (defaults where absent or wrong) and, for each parameter set
+        aside, (its key and value as written, why). Keys in `page_keys` are the page's own (left to it); keys that
+        start with "__" are gradio's."""
+        problems: list[tuple[str, str]] = []
+
+        def refuse(key: str, text: str, error: Refusal) -> None:
+            problems.append((f"{key}={text}", error.limit))
+
+        source = params.get("source", default_source)
+        if source not in sources():
+            refuse("source", source, Refusal("source", source, f"choose one of {', '.join(sources())}"))
+            source = default_source
+        a, b = DEFAULT_A, DEFAULT_B
+        by_query = {f.metadata["spec"].query: f for f in FIELDS}
+        fields: dict[str, Any] = {}
+        lengths = None
+        for key, text in params.items():
+            try:
+                if key.startswith("__") or key in page_keys or key == "source":
+                    continue
+                if key in ("a", "b"):
+                    chosen = get_variant(text, key).key
+                    a, b = (chosen, b) if key == "a" else (a, chosen)
+                elif key in by_query:
+                    f = by_query[key]
+                    fields[f.name] = f.metadata["spec"].parse(f.name, text)
+                elif key == "seqs":
+                    lengths = parse_lengths(text, "seqs")
+                else:
+                    problems.append((key, "not a parameter here (use "
+                                     + ", ".join(["source", "a", "b", *by_query, "seqs", *page_keys]) + ")"))
+            except Refusal as error:
+                refuse(key, text, error)
+        try:
+            return cls.build(source, a, b, fields, live_device, lengths), problems
+        except Refusal as error:  # fields fine alone, refused together: the base workload instead
+            refuse(error.field, str(error.value), error)
+            return cls.build(source, a, b, {}, live_device, lengths), problems
+
+    # -- the command line ------------------------------------------------------------------------------
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+        """A, B, --source and the workload's options (`add_workload_arguments`)."""
+        parser.add_argument("a", help="variant A (see `list`): " + ", ".join(VARIANTS))
+        parser.add_argument("b", help="variant B")
+        parser.add_argument("--source", help="replay a recording instead of measuring: "
+                                             + (", ".join(recordings()) or "none shipped"))
+        add_workload_arguments(parser, skip)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, live_device: str) -> "Request":
+        fields = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name, None) is not None}
+        return cls.build(args.source or LIVE, args.a, args.b, fields, live_device,
+                         getattr(args, "lengths", None))
+
+
+def add_workload_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    """An option per workload field (but those in `skip`), each read by the field's own rule."""
+    for f in FIELDS:
+        if f.name in skip:
+            continue
+        spec = f.metadata["spec"]
+        option = "--" + spec.query.replace("_", "-")
+        if spec.boolean:
+            parser.add_argument(option, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                                help=f"{spec.label} (default: {'on' if f.default else 'off'})")
+            continue
+        allowed = f"{spec.limits[0]}-{spec.limits[1]}" if spec.limits else ", ".join(map(str, spec.choices))
+        parser.add_argument(option, dest=f.name, type=_argument(f.name), metavar=f.name.upper(),
+                            help=f"{spec.label}: {allowed}" + (f" ({spec.help})" if spec.help else ""))
+
+
+def _argument(name: str):
+    """An argparse type: the field's own parse rule, refused in the same words as everywhere else."""
+    def parse(text: str):
+        try:
+            return spec_of(name).parse(name, text)
+        except Refusal as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    parse.__name__ = name  # argparse names the type in some messages
+    return parse

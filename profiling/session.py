@@ -1,0 +1,154 @@
+"""The front door: every request (page, API, command line, bench) goes through here, the same way.
+
+`plan(request)` decides, before anything runs, whether the request can be served: the recording holds it, or it
+fits this machine's memory and time budget; else a `Refusal` of a kind ("invalid", "memory", "time",
+"unrecorded") with what it needs and what is available. `compare(request)` and `sweep(request)` then measure live
+or replay the recording, explain once, and return one `Answer` shape: the request, the result and the explanation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from attention_variants import VARIANTS, Variant
+
+from .budget import available_bytes, check_time, memory_refusal, predicted_seconds
+from .environment import Environment, detect
+from .explain import Explanation, explain, explain_sweep
+from .measurement import Guard, Progress, measure_runs
+from .recording import find_recorded, find_recorded_sweep, recorded_runs, recorded_sweeps, unrecorded_message
+from .request import LIVE, MAX_LENGTHS, Request
+from .results import Comparison, Sweep
+from .sweep import run_sweep
+from .workload import Refusal, Workload, spec_of
+
+FIRST_LENGTH = 128
+
+
+def _no_progress(fraction: float, message: str) -> None:
+    pass
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What serving a request will do: its variants, where, which lengths (a sweep), and what it should cost."""
+    request: Request
+    variants: tuple[Variant, Variant]
+    environment: Environment                   # the live device's, or the recording's
+    lengths: tuple[int, ...] | None = None     # a sweep's
+    predicted_s: float | None = None           # a live request's wall time (a sweep's: its first length)
+    budget_s: float | None = None
+
+
+@dataclass
+class Answer:
+    """A served request: what was asked, what was measured or replayed, and what the explainer says of it."""
+    request: Request
+    result: Comparison | Sweep
+    explanation: Explanation
+
+    def to_dict(self) -> dict:
+        """What a client is sent: the source, the result (naming no file of this machine) and the explanation."""
+        result = self.result.without_files() if isinstance(self.result, Comparison) else self.result
+        return {"source": self.request.source, **result.to_dict(), **self.explanation.to_dict()}
+
+
+def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False) -> Plan:
+    """Whether `request` can be served, and how; a Refusal if not. A live request is checked against the memory
+    free now and, given `budget_s`, the wall time it may hold the machine."""
+    variants = (VARIANTS[request.a], VARIANTS[request.b])
+    w = request.workload
+    if not request.live:
+        if sweep:
+            recorded = find_recorded_sweep(request.source, request.a, request.b, w)
+            if recorded is None:
+                held = "; ".join(f"{s.workload.family()} for {', '.join(s.variants)}"
+                                 for s in recorded_sweeps(request.source))
+                raise Refusal("source", request.source,
+                              f"The recording '{request.source}' has no sweep of {request.a} and {request.b} at "
+                              f"{w.family()}. It holds: {held or 'no sweeps'}.", kind="unrecorded")
+            missing = [s for s in request.seq_lens or () if s not in recorded.seq_lens]
+            if missing:
+                raise Refusal("seq_lens", ",".join(map(str, missing)),
+                              f"The recorded sweep has no S={', '.join(f'{s:,}' for s in missing)}; it holds "
+                              + ", ".join(f"{s:,}" for s in recorded.seq_lens) + ".", kind="unrecorded")
+            return Plan(request, variants, recorded.environment, request.seq_lens or tuple(recorded.seq_lens))
+        missing = unrecorded_message(request.source, w, (request.a, request.b))
+        if missing:
+            raise Refusal("source", request.source, missing, kind="unrecorded")
+        return Plan(request, variants, recorded_runs(request.source)[0].environment)
+    if w.device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            raise Refusal("device", "cuda", "no CUDA GPU is visible to this process")
+    env = detect(w.device)
+    lengths = None
+    if sweep:
+        lengths = request.seq_lens or default_lengths(variants, w, env, budget_s)
+        if w.window and lengths[0] < w.window:
+            raise Refusal("seq_lens", lengths[0], f"each length must be at least the window W={w.window}")
+        w = w.replace(seq_len=lengths[0])
+    free = available_bytes(w.device)
+    for v in variants:
+        refusal = memory_refusal(v, w, free) if v.supports(w, env) is None else None
+        if refusal and not sweep:  # a sweep keeps a point that does not fit as data
+            raise refusal
+    predicted = check_time(w, variants, env, budget_s) if budget_s is not None else \
+        predicted_seconds(w, variants, env)
+    return Plan(request, variants, env, lengths, predicted, budget_s)
+
+
+def default_lengths(variants, base: Workload, env: Environment, budget_s: float | None) -> tuple[int, ...]:
+    """Powers of two from 128 up to the largest the fused variants among `variants` fit in memory (all of them
+    when none is fused), at most MAX_LENGTHS; given a budget, up to the length one point alone would overrun."""
+    bounding = [v for v in variants if v.fused] or list(variants)
+    free = available_bytes(base.device)
+    lengths = []
+    s = FIRST_LENGTH
+    while base.window and s < base.window:  # a sliding window needs S of at least W
+        s *= 2
+    high = spec_of("seq_len").limits[1]
+    while s <= high and len(lengths) < MAX_LENGTHS:
+        w = base.replace(seq_len=s)
+        if budget_s is not None and predicted_seconds(w, bounding, env) > budget_s:
+            break
+        if all(memory_refusal(v, w, free) for v in bounding):
+            break
+        lengths.append(s)
+        s *= 2
+    return tuple(lengths) or (FIRST_LENGTH,)
+
+
+def compare(request: Request, *, budget_s: float | None = None, progress: Progress = _no_progress,
+            cancelled: Callable[[], bool] = _never, trace_dir=None) -> Answer:
+    """A vs B on the request's workload, measured live (within `budget_s`, stopping cleanly when `cancelled`)
+    or replayed from the recording; explained."""
+    p = plan(request, budget_s=budget_s)
+    if request.live:
+        runs = measure_runs(list(p.variants), request.workload, env=p.environment, trace_dir=trace_dir,
+                            progress=progress, guard=Guard.within(budget_s, cancelled), labels=["A", "B"])
+        comparison = Comparison(*runs)
+    else:
+        comparison = Comparison(*(find_recorded(request.source, key, request.workload)
+                                  for key in (request.a, request.b)))
+    return Answer(request, comparison, explain(comparison))
+
+
+def sweep(request: Request, *, budget_s: float | None = None, progress: Progress = _no_progress,
+          cancelled: Callable[[], bool] = _never) -> Answer:
+    """A and B over the request's lengths (or the plan's), the other fields fixed; live or replayed; explained."""
+    p = plan(request, budget_s=budget_s, sweep=True)
+    if request.live:
+        result = run_sweep(list(p.variants), request.workload, list(p.lengths), p.environment, progress=progress,
+                           guard=Guard.within(budget_s, cancelled))
+    else:
+        recorded = find_recorded_sweep(request.source, request.a, request.b, request.workload)
+        result = recorded.select([request.a, request.b], p.lengths)
+    return Answer(request, result, explain_sweep(result))
+
+
+__all__ = ["LIVE", "Answer", "Plan", "Refusal", "Request", "compare", "plan", "sweep"]

@@ -1,0 +1,161 @@
+"""The front door: a request is planned (or refused, with a typed kind and the amounts), then served live or from
+the recording, and explained once, in the same Answer shape whoever asked."""
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from attention_variants import VARIANTS
+from profiling import budget, session
+from profiling.budget import LIVE_BUDGET_S, predicted_seconds
+from profiling.environment import detect
+from profiling.request import LIVE, Request
+from profiling.results import DOES_NOT_FIT, Comparison, Sweep
+from profiling.workload import Refusal, Workload
+
+RECORDING = "h200-torch2.11"
+CPU = detect("cpu")
+TINY = {"batch": 1, "heads": 2, "seq_len": 64, "head_dim": 16, "dtype": "fp32"}
+
+
+def live(a="naive", b="sdpa_math", seq_lens=None, **fields) -> Request:
+    return Request.build(LIVE, a, b, TINY | fields, "cpu", seq_lens)
+
+
+def recorded(a="sdpa_flash", b="sdpa_cudnn", seq_lens=None, **fields) -> Request:
+    return Request.build(RECORDING, a, b, fields, "cpu", seq_lens)
+
+
+def test_a_live_comparison_and_a_replay_come_back_in_one_shape():
+    for request in (live(), recorded()):
+        answer = session.compare(request)
+        data = json.loads(json.dumps(answer.to_dict()))
+        assert set(data) >= {"source", "a", "b", "verdict", "headline", "notes"}
+        assert data["verdict"] == answer.explanation.headline.title
+        assert data["a"]["trace_path"] is None and data["b"]["trace_path"] is None  # no server file leaves
+        assert Comparison.from_dict(data).a.variant == request.a
+
+
+def test_a_replay_is_the_recorded_run_explained_now():
+    answer = session.compare(recorded())
+    from profiling.recording import find_recorded
+    assert answer.result.a.timing == find_recorded(RECORDING, "sdpa_flash", Workload.blog()).timing
+
+
+def test_an_unrecorded_workload_is_refused_naming_the_nearest():
+    with pytest.raises(Refusal) as caught:
+        session.plan(recorded(seq_len=2048))
+    assert caught.value.kind == "unrecorded" and caught.value.field == "source"
+    assert "no run of B=8, H=16, S=2048" in str(caught.value) and "Nearest recorded: B=8, H=16, S=1024" in str(caught.value)
+
+
+def test_a_recorded_sweep_asked_for_lengths_it_lacks_is_refused_naming_them():
+    with pytest.raises(Refusal) as caught:
+        session.sweep(recorded(seq_lens=(128, 333)))
+    assert caught.value.field == "seq_lens" and caught.value.kind == "unrecorded" and "S=333" in str(caught.value)
+    answer = session.sweep(recorded(seq_lens=(128, 1024)))
+    assert answer.result.seq_lens == [128, 1024] and {r.workload.seq_len for r in answer.result.runs} == {128, 1024}
+
+
+def test_memory_over_what_is_free_is_refused_before_anything_is_allocated(monkeypatch):
+    allocated = []
+    monkeypatch.setattr(Workload, "make_inputs", lambda self: allocated.append(self))
+    huge = live(batch=64, heads=64, seq_len=65536, head_dim=128)
+    start = time.perf_counter()
+    with pytest.raises(Refusal) as caught:
+        session.compare(huge)
+    assert time.perf_counter() - start < 1.0 and allocated == []
+    error = caught.value
+    assert error.kind == "memory" and error.field == "seq_len" and error.needed > error.available > 0
+    assert "GiB" in str(error) and "free on the CPU" in str(error)
+
+
+def test_time_over_the_budget_is_refused_with_the_prediction(monkeypatch):
+    request = live(a="naive", b="sdpa_flash", batch=1, heads=8, seq_len=2048, head_dim=64, dtype="bf16")
+    with pytest.raises(Refusal) as caught:
+        session.compare(request, budget_s=LIVE_BUDGET_S["cpu"])
+    error = caught.value
+    assert error.kind == "time" and error.available == 60 and error.needed > 60
+    assert "would take about" in str(error) and "choose fp32" in str(error)
+    assert predicted_seconds(request.workload.replace(dtype="fp32"), [VARIANTS["naive"], VARIANTS["sdpa_flash"]],
+                             CPU) <= 60
+
+
+def test_the_time_model_prices_dtype_size_and_what_cannot_run():
+    w = Workload(batch=1, heads=8, seq_len=2048, head_dim=64, dtype="fp32", device="cpu")
+    pair = [VARIANTS["naive"], VARIANTS["naive_inplace"]]
+    assert predicted_seconds(w.replace(dtype="bf16"), pair, CPU) > 3 * predicted_seconds(w, pair, CPU)
+    assert predicted_seconds(w.replace(seq_len=4096), pair, CPU) > 3 * predicted_seconds(w, pair, CPU)
+    # on a CPU the efficient and cuDNN pins are refused before their first call: they cost nothing
+    assert predicted_seconds(w, [VARIANTS["sdpa_efficient"], VARIANTS["sdpa_cudnn"]], CPU, reference_ready=True) == 0
+    assert predicted_seconds(w, [VARIANTS["flex"]], CPU) > predicted_seconds(w, [VARIANTS["sdpa_flash"]], CPU) + 20
+
+
+def test_the_model_needs_a_variant_s_traits_not_its_registry():
+    w = Workload(batch=1, heads=8, seq_len=2048, head_dim=64, dtype="fp32", device="cpu")
+    flash = VARIANTS["sdpa_flash"]
+    alike = SimpleNamespace(key="alike", fused=True, compiled=False, jit_s=None, sdpa_backend=flash.sdpa_backend,
+                            scratch_bytes=flash.scratch_bytes, supports=flash.supports)
+    assert predicted_seconds(w, [alike], CPU) == predicted_seconds(w, [flash], CPU)
+
+
+@pytest.mark.parametrize("a, b, fields", [
+    ("naive", "naive_inplace", dict(batch=1, heads=2, seq_len=1024, head_dim=64, dtype="bf16")),
+    ("sdpa_math", "sdpa_flash", dict(batch=1, heads=1, seq_len=2048, head_dim=16, dtype="fp32")),
+])
+def test_a_real_comparison_takes_no_longer_than_predicted(a, b, fields):
+    request = live(a, b, **fields)
+    predicted = session.plan(request, budget_s=LIVE_BUDGET_S["cpu"]).predicted_s
+    start = time.perf_counter()
+    answer = session.compare(request)
+    took = time.perf_counter() - start
+    assert answer.result.a.ok and answer.result.b.ok
+    assert took <= predicted, f"took {took:.1f} s, predicted {predicted:.1f} s"
+
+
+def test_a_cancelled_live_comparison_stops_and_keeps_what_it_measured():
+    answer = session.compare(live(), cancelled=lambda: True)
+    assert {answer.result.a.status, answer.result.b.status} == {"stopped"}
+    assert "cancelled" in answer.result.a.reason
+
+
+def test_a_live_sweep_has_a_run_per_length_per_variant_and_refuses_what_does_not_fit(monkeypatch):
+    request = live("naive", "sdpa_flash", seq_lens=(64, 128, 2048), head_dim=16, heads=1)
+    at = {s: request.workload.replace(seq_len=s) for s in (128, 2048)}
+    need = {s: max(budget.measure_bytes(w, VARIANTS[k].scratch_bytes(w)) for k in ("naive", "sdpa_flash"))
+            for s, w in at.items()}
+    free = (need[128] + need[2048]) // 2  # room for S=128, not for S=2048 (the fp64 check alone needs more)
+    from profiling import sweep as sweep_mod
+    for module in (budget, session, sweep_mod):
+        monkeypatch.setattr(module, "available_bytes", lambda device: free, raising=False)
+    result = session.sweep(request).result
+    assert isinstance(result, Sweep) and result.seq_lens == [64, 128, 2048]
+    for variant in ("naive", "sdpa_flash"):
+        by_s = {r.workload.seq_len: r for r in result.of(variant)}
+        assert by_s[64].ok and by_s[128].ok and by_s[2048].status == DOES_NOT_FIT
+        assert by_s[2048].needed_bytes > by_s[2048].available_bytes == free and by_s[2048].timing is None
+    # A and B of one length are one session: their timings were interleaved
+    assert result.at("naive", 64).session == result.at("sdpa_flash", 64).session
+    assert result.at("naive", 64).session != result.at("naive", 128).session
+
+
+def test_a_sweep_past_its_budget_ends_with_the_points_done_and_says_why():
+    """Two short lengths in a budget of a few times their predicted cost, then S=16,384: whatever this machine's
+    speed, 16,384 is predicted at thousands of times S=128's cost and is not started (or, on a machine slow enough,
+    the deadline stops an earlier point)."""
+    request = live("naive", "sdpa_math", seq_lens=(64, 128, 16384))
+    budget_s = session.plan(live("naive", "sdpa_math", seq_lens=(64, 128)), sweep=True).predicted_s * 3
+    start = time.perf_counter()
+    answer = session.sweep(request, budget_s=budget_s)
+    assert time.perf_counter() - start < budget_s + 2
+    assert answer.result.stopped and 16384 not in {r.workload.seq_len for r in answer.result.runs}
+    assert answer.explanation.headline.title.startswith(f"The sweep stopped early ({answer.result.stopped})")
+
+
+def test_default_lengths_stop_where_the_fused_variants_stop_fitting():
+    lengths = session.default_lengths([VARIANTS["naive"], VARIANTS["sdpa_flash"]],
+                                      Workload.blog(device="cpu", dtype="fp32"), CPU, None)
+    assert lengths[0] == 128 and all(b == 2 * a for a, b in zip(lengths, lengths[1:])) and len(lengths) <= 12
