@@ -1,16 +1,22 @@
-"""Results as plain data: what a run measured, with a lossless JSON round trip.
+"""Results as plain data: what a run measured, a comparison of two and a sweep of many, with a lossless JSON
+round trip.
 
-The UI, the CLI, the API, the recorded runs and ZeroGPU (which pickles results out of a
-worker) all pass these same objects around. Nothing here measures or formats.
+The UI, the CLI, the API, the recorded runs and ZeroGPU (which pickles results out of a worker) all pass these
+same objects around. Nothing here measures, explains or formats.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import asdict, dataclass, field
+import statistics
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from .environment import Environment
 from .workload import Workload
+
+# What became of a variant on a workload: it ran, or why it did not (typed, never a sentence to parse).
+OK, UNSUPPORTED, ERROR, OUT_OF_MEMORY, STOPPED = "ok", "unsupported", "error", "out of memory", "stopped"
+DOES_NOT_FIT, TOO_SLOW = "does not fit", "too slow"   # refused by the plan before anything was allocated
+STATUSES = (OK, UNSUPPORTED, ERROR, OUT_OF_MEMORY, STOPPED, DOES_NOT_FIT, TOO_SLOW)
 
 
 @dataclass
@@ -38,6 +44,14 @@ class Kernel:
     launch_api: str | None = None             # cudaLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync, ...
     precision: str | None = None              # what the name tells: "FP32 on CUDA cores (ffma)", ...
     launched_by: list[Launch] | None = None   # by launching op chain; None where the trace did not say
+    phase: str = "forward"                    # forward | backward: launched under the autograd engine's backward
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Kernel":
+        data = dict(data)
+        if data.get("launched_by") is not None:
+            data["launched_by"] = [Launch(**launch) for launch in data["launched_by"]]
+        return cls(**data)
 
 
 @dataclass
@@ -47,29 +61,38 @@ class HostOp:
     calls_per_forward: float
     total_us_per_forward: float
     self_us_per_forward: float
+    phase: str = "forward"                    # forward | backward (under the autograd engine's evaluate_function)
 
 
 @dataclass
 class Timing:
-    """A distribution of per-call times: enough to say whether two of them really differ."""
+    """A distribution of per-call times, every sample kept: enough for a rank test of whether two differ."""
     median_ms: float
     min_ms: float
     max_ms: float
     samples: int
     method: str                               # "cuda events [per N calls]", "perf_counter", ...; how it was timed
-    p25_ms: float | None = None               # quartiles: an order is stated only when they do not overlap
+    p25_ms: float | None = None
     p75_ms: float | None = None
+    samples_ms: list[float] | None = None     # every sample, in the order taken (None in older recordings)
 
     @classmethod
     def of(cls, times_ms: list[float], method: str) -> "Timing":
         ordered = sorted(times_ms)
+
         def at(q: float) -> float:  # linear interpolation between the closest ranks
             i = q * (len(ordered) - 1)
             lo = int(i)
             hi = min(lo + 1, len(ordered) - 1)
             return ordered[lo] + (ordered[hi] - ordered[lo]) * (i - lo)
-        return cls(median_ms=at(0.5), min_ms=ordered[0], max_ms=ordered[-1], samples=len(ordered),
-                   method=method, p25_ms=at(0.25), p75_ms=at(0.75))
+        return cls(median_ms=statistics.median(ordered), min_ms=ordered[0], max_ms=ordered[-1],
+                   samples=len(ordered), method=method, p25_ms=at(0.25), p75_ms=at(0.75),
+                   samples_ms=list(times_ms))
+
+    @property
+    def kept(self) -> int:
+        """How many samples a test can read (older recordings kept none)."""
+        return len(self.samples_ms or [])
 
     @property
     def spread_pct(self) -> float:
@@ -82,13 +105,15 @@ class Accuracy:
     relative_error: float                     # ||out - ref|| / ||ref||
     naive_max_abs_error: float | None = None  # the naive computation in the same dtype, for scale
     rows_checked: int | None = None           # query rows compared (a seeded sample at large S); None: all
+    grads: dict[str, float] | None = None     # a training pass: max error of dq, dk, dv against fp64 (every row)
+    naive_grads: dict[str, float] | None = None  # the naive backward's in the same dtype, for scale
 
 
 @dataclass
 class Quantity:
     """A number a note states, with its unit and where it was read (so a test can read it again)."""
     value: float
-    unit: str                                 # ms, us, s, bytes, x (a ratio), share (0..1), pct, count
+    unit: str                                 # ms, us, s, bytes, x (a ratio), share (0..1), pct, count, power
     source: str                               # "run.kernels[3].us_per_forward", "ratio(a.timing.median_ms, ...)"
 
 
@@ -120,18 +145,22 @@ class Run:
     variant: str
     workload: Workload
     environment: Environment
-    status: str = "ok"                        # ok | unsupported | error | stopped
+    status: str = OK                          # one of STATUSES
     reason: str | None = None                 # why it did not run (PyTorch's own words where it gave them)
+    session: str | None = None                # the measurement it came from: runs of one session were interleaved
     pytorch_warnings: list[str] = field(default_factory=list)
     first_call_ms: float | None = None        # wall time of the very first call (compilation, plans, ...)
-    timing: Timing | None = None              # device time per forward (wall time on CPU)
+    timing: Timing | None = None              # device time per call of the pass (wall time on CPU): a forward, a
+                                              # training step (forward + backward), or the backward alone
+    forward_timing: Timing | None = None      # a training pass: the forward (autograd recording) ...
+    backward_timing: Timing | None = None     # ... and the backward, timed in the same calls
     # The host, three figures each named for what it is (GPU runs; on a CPU the host does the work itself):
     host_cost: Timing | None = None           # CPU time to issue one forward while the GPU is kept busy
     pin_cost_ms: float | None = None          # entering and leaving the sdpa_kernel pin, costed apart
-    back_to_back_ms: float | None = None      # wall time of N forwards in a plain loop, divided by N
+    back_to_back: Timing | None = None        # wall time per call of a plain loop of forwards, per round
     bound: str | None = None                  # "host" or "gpu": what sets the back-to-back pace
     profiled_host_ms: float | None = None     # the forward's record_function range: includes profiler overhead
-    compiled_before: bool = False             # torch.compile had run in this process before this measurement
+    compiled_before: bool = False             # torch.compile had run in this process before this was timed
     concurrent_work: bool = False             # other work of this process shared the CPU while this was timed
     kernels_per_forward: float | None = None
     kernels: list[Kernel] = field(default_factory=list)
@@ -139,81 +168,130 @@ class Run:
     backend: str | None = None                # SDPA backend that really ran, from the trace
     peak_extra_bytes: int | None = None       # peak memory beyond the inputs
     estimated_extra_bytes: int | None = None  # what we predicted before allocating
+    saved_bytes: int | None = None            # a training pass: what autograd keeps from the forward for the backward
+    setup_ms: float | None = None             # one-off setup before the first call (flex: create_block_mask)
+    needed_bytes: int | None = None           # does not fit: what measuring it would need ...
+    available_bytes: int | None = None        # ... and what was free
+    reference_bytes: int | None = None        # the part of needed_bytes that is the fp64 accuracy check
     accuracy: Accuracy | None = None
     tflops: float | None = None
     peak_share: float | None = None           # of the device's datasheet peak, 0..1
     profiled_forwards: int = 0
+    wall_s: float | None = None               # what measuring it cost, start to end
     trace_path: str | None = None             # Chrome trace (opens in Perfetto)
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == OK
 
     @property
     def gpu_ms(self) -> float | None:
         return self.timing.median_ms if self.timing else None
 
+    @property
+    def back_to_back_ms(self) -> float | None:
+        return self.back_to_back.median_ms if self.back_to_back else None
+
+    @property
+    def stops(self) -> bool:
+        """Longer sequences would need more memory still: a sweep tries this variant no further."""
+        return self.status in (DOES_NOT_FIT, OUT_OF_MEMORY)
+
     def to_dict(self) -> dict:
         data = asdict(self)
-        data["workload"] = asdict(self.workload)
         data["environment"] = self.environment.to_dict()
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Run":
-        data = dict(data)
-        if "host_ms_per_forward" in data:  # recordings made before the host figures were split
-            data["profiled_host_ms"] = data.pop("host_ms_per_forward")
+        data = {k: v for k, v in data.items() if k in _RUN_FIELDS}
         data["workload"] = Workload(**data["workload"])
         data["environment"] = Environment.from_dict(data["environment"])
-        data.pop("notes", None)  # recordings made when notes were kept per run
-        data["kernels"] = [_kernel(k) for k in data.get("kernels", [])]
+        data["kernels"] = [Kernel.from_dict(k) for k in data.get("kernels", [])]
         data["host_ops"] = [HostOp(**h) for h in data.get("host_ops", [])]
-        for key, kind in (("timing", Timing), ("host_cost", Timing), ("accuracy", Accuracy)):
+        for key, kind in (("timing", Timing), ("host_cost", Timing), ("back_to_back", Timing), ("accuracy", Accuracy),
+                          ("forward_timing", Timing), ("backward_timing", Timing)):
             if data.get(key) is not None:
                 data[key] = kind(**data[key])
         return cls(**data)
 
+    def light(self) -> "Run":
+        """The run as a sweep keeps it: numbers, statuses and kernel rows, without launch chains, host ops or trace."""
+        kernels = [replace(k, launched_by=None) for k in self.kernels]
+        return replace(self, kernels=kernels, host_ops=[], pytorch_warnings=[], trace_path=None)
 
-def _kernel(data: dict) -> Kernel:
-    data = dict(data)
-    if data.get("launched_by") is not None:
-        data["launched_by"] = [Launch(**launch) for launch in data["launched_by"]]
-    return Kernel(**data)
+
+_RUN_FIELDS = {f.name for f in fields(Run)}
 
 
 @dataclass
 class Comparison:
-    """A vs B: the two runs and, once explained, the verdict and the notes, most important first."""
+    """A vs B on one workload: the two runs."""
     a: Run
     b: Run
-    headline: Note | None = None              # the verdict: who wins, by how much, on what
-    notes: list[Note] = field(default_factory=list)    # ranked; each says which side it is about
-
-    @property
-    def verdict(self) -> str:
-        return self.headline.title if self.headline else ""
 
     def to_dict(self) -> dict:
-        return {"a": self.a.to_dict(), "b": self.b.to_dict(), "verdict": self.verdict,
-                "headline": asdict(self.headline) if self.headline else None,
-                "notes": [asdict(n) for n in self.notes]}
+        return {"a": self.a.to_dict(), "b": self.b.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Comparison":
-        headline = data.get("headline")
-        return cls(a=Run.from_dict(data["a"]), b=Run.from_dict(data["b"]),
-                   headline=Note.from_dict(headline) if headline else None,
-                   notes=[Note.from_dict(n) for n in data.get("notes", [])])
-
-    def to_json(self, **kwargs) -> str:
-        return json.dumps(self.to_dict(), **kwargs)
+        return cls(a=Run.from_dict(data["a"]), b=Run.from_dict(data["b"]))
 
     def without_files(self) -> "Comparison":
         """A copy that names no file of this machine: what a client of the app may be sent."""
-        return dataclasses.replace(self, a=dataclasses.replace(self.a, trace_path=None),
-                                   b=dataclasses.replace(self.b, trace_path=None))
+        return Comparison(replace(self.a, trace_path=None), replace(self.b, trace_path=None))
+
+
+@dataclass
+class Sweep:
+    """Variants over sequence lengths, everything else fixed: one light run per variant and length."""
+    variants: list[str]                       # A and B first; a recording holds every variant
+    workload: Workload                        # the fixed fields; its seq_len is the first length
+    seq_lens: list[int]
+    environment: Environment
+    runs: list[Run] = field(default_factory=list)
+    available_bytes: int | None = None        # the memory budget when the sweep began
+    budget_s: float | None = None
+    predicted_s: float | None = None          # the whole sweep's cost, predicted from its first points
+    stopped: str | None = None                # why it ended before its last point, if it did
+
+    @property
+    def a(self) -> str:
+        return self.variants[0]
+
+    @property
+    def b(self) -> str:
+        return self.variants[1]
+
+    def of(self, variant: str) -> list[Run]:
+        """The runs of one variant, shortest sequence first."""
+        return sorted((r for r in self.runs if r.variant == variant), key=lambda r: r.workload.seq_len)
+
+    def at(self, variant: str, seq_len: int) -> Run | None:
+        return next((r for r in self.runs if r.variant == variant and r.workload.seq_len == seq_len), None)
+
+    def select(self, variants, seq_lens=None) -> "Sweep":
+        """The same sweep narrowed to some variants (in that order) and lengths."""
+        variants = list(variants)
+        lengths = [s for s in self.seq_lens if seq_lens is None or s in set(seq_lens)]
+        runs = [r for v in variants for r in self.of(v) if r.workload.seq_len in lengths]
+        workload = self.workload.replace(seq_len=lengths[0]) if lengths else self.workload
+        return replace(self, variants=variants, workload=workload, seq_lens=lengths, runs=runs)
+
+    def to_dict(self) -> dict:
+        return {"variants": self.variants, "workload": asdict(self.workload), "seq_lens": self.seq_lens,
+                "environment": self.environment.to_dict(), "runs": [r.to_dict() for r in self.runs],
+                "available_bytes": self.available_bytes, "budget_s": self.budget_s,
+                "predicted_s": self.predicted_s, "stopped": self.stopped}
 
     @classmethod
-    def from_json(cls, text: str) -> "Comparison":
-        return cls.from_dict(json.loads(text))
+    def from_dict(cls, data: dict) -> "Sweep":
+        data = dict(data)
+        data["workload"] = Workload(**data["workload"])
+        data["environment"] = Environment.from_dict(data["environment"])
+        data["runs"] = [Run.from_dict(r) for r in data["runs"]]
+        return cls(**data)
+
+
+def dumps(data: dict, **kwargs) -> str:
+    return json.dumps(data, **kwargs)

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -74,3 +75,22 @@ def is_scratch_file(path: str | Path) -> bool:
     folder = resolved.parent
     return (resolved.is_file() and not path.is_symlink() and _FOLDER.match(folder.name) is not None
             and folder.parent == Path(tempfile.gettempdir()).resolve())
+
+
+_views_lock = threading.Lock()
+
+
+def view_folder(keep: int = 32) -> Path:
+    """A fresh folder for one view's downloads; the oldest beyond `keep` are removed, so the disk stays bounded.
+    Views are made from several threads at once: one lock, and a folder another removed meanwhile is skipped."""
+    root = process_folder("views")
+    with _views_lock:
+        aged = []
+        for folder in root.iterdir():
+            try:
+                aged.append((folder.stat().st_mtime, folder))
+            except FileNotFoundError:
+                continue
+        for _, old in sorted(aged)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return Path(tempfile.mkdtemp(dir=root))

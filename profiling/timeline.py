@@ -72,28 +72,28 @@ def forward_timeline(trace: dict, label: str = "", forward: int | None = None) -
     """The lanes of one forward: the range numbered `forward` (#1, #2, ...), or by default the one of median
     length (the first profiled forward often pays a one-off cost)."""
     events = [e for e in trace.get("traceEvents", []) if isinstance(e, dict)]
-    ranges = trace_mod._forward_ranges(events)
+    ranges = trace_mod.call_ranges(events)
     if not ranges:
-        raise ValueError(f"no '{trace_mod.FORWARD_RANGE}' ranges in this trace")
+        raise ValueError(f"no '{trace_mod.CALL_RANGE}' ranges in this trace")
     if forward is None:
         middle = statistics.median_low(r["dur"] for r in ranges)
         rng = next(r for r in ranges if r["dur"] == middle)
     else:
-        matching = [r for r in ranges if r["name"] == f"{trace_mod.FORWARD_RANGE}#{forward}"]
+        matching = [r for r in ranges if r["name"].endswith(f"#{forward}")]
         if not matching:
             raise ValueError(f"no forward #{forward}: the trace holds {', '.join(r['name'] for r in ranges)}")
         rng = matching[0]
     t0 = rng["ts"]
 
-    def inside(e: dict) -> bool:
-        return trace_mod._inside(e, rng) and e.get("tid") == rng.get("tid") and e["ts"] + e.get("dur", 0) <= \
-            rng["ts"] + rng["dur"]
+    def inside(e: dict) -> bool:  # on any thread of the process: a backward runs on the autograd engine's
+        return trace_mod._inside(e, rng) and e["ts"] + e.get("dur", 0) <= rng["ts"] + rng["dur"]
 
     cpu_events = [e for e in events if e.get("ph") == "X" and inside(e)
                   and (e.get("cat") == "cpu_op" or e.get("cat") in trace_mod.LAUNCH_CATEGORIES)]
     cpu_events.sort(key=lambda e: (e["ts"], -e["dur"]))
-    spans, stack = [], []
+    spans, stacks = [], {}
     for e in cpu_events:
+        stack = stacks.setdefault(e.get("tid"), [])
         while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]:
             stack.pop()
         launch = e.get("cat") in trace_mod.LAUNCH_CATEGORIES

@@ -1,11 +1,14 @@
 """Chrome trace -> per-forward tables.
 
 The live path and the recorded fixtures go through the same function: a Chrome trace
-(as `torch.profiler` exports it) in, kernels and host ops per forward out. Kernels are
-attributed to a forward by their launch: the runtime call (`cudaLaunchKernel`,
+(as `torch.profiler` exports it) in, kernels and host ops per call out. Kernels are
+attributed to a call by their launch: the runtime call (`cudaLaunchKernel`,
 `cuLaunchKernelEx`, ...) that shares the kernel's correlation id must sit inside that
-forward's `record_function` range on the CPU, and the aten ops around that launch call
-are the ones that launched it (`Kernel.launched_by`).
+call's `record_function` range on the CPU (in time, on any thread of the process: a
+backward's launches come from the autograd engine's own thread), and the aten ops around
+that launch call on its thread are the ones that launched it (`Kernel.launched_by`). A
+kernel or op under the engine's `autograd::engine::evaluate_function: <Node>` is the
+backward's; the rest are the forward's.
 """
 from __future__ import annotations
 
@@ -20,7 +23,9 @@ from pathlib import Path
 from .dispatch import SDPA_BACKEND_OPS
 from .results import HostOp, Kernel, Launch
 
-FORWARD_RANGE = "attention_profiler::forward"  # record_function name of each profiled forward
+CALL_RANGE = "attention_profiler::call"  # record_function name of each profiled call (a forward, or a training step)
+RANGES = (CALL_RANGE, "attention_profiler::forward")  # the second: recordings made before training steps
+BACKWARD_MARK = "autograd::engine::evaluate_function:"
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
 
@@ -89,7 +94,8 @@ def category(name: str, trace_category: str = "kernel") -> str:
         return "compiled graph"
     if "attention_math" in lower or lower.endswith("scaled_dot_product_attention"):
         return "other"  # SDPA's entry and its math path only call other ops
-    if any(s in lower for s in ("flash_fwd", "flash_attention", "fmha", "sdpa", "attention")):
+    if any(s in lower for s in ("flash_fwd", "flash_bwd", "flash_attention", "fmha", "sdpa", "attention",
+                                "dot_do_o", "convert_dq")):  # the backward's pre- and post-passes belong to it
         return "fused attention"
     if any(s in lower for s in ("gemm", "nvjet", "xmma", "cutlass", "gemv", "cublas", "matmul", "bmm", "mm")) \
             and "elementwise" not in lower:
@@ -122,9 +128,9 @@ def precision(name: str) -> str | None:
 
 
 # -- the parser ---------------------------------------------------------------------------
-def _forward_ranges(events: list[dict]) -> list[dict]:
+def call_ranges(events: list[dict]) -> list[dict]:
     ranges = [e for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
-              and e.get("name", "").startswith(FORWARD_RANGE)]
+              and e.get("name", "").startswith(RANGES)]
     return sorted(ranges, key=lambda e: e["ts"])
 
 
@@ -132,9 +138,11 @@ def _inside(event: dict, rng: dict) -> bool:
     return rng["ts"] <= event["ts"] <= rng["ts"] + rng["dur"] and event.get("pid") == rng.get("pid")
 
 
-def _self_times(ops: list[dict]) -> dict[int, float]:
-    """Self time of each op (its duration less its direct children's), by nesting on one thread."""
+def _nesting(ops: list[dict]) -> tuple[dict[int, float], dict[int, str]]:
+    """Self time of each op (its duration less its direct children's), by nesting on one thread, and its phase:
+    "backward" inside the autograd engine's evaluate_function, else "forward"."""
     self_us: dict[int, float] = {}
+    phase: dict[int, str] = {}
     by_thread = defaultdict(list)
     for op in ops:
         by_thread[op.get("tid")].append(op)
@@ -147,8 +155,10 @@ def _self_times(ops: list[dict]) -> dict[int, float]:
             self_us[id(op)] = float(op["dur"])
             if stack:
                 self_us[id(stack[-1])] -= float(op["dur"])
+            backward = op["name"].startswith(BACKWARD_MARK) or (stack and phase[id(stack[-1])] == "backward")
+            phase[id(op)] = "backward" if backward else "forward"
             stack.append(op)
-    return self_us
+    return self_us, phase
 
 
 def _cpu_peak_extra(events: list[dict], ranges: list[dict]) -> int | None:
@@ -165,28 +175,29 @@ def _cpu_peak_extra(events: list[dict], ranges: list[dict]) -> int | None:
 
 
 def summarize_trace(trace: dict) -> TraceSummary:
-    """Per-forward kernel table and host ops from one profiled window of K forwards."""
+    """Per-call kernel table and host ops from one profiled window of K calls, each row of the forward or the
+    backward."""
     events = [e for e in trace.get("traceEvents", []) if isinstance(e, dict)]
-    ranges = _forward_ranges(events)
+    ranges = call_ranges(events)
     forwards = len(ranges)
     if not forwards:
-        raise ValueError(f"no '{FORWARD_RANGE}' ranges in this trace: nothing to attribute kernels to")
+        raise ValueError(f"no '{CALL_RANGE}' ranges in this trace: nothing to attribute kernels to")
 
-    # CPU ops inside the ranges
+    # CPU ops inside the ranges, on any thread of the process (the backward runs on the autograd engine's)
     cpu_ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
                and any(_inside(e, r) for r in ranges)]
-    self_us = _self_times(cpu_ops)
+    self_us, phase = _nesting(cpu_ops)
     ops = defaultdict(lambda: [0, 0.0, 0.0])
     for op in cpu_ops:
-        row = ops[op["name"]]
+        row = ops[op["name"], phase[id(op)]]
         row[0] += 1
         row[1] += float(op["dur"])
         row[2] += self_us[id(op)]
-    host_ops = [HostOp(name, calls / forwards, total / forwards, self_ / forwards)
-                for name, (calls, total, self_) in ops.items()]
+    host_ops = [HostOp(name, calls / forwards, total / forwards, self_ / forwards, phase=step)
+                for (name, step), (calls, total, self_) in ops.items()]
     host_ops.sort(key=lambda h: -h.total_us_per_forward)
     backend = next((SDPA_BACKEND_OPS[op.name] for op in host_ops if op.name in SDPA_BACKEND_OPS), None)
-    host_ms = statistics.median(r["dur"] for r in ranges) / 1000.0  # one slow forward must not skew it
+    host_ms = statistics.median(r["dur"] for r in ranges) / 1000.0  # one slow call must not skew it
 
     # GPU work launched from inside the ranges
     launches = {e["args"]["correlation"]: e for e in events
@@ -217,22 +228,24 @@ def _launching_ops(launches, cpu_ops: list[dict]) -> dict[int, tuple[str, ...]]:
 
 
 def _gpu_kernels(gpu: list[dict], launches: dict, chains: dict[int, tuple[str, ...]], forwards: int) -> list[Kernel]:
-    rows: dict[str, Kernel] = {}
+    rows: dict[tuple[str, str], Kernel] = {}
     for e in gpu:
         args = e.get("args", {})
-        row = rows.get(e["name"])
+        chain = list(chains[args["correlation"]])
+        phase = "backward" if any(op.startswith(BACKWARD_MARK) for op in chain) else "forward"
+        row = rows.get((e["name"], phase))
         if row is None:
-            row = rows[e["name"]] = Kernel(
+            row = rows[e["name"], phase] = Kernel(
                 name=e["name"], short_name=short_name(e["name"]), category=category(e["name"], e["cat"]),
                 calls_per_forward=0.0, us_per_forward=0.0, share=0.0,
                 grid=args.get("grid"), block=args.get("block"),
                 registers_per_thread=args.get("registers per thread"),
                 shared_memory_bytes=args.get("shared memory"),
                 occupancy_pct=args.get("est. achieved occupancy %"),
-                launch_api=launches[args["correlation"]]["name"], precision=precision(e["name"]), launched_by=[])
+                launch_api=launches[args["correlation"]]["name"], precision=precision(e["name"]), launched_by=[],
+                phase=phase)
         row.calls_per_forward += 1.0 / forwards
         row.us_per_forward += float(e.get("dur", 0.0)) / forwards
-        chain = list(chains[args["correlation"]])
         launch = next((x for x in row.launched_by if x.ops == chain), None)
         if launch is None:
             launch = Launch(ops=chain, calls_per_forward=0.0, us_per_forward=0.0)
@@ -250,5 +263,5 @@ def _cpu_kernels(host_ops: list[HostOp], range_us: float) -> list[Kernel]:
     total = sum(h.self_us_per_forward for h in working) or 1.0
     rows = [Kernel(name=h.name, short_name=h.name.replace("aten::", ""), category=category(h.name, "cpu_op"),
                    calls_per_forward=h.calls_per_forward, us_per_forward=h.self_us_per_forward,
-                   share=h.self_us_per_forward / total) for h in working]
+                   share=h.self_us_per_forward / total, phase=h.phase) for h in working]
     return sorted(rows, key=lambda k: -k.us_per_forward)

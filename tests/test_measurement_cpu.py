@@ -1,39 +1,57 @@
-"""Every variant on CPU, over dtypes × ranks × causal: right answers, telling op tables, lossless JSON."""
+"""Every variant on CPU, over dtypes × ranks × causal: right answers (held against an fp64 oracle written in the
+tests), telling op tables, truthful statuses, interleaved timings with every sample kept, a guard that stops at
+safe points, and a lossless JSON round trip."""
+from __future__ import annotations
+
+import contextlib
 import json
+import threading
+import time
 
 import pytest
 import torch
+from oracles import attention_fp64, gradients_fp64
 
-from attention_variants import VARIANTS
-from profiling.measurement import compare, measure
-from profiling.results import Comparison, Run
+from attention_variants import VARIANTS, Variant, get_variant
+from profiling import accuracy, budget, measurement, text
 from profiling.environment import torch_release
+from profiling.measurement import Guard, measure_runs, other_work
+from profiling.results import Run
 from profiling.workload import Workload
 
-TORCH_RELEASE = torch_release()
-RANK3_FUSED = TORCH_RELEASE >= (2, 14)  # DESIGN.md: rank-3 inputs reach fused kernels from torch 2.14
+RANK3_FUSED = torch_release() >= (2, 14)  # DESIGN.md: rank-3 inputs reach fused kernels from torch 2.14
 
 
-def small(dtype: str, rank: int, causal: bool) -> Workload:
-    return Workload(batch=1, heads=2, seq_len=64, head_dim=16, dtype=dtype, rank=rank, causal=causal, device="cpu")
+def small(dtype: str = "fp32", rank: int = 4, causal: bool = True, **changes) -> Workload:
+    return Workload(**{"batch": 1, "heads": 2, "seq_len": 64, "head_dim": 16, "dtype": dtype, "rank": rank,
+                       "causal": causal, "device": "cpu"} | changes)
 
 
-MATRIX = [(key, dtype, rank, causal) for key in VARIANTS for dtype in ("fp32", "bf16")
-          for rank in (4, 3) for causal in (True, False)]
+def measure(key, workload: Workload, **kwargs) -> Run:
+    variant = key if isinstance(key, Variant) else get_variant(key)
+    return measure_runs([variant], workload, **kwargs)[0]
+
+
+# flex compiles (tens of seconds on this CPU): one cell of it; every other variant over the whole matrix
+MATRIX = [(key, dtype, rank, causal) for key in VARIANTS if key != "flex" for dtype in ("fp32", "bf16")
+          for rank in (4, 3) for causal in (True, False)] + [("flex", "fp32", 4, True)]
 _runs: dict = {}
 
 
-def run_of(key, dtype, rank, causal) -> Run:
-    """Each cell measured once per session and shared by the tests below."""
-    cell = (key, dtype, rank, causal)
-    if cell not in _runs:
-        _runs[cell] = measure(key, small(dtype, rank, causal))
-    return _runs[cell]
+@pytest.fixture(scope="module")
+def runs() -> dict:
+    """Each workload's variants measured together, one session, as the app does."""
+    if not _runs:
+        for dtype, rank, causal in {(d, r, c) for _, d, r, c in MATRIX}:
+            keys = [k for k, d, r, c in MATRIX if (d, r, c) == (dtype, rank, causal)]
+            for run in measure_runs([VARIANTS[k] for k in keys], small(dtype, rank, causal)):
+                _runs[run.variant, dtype, rank, causal] = run
+    return _runs
 
 
 def expected_cpu_backend(key: str, rank: int) -> str | None:
     """What SDPA on CPU runs for this variant, or None when it must refuse."""
-    if key in ("sdpa_efficient", "sdpa_cudnn"):
+    if key in ("sdpa_efficient", "sdpa_cudnn", "fa4", "sdpa_fa4"):
         return None
     if key == "sdpa_math":
         return "math"
@@ -46,8 +64,8 @@ def expected_cpu_backend(key: str, rank: int) -> str | None:
 
 
 @pytest.mark.parametrize("key, dtype, rank, causal", MATRIX)
-def test_variant_on_cpu(key, dtype, rank, causal):
-    run = run_of(key, dtype, rank, causal)
+def test_variant_on_cpu(runs, key, dtype, rank, causal):
+    run = runs[key, dtype, rank, causal]
     backend = expected_cpu_backend(key, rank)
     if backend is None:
         assert run.status == "unsupported", run.reason
@@ -57,80 +75,85 @@ def test_variant_on_cpu(key, dtype, rank, causal):
     # accurate: fp32 near exact; 16-bit within 2x of the naive computation in the same dtype
     tolerance = 1e-5 if dtype == "fp32" else 2 * run.accuracy.naive_max_abs_error + 1e-3
     assert run.accuracy.max_abs_error <= tolerance
-    assert run.accuracy.relative_error < (1e-5 if dtype == "fp32" else 2e-2)
-    # measured
-    assert run.timing.median_ms > 0 and run.timing.samples >= 5 and run.timing.method == "perf_counter"
+    # measured, every sample kept
+    t = run.timing
+    assert t.median_ms > 0 and t.samples == len(t.samples_ms) >= 20 and t.method == "perf_counter"
+    assert t.min_ms == min(t.samples_ms) and t.max_ms == max(t.samples_ms)
     assert run.profiled_host_ms > 0 and run.profiled_forwards == 3
     assert run.kernels and all(k.us_per_forward > 0 for k in run.kernels)
     assert abs(sum(k.share for k in run.kernels) - 1) < 1e-6
     assert run.kernels_per_forward is None  # a GPU fact, not shown for CPU ops
     ops = {op.name for op in run.host_ops}
-    if key.startswith("sdpa"):
-        assert run.backend == backend
-    else:
-        assert run.backend is None
+    assert run.backend == (backend if key.startswith("sdpa") else None)
     if key == "sdpa_math":
         assert "aten::_safe_softmax" in ops and "aten::_scaled_dot_product_attention_math" in ops
     if key == "flex":
         assert any("Compiled" in name for name in ops)
-    # JSON round trip is lossless
-    assert Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+    assert Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run  # the JSON round trip is lossless
+
+
+@pytest.mark.parametrize("key", ["naive", "sdpa_math", "sdpa_flash"])
+@pytest.mark.parametrize("dtype, causal", [("fp32", True), ("fp32", False), ("bf16", True)])
+def test_the_accuracy_figure_is_the_output_s_distance_from_an_independent_fp64_oracle(runs, key, dtype, causal):
+    run = runs[key, dtype, 4, causal]
+    x = small(dtype, 4, causal).make_inputs()
+    with VARIANTS[key].pin():
+        out = VARIANTS[key].forward(x)
+    truth = attention_fp64(x.workload, x.q, x.k, x.v)
+    error = (out.reshape(truth.shape).double() - truth).abs().max().item()
+    assert run.accuracy.max_abs_error == pytest.approx(error, rel=1e-6, abs=1e-12)
+    naive = (VARIANTS["naive"].forward(x).reshape(truth.shape).double() - truth).abs().max().item()
+    assert run.accuracy.naive_max_abs_error == pytest.approx(naive, rel=1e-6, abs=1e-12)
 
 
 @pytest.mark.parametrize("rank", [4, 3])
-def test_out_of_place_naive_shows_the_copy_that_in_place_does_not(rank):
-    naive = {op.name for op in run_of("naive", "fp32", rank, True).host_ops}
-    inplace = {op.name for op in run_of("naive_inplace", "fp32", rank, True).host_ops}
+def test_out_of_place_naive_shows_the_copy_that_in_place_does_not(runs, rank):
+    naive = {op.name for op in runs["naive", "fp32", rank, True].host_ops}
+    inplace = {op.name for op in runs["naive_inplace", "fp32", rank, True].host_ops}
     assert {"aten::masked_fill", "aten::clone"} <= naive
     assert "aten::masked_fill_" in inplace and not {"aten::masked_fill", "aten::clone"} & inplace
 
 
 def test_naive_memory_grows_with_s_squared_and_fused_does_not():
     # by growth, not size: a fused CPU kernel's per-thread blocks depend on the machine's thread count
-    # (from S=1024 the CPU flash kernel's blocks are full size, so only its output still grows)
-    w = Workload.cpu_default(heads=2, seq_len=1024)
-    peak = {(key, s): measure(key, w.replace(seq_len=s)).peak_extra_bytes
-            for key in ("naive", "sdpa_flash") for s in (1024, 2048)}
+    w = Workload.cpu_default(heads=1, seq_len=1024)
+    peak = {(run.variant, s): run.peak_extra_bytes for s in (1024, 2048)
+            for run in measure_runs([VARIANTS["naive"], VARIANTS["sdpa_flash"]], w.replace(seq_len=s))}
     assert peak["naive", 1024] >= w.scores_bytes()
     assert peak["naive", 2048] / peak["naive", 1024] > 3.5       # S²
     assert peak["sdpa_flash", 2048] / peak["sdpa_flash", 1024] < 2.5
 
 
-def test_unsupported_pins_say_why():
-    run = run_of("sdpa_cudnn", "bf16", 4, True)
-    assert run.status == "unsupported" and "CPU" in run.reason
+def test_one_session_interleaves_its_variants_and_shares_their_inputs(runs):
+    a, b = runs["naive", "fp32", 4, True], runs["sdpa_math", "fp32", 4, True]
+    assert a.session == b.session and a.session
+    assert a.timing.samples == b.timing.samples  # one sample of each per round
+    assert a.accuracy.naive_max_abs_error == b.accuracy.naive_max_abs_error  # one reference for both
+    assert a.host_cost is None and a.bound is None and a.back_to_back is None  # on a CPU the host does the work
 
 
-def test_compare_shares_inputs_and_round_trips():
-    w = small("fp32", 4, True)
+def test_progress_follows_the_phases_and_only_grows():
     steps = []
-    result = compare("naive", "sdpa_math", w, progress=lambda fraction, message: steps.append((fraction, message)))
-    assert result.a.variant == "naive" and result.b.variant == "sdpa_math"
-    # the same inputs: both errors are measured against one reference
-    assert result.a.accuracy.naive_max_abs_error == result.b.accuracy.naive_max_abs_error
+    measure_runs([VARIANTS["naive"], VARIANTS["sdpa_math"]], small(), labels=["A", "B"],
+                 progress=lambda fraction, message: steps.append((fraction, message)))
+    fractions = [f for f, _ in steps]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and fractions[0] >= 0
     assert [m for _, m in steps if "profiling" in m] == ["A · naive: profiling", "B · sdpa_math: profiling"]
-    assert all(0 <= f <= 1 for f, _ in steps) and steps[-1][0] == 1.0
-    assert Comparison.from_json(result.to_json()) == result
 
 
-def test_trace_is_kept_for_download(tmp_path):
-    run = measure("sdpa_math", small("fp32", 4, True), trace_dir=tmp_path)
-    trace = json.loads(open(run.trace_path).read())
-    assert run.trace_path.startswith(str(tmp_path)) and trace["traceEvents"]
+def test_the_trace_is_kept_for_download(tmp_path):
+    run = measure("sdpa_math", small(), trace_dir=tmp_path)
+    assert run.trace_path.startswith(str(tmp_path)) and json.loads(open(run.trace_path).read())["traceEvents"]
 
 
-def _sleepy_pin_variant(calls: list):
+def _sleepy_pin_variant(calls: list) -> Variant:
     """A pinned variant whose pin costs 20 ms and whose forward costs almost nothing."""
-    import contextlib
-    import time as _time
-
-    from attention_variants.base import Variant
 
     class SleepyPin(Variant):
         def pin(self):
             @contextlib.contextmanager
             def slow():
-                _time.sleep(0.02)
+                time.sleep(0.02)
                 yield
             return slow()
 
@@ -143,19 +166,14 @@ def _sleepy_pin_variant(calls: list):
 
 def test_a_pinned_call_is_timed_without_its_pin_and_the_pin_is_costed_apart():
     calls = []
-    run = measure(_sleepy_pin_variant(calls), Workload.cpu_default(seq_len=32))
+    run = measure(_sleepy_pin_variant(calls), small(seq_len=32))
     assert run.ok, run.reason
-    assert run.timing.median_ms < 5           # the 20 ms pin is outside every timed call
-    assert run.pin_cost_ms >= 20              # and measured on its own
-    assert len(calls) > run.timing.samples    # warm-up, timing, profiling: many calls, none timed with the pin
+    assert run.timing.median_ms < 5 and run.pin_cost_ms >= 20
+    assert len(calls) > run.timing.samples
 
 
-def test_two_threads_measuring_at_once_take_turns():
+def test_two_threads_measuring_at_once_take_turns(monkeypatch):
     """The profiler crashes when two sessions overlap: measurements hold one process-wide lock."""
-    import threading
-
-    from profiling import measurement
-
     inside, most = [0], [0]
     original = measurement._profile
 
@@ -167,41 +185,34 @@ def test_two_threads_measuring_at_once_take_turns():
         finally:
             inside[0] -= 1
 
-    measurement._profile = counting
-    try:
-        results = []
-        threads = [threading.Thread(target=lambda: results.append(compare("naive", "sdpa_math", small("fp32", 4, True))))
-                   for _ in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        measurement._profile = original
-    assert len(results) == 3 and all(c.a.ok and c.b.ok for c in results)
-    assert most[0] == 1
+    monkeypatch.setattr(measurement, "_profile", counting)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(measure("naive", small()))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 3 and all(r.ok for r in results) and most[0] == 1
 
 
-def test_cpu_timings_of_a_pair_are_interleaved_and_quartiles_kept():
-    comparison = compare("naive", "naive_inplace", small("fp32", 4, True))
-    for run in (comparison.a, comparison.b):
-        t = run.timing
-        assert t.min_ms <= t.p25_ms <= t.median_ms <= t.p75_ms <= t.max_ms and t.samples >= 5
-    assert comparison.a.timing.samples == comparison.b.timing.samples  # one sample of each per round
-    assert comparison.a.host_cost is None and comparison.a.bound is None  # on a CPU the host does the work
+def test_a_guard_past_its_deadline_stops_at_the_next_safe_point():
+    runs = measure_runs([VARIANTS["naive"], VARIANTS["sdpa_math"]], small(), guard=Guard.within(1e-9))
+    assert all(r.status == "stopped" and "over the time budget" in r.reason for r in runs)
 
 
-def test_a_run_over_its_time_budget_stops_cleanly():
-    from profiling.measurement import measure_runs
-    from attention_variants import get_variant
-    runs = measure_runs([get_variant("naive"), get_variant("sdpa_math")], small("fp32", 4, True), budget_s=1e-9)
-    assert all(r.status == "stopped" and "time budget" in r.reason for r in runs)
+def test_a_cancel_during_timing_keeps_the_samples_taken():
+    calls = []
+
+    def cancel_after_ten() -> bool:
+        return len(calls) > 10
+
+    slow = Variant("slow", "Slow", lambda x: (calls.append(1), time.sleep(0.002), x.q.clone())[-1], lambda w: 0)
+    (run,) = measure_runs([slow], small(), guard=Guard(cancelled=cancel_after_ten))
+    assert run.status == "stopped" and "cancelled" in run.reason
+    assert run.timing is not None and 0 < run.timing.samples < 20  # stopped inside the timing rounds
 
 
 def test_other_work_during_timing_marks_the_run():
-    import threading
-
-    from profiling.measurement import other_work
     release = threading.Event()
 
     def render():
@@ -211,34 +222,53 @@ def test_other_work_during_timing_marks_the_run():
     worker = threading.Thread(target=render)
     worker.start()
     try:
-        busy = measure("naive", small("fp32", 4, True))
+        busy = measure("naive", small())
     finally:
         release.set()
         worker.join()
-    assert busy.concurrent_work
-    assert not measure("naive", small("fp32", 4, True)).concurrent_work
+    assert busy.concurrent_work and not measure("naive", small()).concurrent_work
+
+
+def test_out_of_memory_is_a_result_and_the_next_run_works():
+    def out_of_memory(inputs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB")
+    run = measure(Variant("oom", "OOM", out_of_memory, lambda w: 0), small(seq_len=32))
+    assert run.status == "out of memory" and "out of memory" in run.reason and run.stops
+    assert measure("naive", small(seq_len=32)).ok
+
+
+def test_a_variant_that_raises_is_a_result_not_a_crash():
+    def fails(inputs):
+        raise ValueError("this variant is broken")
+    run = measure(Variant("broken", "Broken", fails, lambda w: 0), small(seq_len=32))
+    assert run.status == "error" and "this variant is broken" in run.reason and not run.stops
 
 
 def test_accuracy_at_large_s_checks_a_sample_of_rows_with_bounded_memory():
-    from profiling import measurement
-    rows = measurement._checked_rows(131072)
+    rows = accuracy.checked_rows(131072)
     assert rows is not None and 64 <= len(rows) <= 256 and {0, 131071} <= set(rows.tolist())
-    assert len(rows) * 131072 * 8 <= measurement.REFERENCE_CHUNK_BYTES  # one slice of fp64 scores
-    assert measurement._checked_rows(1024) is None                        # small S: every row
-    w = small("fp32", 4, True).replace(seq_len=256)
-    x = w.make_inputs()
+    assert len(rows) * 131072 * 8 <= budget.REFERENCE_CHUNK_BYTES  # one slice of fp64 scores
+    assert accuracy.checked_rows(1024) is None                      # small S: every row
+    x = small(seq_len=256).make_inputs()
     picked = torch.tensor([0, 7, 100, 255])
-    full = measurement._chunked_attention(x, torch.float64, None)
-    assert torch.allclose(measurement._chunked_attention(x, torch.float64, picked), full[:, picked])
+    full = accuracy.attention(x, torch.float64, None)
+    assert torch.allclose(accuracy.attention(x, torch.float64, picked), full[:, picked])
+    assert torch.allclose(full, attention_fp64(x.workload, x.q, x.k, x.v))  # the app's reference is the oracle's
+
+
+@pytest.mark.parametrize("changes", [{}, {"mask": "window", "window": 5}, {"mask": "bias"}, {"mask": "bias", "causal": False},
+                                     {"heads": 4, "kv_heads": 2}, {"heads": 4, "kv_heads": 1, "mask": "bool"}])
+def test_the_app_s_reference_is_the_oracle_s_for_every_mask_and_kv_heads(changes):
+    x = small(seq_len=32, passes="fwd+bwd", **changes).make_inputs()
+    assert torch.allclose(accuracy.attention(x, torch.float64, None), attention_fp64(x.workload, x.q, x.k, x.v))
+    app, oracle = accuracy.gradients(x, torch.float64), gradients_fp64(x.workload, x.q, x.k, x.v, x.grad_out)
+    for name in ("dq", "dk", "dv"):
+        assert torch.allclose(app[name].cpu(), oracle[name], atol=1e-10), name
 
 
 def test_a_compile_says_up_front_how_long_and_then_what_the_last_one_took(monkeypatch):
-    import time
-
-    from attention_variants import Variant
-    from profiling import measurement, workload
-    from profiling.workload import COSTS, compile_estimate_s
-    monkeypatch.setattr(workload, "_last_compile_s", {})
+    monkeypatch.setattr(budget, "compile_clock", budget.CompileClock())
+    monkeypatch.setattr(measurement, "compile_clock", budget.compile_clock)
     monkeypatch.setattr(measurement, "_compiled", set())
     naive, compiled = VARIANTS["naive"], set()
 
@@ -249,18 +279,29 @@ def test_a_compile_says_up_front_how_long_and_then_what_the_last_one_took(monkey
         return naive.forward(x)
 
     fake = Variant("fake", "Compiled (fake)", compiles, naive.scratch_bytes, compiled=True)
-    model_s = COSTS["cpu"].compile_s
-    assert compile_estimate_s("cpu") == (model_s, "from the cost model for this CPU")
+    model_s = budget.COSTS["cpu"].compile_s
+    assert budget.compile_clock.estimate("cpu", fake) == (model_s, "from the cost model for this CPU")
 
     def messages(workload) -> list[str]:
         said = []
         assert measure(fake, workload, progress=lambda f, m: said.append(m)).ok
         return said
 
-    w = small("fp32", 4, True)
-    assert f"fake: compiling (first call; estimated ~{model_s:.0f} s, from the cost model for this CPU)" in messages(w)
-    took_s, basis = compile_estimate_s("cpu")
-    assert 0.8 <= took_s < 5 and basis == f"as the last compile here took {took_s:.0f} s"
-    assert "fake: warm-up (compiled before in this process)" in messages(w)
-    assert compile_estimate_s("cpu")[0] == took_s  # a warm first call is no compile
-    assert f"fake: compiling (first call; estimated ~{took_s:.0f} s, {basis})" in messages(w.replace(seq_len=32))
+    assert f"fake: compiling (first call; estimated ~{text.seconds(model_s)}, from the cost model for this CPU)" \
+        in messages(small())
+    took_s, basis = budget.compile_clock.estimate("cpu", fake)
+    assert 0.8 <= took_s < 5 and basis == f"as the last compile here took {text.seconds(took_s)}"
+    assert "fake: warm-up (compiled before in this process)" in messages(small())
+    assert budget.compile_clock.estimate("cpu", fake)[0] == took_s  # a warm first call is no compile
+    assert f"fake: compiling (first call; estimated ~{text.seconds(took_s)}, {basis})" in messages(small(seq_len=32))
+
+
+@pytest.mark.parametrize("key", ["fa4", "sdpa_fa4"])
+def test_flashattention_4_without_its_package_says_so_with_the_install_line(runs, key):
+    run = runs[key, "bf16", 4, True]
+    from attention_variants import fa4
+    if fa4.installed_version() is None:
+        assert run.status == "unsupported" and "flash-attn-4 is not installed" in run.reason
+        assert 'pip install "flash-attn-4' in run.reason and fa4.PIN in run.reason
+    else:
+        assert run.status == "unsupported" and "NVIDIA GPUs only" in run.reason

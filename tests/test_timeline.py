@@ -1,15 +1,18 @@
-"""One forward's lanes from real H200 traces (torch 2.11), and the figures that draw them and a sweep."""
+"""One forward's lanes from real H200 traces (torch 2.11), and the figures that draw them, a comparison and a sweep:
+each chart's bars and marks are the runs' own figures, a sweep's exponents appear only where a fit supports one, a
+crossing only where the verdict's test ranks A and B in opposite orders, and a stopped sweep says why."""
 import io
 from pathlib import Path
 
 import pytest
 from PIL import Image
+from sweep_helpers import run, synthetic
 
-from profiling.figures import sweep_figure, timeline_figure
+from profiling import text
+from profiling.explain.curves import crossovers, slopes
+from profiling.figures import DPI, WIDTH_IN, sweep_figure, timeline_figure, timing_figure
 from profiling.recording import load_recorded
-from profiling.reports import DPI, WIDTH_IN
-from profiling.results import Timing
-from profiling.sweep import Sweep, SweepPoint
+from profiling.results import DOES_NOT_FIT, Comparison, Sweep
 from profiling.timeline import forward_timeline, run_timeline
 from profiling.trace import load_trace, summarize_trace
 from profiling.workload import Workload
@@ -20,7 +23,7 @@ RUNS = {r.variant: r for r in load_recorded(DATA) if r.workload == Workload.blog
 
 def test_naive_lanes_hold_the_forwards_ops_launches_and_kernels_in_order():
     timeline = run_timeline(RUNS["naive"])
-    assert timeline.forward == "attention_profiler::forward#2"  # the median of the three ranges
+    assert timeline.forward == "attention_profiler::call#3"  # the median of the three ranges (800, 559, 571 µs)
     top_ops = [s.name for s in timeline.cpu if s.kind == "op" and s.depth == 0]
     assert top_ops == ["transpose", "matmul", "mul", "masked_fill", "softmax", "matmul"]
     launches = [s.name for s in timeline.cpu if s.kind == "launch"]
@@ -79,29 +82,93 @@ def test_timeline_figure_fits_a_760_px_column(dark):
     assert all(t.get_fontsize() * figure.dpi / 72 >= 12 for t in figure.findobj(lambda o: hasattr(o, "get_fontsize")))
 
 
+def _texts(figure) -> list[str]:
+    return [t.get_text() for axes in figure.axes for t in axes.texts]
+
+
+def _big_enough(figure) -> bool:
+    return all(t.get_fontsize() * figure.dpi / 72 >= 12 for t in figure.findobj(lambda o: hasattr(o, "get_fontsize")))
+
+
+@pytest.mark.parametrize("a, b", [("naive", "flex"), ("sdpa_flash", "sdpa_cudnn")])
+def test_the_timing_chart_draws_the_unprofiled_host_cost_and_marks_the_back_to_back_pace(a, b):
+    """Per run: a bar of GPU time, a bar of the host's cost to issue one call (unprofiled, GPU kept busy), and a mark
+    at the back-to-back pace; the profiled range (which includes the profiler's overhead) is drawn nowhere."""
+    comparison = Comparison(RUNS[a], RUNS[b])
+    figure = timing_figure(comparison)
+    assert _png_size(figure)[0] == WIDTH_IN * DPI == 700 and _big_enough(figure)
+    top = figure.axes[0]
+    widths = sorted(round(p.get_width(), 12) for p in top.patches)
+    expected = sorted(round(x, 12) for r in (comparison.a, comparison.b)
+                      for x in (r.timing.median_ms, r.host_cost.median_ms))
+    assert widths == expected
+    drawn = {round(x, 12) for x in widths} | {round(x, 12) for line in top.lines for x in line.get_xdata()}
+    assert not {round(r.profiled_host_ms, 12) for r in (comparison.a, comparison.b)} & drawn
+    paces = [line.get_xdata()[0] for line in top.lines]
+    assert paces == [comparison.a.back_to_back.median_ms, comparison.b.back_to_back.median_ms]
+    labels = [t.get_text().strip() for t in top.texts]
+    assert labels == [text.ms(x) for r in (comparison.a, comparison.b) for x in (r.timing.median_ms,
+                                                                                r.host_cost.median_ms)]
+    legend = {t.get_text() for t in top.get_legend().get_texts()}
+    assert legend == {"GPU time", "host cost to issue (CPU)", "back-to-back pace"}
+
+
 def _sweep_with_refusal() -> Sweep:
-    env = RUNS["naive"].environment
-    points = []
+    runs = []
     for s in (1024, 2048, 4096, 8192):
-        for variant, ms in (("naive", 2e-8 * s**2 + 0.01), ("sdpa_flash", 1.2e-6 * s**1.5)):
-            points.append(SweepPoint(variant, s, "ok", timing=Timing(ms, ms, ms, 5, "cuda events"),
-                                     peak_extra_bytes=(4 * s * s if variant == "naive" else 1000 * s)))
-    points.append(SweepPoint("naive", 16384, "does not fit", needed_bytes=140 * 2**30, available_bytes=126 * 2**30))
-    return Sweep(["naive", "sdpa_flash"], Workload.blog(seq_len=1024), [1024, 2048, 4096, 8192, 16384], env, points,
-                 126 * 2**30)
+        for variant, ms, seed in (("naive", 2e-8 * s**2 + 0.01, 1), ("sdpa_flash", 1.2e-6 * s**1.5, 2)):
+            runs.append(run(variant, s, ms, seed=seed, mem=(4 * s * s if variant == "naive" else 1000 * s)))
+    runs.append(run("naive", 16384, status=DOES_NOT_FIT, needed_bytes=140 * 2**30, available_bytes=126 * 2**30))
+    return synthetic(runs, available_bytes=126 * 2**30)
 
 
 @pytest.mark.parametrize("dark", [False, True])
 def test_sweep_figure_draws_exponents_crossover_and_the_refused_point(dark):
-    figure = sweep_figure(_sweep_with_refusal(), dark=dark)
-    assert _png_size(figure)[0] == WIDTH_IN * DPI == 700  # fits a 760 px column unscaled
+    result = _sweep_with_refusal()
+    figure = sweep_figure(result, dark=dark)
+    assert _png_size(figure)[0] == WIDTH_IN * DPI == 700 and _big_enough(figure)
     time_axes, memory_axes = figure.axes
-    texts = [t.get_text() for axes in (time_axes, memory_axes) for t in axes.texts]
-    assert any("overtakes" in t for t in texts) and "naive stops" in texts and "needs 140 GiB" in texts
-    assert any("S^{2.00}" in t for t in texts)                    # naive's memory
-    assert any("NVIDIA H200 memory, 140 GiB" in t for t in texts)
+    texts = _texts(figure)
+    assert "naive stops" in texts and f"needs {text.size(140 * 2**30)}" in texts
+    assert f"NVIDIA H200 memory, {text.size(result.environment.total_memory_bytes)}" in texts
+    # an exponent at each curve's end, as fitted, for every fit the points support (here: all four)
+    fits = [f for f in slopes(result) if f.supported]
+    assert len(fits) == 4
+    for axes, quantity in ((time_axes, "time"), (memory_axes, "memory")):
+        written = sorted(t.get_text() for t in axes.texts if "propto" in t.get_text())
+        assert written == sorted(rf"$\propto S^{{{f.exponent:.2f}}}$" for f in fits if f.quantity == quantity)
+    # the crossing the notes name, at the interpolated length
+    (cross,) = crossovers(result)
+    (said,) = [t for t in time_axes.texts if "overtakes" in t.get_text()]
+    assert said.get_text() == f"sdpa_flash overtakes\nnaive ≈ S={cross.seq_len:,.0f}"
+    assert any(list(line.get_xdata()) == [cross.seq_len] * 2 for line in time_axes.lines)
     hollow = [line for line in memory_axes.lines if line.get_markerfacecolor() == "none"]
     (refused,) = hollow
     assert list(refused.get_xdata()) == [16384] and refused.get_ydata()[0] == pytest.approx(
         RUNS["naive"].environment.total_memory_bytes / 2**20)
-    assert all(t.get_fontsize() * figure.dpi / 72 >= 12 for t in figure.findobj(lambda o: hasattr(o, "get_fontsize")))
+    assert not any(t.startswith("stopped early") for t in texts)
+
+
+def test_sweep_figure_writes_no_exponent_the_points_do_not_support():
+    S = [256, 512, 1024, 2048]
+    noisy = [run("naive", s, ms, spread=0.3, seed=s) for s, ms in zip(S, (1.0, 0.8, 0.9, 1.1))]
+    clean = [run("sdpa_flash", s, 1e-6 * s**2, seed=1) for s in S]
+    result = synthetic(noisy + clean)
+    fits = {(f.variant, f.quantity): f for f in slopes(result)}
+    assert not fits["naive", "time"].supported and fits["sdpa_flash", "time"].supported
+    time_axes = sweep_figure(result).axes[0]
+    exponents = [t for t in time_axes.texts if "propto" in t.get_text()]
+    (flash,) = exponents  # flash's alone, at its last point
+    assert flash.get_text() == rf"$\propto S^{{{fits['sdpa_flash', 'time'].exponent:.2f}}}$"
+    assert flash.xy == (2048, clean[-1].gpu_ms)
+    # the crossings drawn are the ones the notes name: between lengths the test ranked in opposite orders
+    assert [t.get_text() for t in time_axes.texts if "overtakes" in t.get_text()] == [
+        f"{c.faster_after} overtakes\n{c.faster_before} ≈ S={c.seq_len:,.0f}" for c in crossovers(result)]
+
+
+def test_a_stopped_sweep_says_why_on_its_chart():
+    why = "cancelled during S=4,096"
+    result = _sweep_with_refusal()
+    result.stopped = why
+    (said,) = [t for t in sweep_figure(result).axes[0].texts if t.get_text().startswith("stopped early")]
+    assert said.get_text() == f"stopped early: {why}" and said.get_color() == "#c0392b"

@@ -1,0 +1,119 @@
+"""How far a variant's answer is from the truth: plain attention in fp64 (and, for scale, the same plain computation
+in the inputs' dtype), for the output and, in a training pass, for dq, dk and dv. Computed in slices so the scores in
+flight stay near REFERENCE_CHUNK_BYTES whatever S is; at long S the output is checked on a seeded sample of query
+rows, the gradients on every row (dk and dv need them all).
+"""
+from __future__ import annotations
+
+import torch
+
+from .budget import REFERENCE_CHUNK_BYTES, accuracy_rows
+from .results import Accuracy
+from .workload import Inputs
+
+
+def checked_rows(seq_len: int) -> torch.Tensor | None:
+    """The query rows the output's check compares (`accuracy_rows` of them): every row (None) while a row-block of
+    fp64 scores fits REFERENCE_CHUNK_BYTES, else a seeded sample that always includes the first and last rows (the
+    one that sees one key, the one that sees them all)."""
+    rows = accuracy_rows(seq_len)
+    if rows >= seq_len:
+        return None
+    generator = torch.Generator().manual_seed(0)
+    sample = torch.randperm(seq_len - 2, generator=generator)[:rows - 2] + 1
+    return torch.cat([torch.tensor([0, seq_len - 1]), sample]).sort().values
+
+
+def _flat(x: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q as [B*H, S, D]; k and v as [B*H, S, D] too, each query head beside its kv head (views, no copies)."""
+    w = x.workload
+    q = x.q.reshape(-1, *x.q.shape[-2:])
+    if w.groups == 1:
+        return q, x.k.reshape(q.shape), x.v.reshape(q.shape)
+    k, v = (t.unsqueeze(2).expand(w.batch, w.kv_heads, w.groups, w.seq_len, w.head_dim).reshape(q.shape)
+            for t in (x.k, x.v))
+    return q, k, v
+
+
+def _masked(scores: torch.Tensor, x: Inputs, rows) -> torch.Tensor:
+    """The scores with the workload's mask applied (−inf where a key is hidden, or the additive bias)."""
+    if x.bias is not None:
+        return scores + (x.bias if rows is None else x.bias[rows]).to(scores.dtype)
+    if x.hidden is not None:
+        return scores.masked_fill(x.hidden if rows is None else x.hidden[rows], float("-inf"))
+    return scores
+
+
+def attention(x: Inputs, dtype: torch.dtype, rows: torch.Tensor | None) -> torch.Tensor:
+    """Plain attention in `dtype` for the query `rows` (all when None), over slices of the flattened heads.
+    Returns [B*H, rows, D]."""
+    q, k, v = _flat(x)
+    if rows is not None:
+        rows = rows.to(q.device)
+        q = q[:, rows]                                                # [B*H, R, D]
+    per_slice = q.shape[1] * k.shape[1] * torch.finfo(dtype).bits // 8
+    step = max(1, REFERENCE_CHUNK_BYTES // per_slice)
+    out = torch.empty(q.shape, dtype=dtype, device=q.device)
+    for i in range(0, q.shape[0], step):
+        qs, ks, vs = (t[i:i + step].to(dtype) for t in (q, k, v))
+        scores = _masked((qs @ ks.transpose(-2, -1)) * x.scale, x, rows)   # [chunk, R, S]
+        out[i:i + step] = torch.softmax(scores, dim=-1) @ vs
+    return out
+
+
+def gradients(x: Inputs, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """dq, dk, dv of plain attention in `dtype` for the gradient `x.grad_out`, by the textbook backward over row
+    blocks of each head: P = softmax(q·kᵀ·s + mask), dV += Pᵀ·dO, dS = P ⊙ (dO·vᵀ − rowsum(dO ⊙ O)),
+    dQ = dS·k·s, dK += dSᵀ·q·s. Grouped-query attention sums dk and dv over the query heads that share them.
+    Shapes as q, k and v's."""
+    w = x.workload
+    q, k, v = (t.to(dtype) for t in _flat(x))
+    d_out = x.grad_out.reshape(q.shape).to(dtype)
+    s = w.seq_len
+    rows = max(1, REFERENCE_CHUNK_BYTES // (4 * s * torch.finfo(dtype).bits // 8))
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    for h in range(q.shape[0]):
+        for r0 in range(0, s, rows):
+            r = torch.arange(r0, min(s, r0 + rows), device=q.device)
+            p = torch.softmax(_masked(q[h, r] @ k[h].T * x.scale, x, r), dim=-1)    # [R, S]
+            o, do = p @ v[h], d_out[h, r]
+            dv[h] += p.T @ do
+            ds = p * (do @ v[h].T - (do * o).sum(-1, keepdim=True))
+            dq[h, r] = ds @ k[h] * x.scale
+            dk[h] += ds.T @ q[h, r] * x.scale
+    shaped = {"dq": dq.reshape(x.q.shape)}
+    for name, grad in (("dk", dk), ("dv", dv)):
+        if w.groups > 1:
+            grad = grad.reshape(w.batch, w.kv_heads, w.groups, s, w.head_dim).sum(2)
+        shaped[name] = grad.reshape(x.k.shape)
+    return shaped
+
+
+class Reference:
+    """The workload's fp64 answers and the plain computation's error in the inputs' dtype, made once and shared by
+    every variant measured on it."""
+
+    def __init__(self, x: Inputs):
+        self.x = x
+        self.rows = checked_rows(x.workload.seq_len)
+        self.out = attention(x, torch.float64, self.rows)
+        naive = attention(x, x.q.dtype, self.rows)
+        self.naive_error = (naive.double() - self.out).abs().max().item()
+        self.grads = self.naive_grads = None
+        if x.workload.training:
+            self.grads = gradients(x, torch.float64)
+            self.naive_grads = {name: (g.double() - self.grads[name]).abs().max().item()
+                                for name, g in gradients(x, x.q.dtype).items()}
+
+    def of(self, out: torch.Tensor, grads: dict[str, torch.Tensor] | None = None) -> Accuracy:
+        """The accuracy of a variant's output (and gradients, in a training pass)."""
+        ref = self.out
+        out = out.reshape(-1, *out.shape[-2:])
+        diff = (out if self.rows is None else out[:, self.rows.to(out.device)]).double() - ref
+        errors = None
+        if grads is not None and self.grads is not None:
+            errors = {name: (grads[name].double() - self.grads[name]).abs().max().item() for name in self.grads}
+        return Accuracy(max_abs_error=diff.abs().max().item(), relative_error=(diff.norm() / ref.norm()).item(),
+                        naive_max_abs_error=self.naive_error,
+                        rows_checked=None if self.rows is None else len(self.rows),
+                        grads=errors, naive_grads=self.naive_grads)
