@@ -11,7 +11,7 @@ from profiling.workload import choice
 
 from .base import Variant
 from .guesses import Expected, Guess, guess_for
-from . import flex, naive, sdpa
+from . import fa4, flex, naive, sdpa
 
 
 VARIANTS: dict[str, Variant] = {v.key: v for v in (
@@ -23,7 +23,11 @@ VARIANTS: dict[str, Variant] = {v.key: v for v in (
     sdpa.CUDNN,
     sdpa.AUTO,
     flex.FLEX,
+    fa4.FA4,
+    fa4.SDPA_FA4,
 )}
+
+__all__ = ["VARIANTS", "Expected", "Guess", "Variant", "get_variant", "guess_for"]
 
 
 def get_variant(key: str, field: str = "variant") -> Variant:

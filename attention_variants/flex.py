@@ -13,10 +13,6 @@ from profiling.workload import Inputs, Workload
 from .base import Variant
 
 
-def _causal(b, h, q_idx, kv_idx):
-    return q_idx >= kv_idx
-
-
 @functools.cache
 def _compiled_flex():
     from torch.nn.attention.flex_attention import flex_attention
@@ -31,19 +27,48 @@ def _compiled_flex():
 
 
 @functools.lru_cache(maxsize=4)
-def _causal_block_mask(seq_len: int, device: str):
-    """Built once per (S, device), like the naive variants' mask."""
+def _block_mask(kind: str, seq_len: int, window: int | None, device: str, allowed: torch.Tensor | None = None):
+    """The BlockMask of a mask kind, built once per (kind, S, W, device) as a user builds it: from a `mask_mod` over
+    positions (causal, a sliding window of W), or one that reads an explicit bool mask."""
     from torch.nn.attention.flex_attention import create_block_mask
-    return create_block_mask(_causal, B=None, H=None, Q_LEN=seq_len, KV_LEN=seq_len, device=device)
+
+    if kind == "bool":
+        def mask_mod(b, h, q_idx, kv_idx):
+            return allowed[q_idx, kv_idx]
+    elif kind == "window":
+        def mask_mod(b, h, q_idx, kv_idx):
+            return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
+    else:
+        def mask_mod(b, h, q_idx, kv_idx):
+            return q_idx >= kv_idx
+    return create_block_mask(mask_mod, B=None, H=None, Q_LEN=seq_len, KV_LEN=seq_len, device=device)
+
+
+def _mask_of(x: Inputs):
+    w = x.workload
+    if not w.causal:
+        return None
+    kind = w.mask if w.mask in ("bool", "window") else "causal"
+    return _block_mask(kind, w.seq_len, w.window, w.device, x.allowed if kind == "bool" else None)
+
+
+def setup(x: Inputs) -> None:
+    """Build (or find built) the block mask before the first call: `create_block_mask` is paid once per mask."""
+    _mask_of(x)
 
 
 def flex_attention(x: Inputs) -> torch.Tensor:
     q, k, v = x.q, x.k, x.v
     if q.dim() == 3:  # flex wants [B, H, S, D]: view [B*H, S, D] as one batch of B*H heads
         q, k, v = (t.unsqueeze(0) for t in (q, k, v))
-    w = x.workload
-    block_mask = _causal_block_mask(w.seq_len, w.device) if w.causal else None
-    out = _compiled_flex()(q, k, v, block_mask=block_mask, scale=x.scale)
+    kwargs = {"enable_gqa": True} if x.workload.groups > 1 else {}
+    if x.bias is not None:
+        bias = x.bias
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            return score + bias[q_idx, kv_idx]
+        kwargs["score_mod"] = score_mod
+    out = _compiled_flex()(q, k, v, block_mask=_mask_of(x), scale=x.scale, **kwargs)
     return out.squeeze(0) if x.q.dim() == 3 else out
 
 
@@ -66,18 +91,24 @@ def _check(w: Workload, env: Environment) -> str | None:
 
 
 def _scratch_bytes(w: Workload) -> int:
-    """logsumexp and workspace; for a causal workload, also what building its block mask takes the first time:
-    create_block_mask evaluates the mask at every (q, kv) pair, an S×S int64 index grid and its S×S bools
-    (on the H200 at S=131072 it asked for 128 GiB in one allocation, S²×8 bytes, and ran out of memory)."""
+    """logsumexp and max (fp32 rows, allocated whatever is written) and workspace; a mask's first build: 
+    create_block_mask evaluates the mask at every (q, kv) pair, S×S int64 index grids and S×S bools (on the H200 at
+    S=131072 it asked for 128 GiB in one allocation, S²×8 bytes, and ran out of memory); a training step: dQ, dK, dV
+    in the Triton template's fp32 accumulators, grouped-query dK and dV for every query head."""
+    n = w.batch * w.heads * w.seq_len
     mask = 9 * w.seq_len * w.seq_len if w.causal else 0
-    return 2 * w.batch * w.heads * w.seq_len * 4 + 2 * 2**20 + mask
+    scratch = 2 * n * 4 + 2 * 2**20 + mask
+    if w.training:
+        scratch += n * 4 + 3 * n * w.head_dim * 4
+    return scratch
 
 
 FLEX = Variant(
     key="flex",
     label="FlexAttention (compiled)",
     forward=flex_attention,
-    scratch_bytes=lambda w: _scratch_bytes(w),
+    scratch_bytes=_scratch_bytes,
     check=_check,
+    setup=setup,
     fused=True, compiled=True,
 )

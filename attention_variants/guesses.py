@@ -14,10 +14,11 @@ from profiling.workload import Workload
 
 @dataclass(frozen=True)
 class Expected:
-    """One kernel (on a CPU: one aten op) a reader expects each forward to run."""
+    """One kernel (on a CPU: one aten op) a reader expects each call to run."""
     what: str                           # in plain words: "GEMM q·kᵀ"
     category: str                       # how the trace files it: gemm, elementwise, softmax, fused attention, triton
     op: str | None = None               # the aten op a reader would expect to launch it, where the code names one
+    phase: str = "forward"              # forward | backward (a training pass)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class Guess:
     speed_rank: int                     # expected speed among the eight: 1 = fastest (ties allowed)
     host_rank: int                      # expected CPU cost per call: 1 = lightest
     occupancy: str = ""                 # what one expects Kineto's occupancy column to say (GPU only)
+    backward_ratio: float | None = None  # a training pass: backward time over forward's (the anchors' FLOP model)
+    saves_scores: bool | None = None    # a training pass: does autograd keep an S×S matrix for the backward?
 
     @property
     def kernels_per_forward(self) -> int:
@@ -39,6 +42,12 @@ class Guess:
 GEMM_QK, GEMM_PV = Expected("GEMM q·kᵀ", "gemm", "aten::bmm"), Expected("GEMM p·v", "gemm", "aten::bmm")
 SCALE = Expected("scale", "elementwise", "aten::mul")
 SOFTMAX = Expected("softmax", "softmax", "aten::_softmax")
+# the backward a reader writes down for naive's ops: the gradients of p·v (two GEMMs), of the softmax, of the mask
+# (a fill of the masked positions), of the scale, and of q·kᵀ (two GEMMs)
+NAIVE_BACKWARD = tuple(Expected(what, category, op, "backward") for what, category, op in (
+    ("GEMM dP = dO·vᵀ", "gemm", None), ("GEMM dV = Pᵀ·dO", "gemm", None),
+    ("softmax backward", "softmax", None), ("mask", "elementwise", None), ("scale backward", "elementwise", None),
+    ("GEMM dQ = dS·k", "gemm", None), ("GEMM dK = dSᵀ·q", "gemm", None)))
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,7 @@ class _Row:
     kernels: tuple[Expected, ...] = ()  # the causal case; MASK entries drop out when not causal
     like_naive: bool = False            # the reader expects naive's arithmetic (the math path)
     occupancy: str = ""
+    backward: tuple[Expected, ...] = ()  # what its backward should run (a training pass)
 
 
 MASK = "mask"  # marks the entries that exist only with a causal mask
@@ -58,38 +68,72 @@ MASK = "mask"  # marks the entries that exist only with a causal mask
 #        key               summary                                                 speed host S×S
 GUESSES: dict[str, _Row] = {
     "naive":          _Row("{count} ops, so {count} {units}, one per op",              6, 4, True, kernels=(
-                          GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill"), SOFTMAX, GEMM_PV)),
+                          GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill"), SOFTMAX, GEMM_PV),
+                           backward=NAIVE_BACKWARD),
     "naive_inplace":  _Row("the same {count} {units}: in place only saves memory",     5, 4, True, kernels=(
-                          GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill_"), SOFTMAX, GEMM_PV)),
+                          GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill_"), SOFTMAX, GEMM_PV),
+                           backward=NAIVE_BACKWARD),
     "sdpa_math":      _Row("one line, so few {units} and fast",                        4, 3, True, like_naive=True,
-                           kernels=(GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::tril"), SOFTMAX, GEMM_PV)),
+                           kernels=(GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::tril"), SOFTMAX, GEMM_PV),
+                           backward=NAIVE_BACKWARD),
     "sdpa_efficient": _Row("one fused {one} that never writes the S×S scores",        3, 2, False, kernels=(
-                          Expected("fused attention (CUTLASS fmha)", "fused attention"),)),
+                          Expected("fused attention (CUTLASS fmha)", "fused attention"),),
+                           backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
     "sdpa_flash":     _Row("fastest, so high occupancy",                               1, 2, False, occupancy="high",
-                           kernels=(Expected("flash attention", "fused attention"),)),
+                           kernels=(Expected("flash attention", "fused attention"),),
+                           backward=(Expected("flash attention backward", "fused attention", None, "backward"),)),
     "sdpa_cudnn":     _Row("no transposes, so lightest on the CPU",                    2, 1, False, kernels=(
-                          Expected("cuDNN fused attention", "fused attention"),)),
+                          Expected("cuDNN fused attention", "fused attention"),),
+                           backward=(Expected("cuDNN fused attention backward", "fused attention", None,
+                                              "backward"),)),
     "sdpa_auto":      _Row("the fastest backend for this GPU",                         1, 2, False, kernels=(
-                          Expected("whichever fused kernel is fastest on the GPU", "fused attention"),)),
+                          Expected("whichever fused kernel is fastest on the GPU", "fused attention"),),
+                           backward=(Expected("that kernel's backward", "fused attention", None, "backward"),)),
     "flex":           _Row("one generated {one}, close to flash; the first call compiles", 3, 2, False, kernels=(
-                          Expected("flex_attention, generated", "triton"),)),
+                          Expected("flex_attention, generated", "triton"),),
+                           backward=(Expected("flex_attention backward, generated", "triton", None, "backward"),)),
+    "fa4":            _Row("written for Hopper and Blackwell: wgmma and TMA, as fast as cuDNN or faster", 1, 2, False,
+                           kernels=(Expected("FlashAttention-4 forward", "fused attention"),),
+                           backward=(Expected("FlashAttention-4 backward", "fused attention", None, "backward"),)),
+    "sdpa_fa4":       _Row("FlashAttention-4 in FlashAttention-2's place: one fused {one}", 1, 2, False,
+                           kernels=(Expected("FlashAttention-4 forward", "fused attention"),),
+                           backward=(Expected("FlashAttention-4 backward", "fused attention", None, "backward"),)),
 }
+BACKWARD_RATIO = 2.5  # the anchors' FLOP model (tritonbench, attention-gym): a backward is 2.5 forwards
 
 
 def guess_for(key: str, workload: Workload) -> Guess:
-    """The guess for variant `key` on `workload`."""
+    """The guess for variant `key` on `workload`: its kernels as its code reads for this mask, kv heads and pass."""
     row = GUESSES[key]
     cpu = workload.device == "cpu"
-    kernels = tuple(e if e.what != MASK else Expected("causal mask", e.category, e.op)
-                    for e in row.kernels if workload.causal or e.what != MASK)
+    masked = workload.causal or workload.mask == "bias"
+    kernels = []
+    for e in row.kernels + (row.backward if workload.training else ()):
+        if e.what == MASK:
+            if not masked or (workload.mask == "bias" and e.phase == "backward"):  # a bias passes the gradient on
+                continue
+            if workload.mask == "bias":  # the code adds the bias instead of filling
+                e = Expected("add the bias", e.category, "aten::add" if key != "sdpa_math" else None, e.phase)
+            else:
+                e = Expected("causal mask" if workload.mask == "flag" else f"{workload.mask} mask", e.category,
+                             e.op, e.phase)
+        kernels.append(e)
+    if workload.groups > 1 and key in ("naive", "naive_inplace"):  # the code copies k and v to every head ...
+        copies = [Expected(f"repeat_interleave {t}", "copy", "aten::repeat_interleave") for t in ("k", "v")]
+        kernels = copies + kernels
+        if workload.training:  # ... and the backward sums their gradients back over each group
+            kernels += [Expected(f"sum d{t} over the group", "reduction", None, "backward") for t in ("k", "v")]
     if cpu:  # on a CPU the table lists aten ops; flex's compiled graph runs generated C++
-        kernels = tuple(Expected(e.what, "compiled graph") if e.category == "triton" else e for e in kernels)
-    count = {4: "four", 5: "five"}.get(len(kernels), str(len(kernels)))
+        kernels = [Expected(e.what, "compiled graph", None, e.phase) if e.category == "triton" else e for e in kernels]
+    forward = [e for e in kernels if e.phase == "forward"]
+    count = {4: "four", 5: "five"}.get(len(forward), str(len(forward)))
     words = dict(units="aten ops" if cpu else "kernels", one="aten op" if cpu else "kernel", count=count)
-    return Guess(summary=row.summary.format(**words), kernels=kernels,
+    return Guess(summary=row.summary.format(**words), kernels=tuple(kernels),
                  precision=_precision(workload, fused=not row.scores, like_naive=row.like_naive),
                  materialises_scores=row.scores, speed_rank=row.speed_rank, host_rank=row.host_rank,
-                 occupancy="" if cpu else row.occupancy)
+                 occupancy="" if cpu else row.occupancy,
+                 backward_ratio=BACKWARD_RATIO if workload.training else None,
+                 saves_scores=row.scores if workload.training else None)
 
 
 def _precision(workload: Workload, fused: bool, like_naive: bool) -> str:

@@ -155,6 +155,10 @@ def known_refusal(backend: str, workload: Workload, env: Environment) -> str | N
         return None if backend == "flash" else "no CPU kernel"
     cc = env.compute_capability or (0, 0)
     d, sixteen_bit = workload.head_dim, workload.dtype in ("fp16", "bf16")
+    if backend == "flash" and workload.mask != "flag":
+        return "no attn_mask: FlashAttention takes none (a window or an explicit mask is one)"
+    if backend == "efficient" and workload.groups > 1 and env.torch_release < (2, 14):
+        return f"no grouped-query kernel before torch 2.14 (this is {env.torch_version}): k and v must have H heads"
     if backend in ("flash", "cudnn") and not sixteen_bit:
         return f"fp16 and bf16 only (the inputs are {workload.dtype})"
     if backend in ("flash", "cudnn") and cc < (8, 0):
@@ -163,6 +167,9 @@ def known_refusal(backend: str, workload: Workload, env: Environment) -> str | N
         return f"bf16 needs sm80 or newer (this GPU is {env.sm})"
     if backend == "flash" and d > 256:
         return f"head_dim up to 256 (it is {d})"
+    if backend == "flash" and workload.training and env.sm in ("sm86", "sm87", "sm89", "sm120", "sm121") \
+            and 192 < d <= 224:
+        return f"no training with head_dim in (192, 224] on {env.sm} (it is {d})"
     if backend == "efficient" and cc >= (8, 0) and d % (8 if sixteen_bit else 4):
         return f"head_dim a multiple of {8 if sixteen_bit else 4} in {workload.dtype} (it is {d})"
     if backend == "cudnn":

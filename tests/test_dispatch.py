@@ -89,3 +89,26 @@ def test_refusal_reasons_read_both_warning_formats():
         (reason,) = dispatch.refusal_reasons("flash", warnings)
         assert reason.startswith("Expected query, key and value to all be of dtype: {Half, BFloat16}")
         assert dispatch.refusal_reasons("cudnn", warnings) == []  # "runtime disabled" only: it was not pinned
+
+
+def test_the_rules_predict_every_recorded_h200_outcome():
+    """Held against what really ran on the H200: a pinned backend ran exactly where no known refusal applies (and
+    ran the backend it was pinned to), and auto ran the first backend of the predicted order that none refuses."""
+    from attention_variants import VARIANTS
+    checked = 0
+    for run in RUNS:
+        variant = VARIANTS[run.variant]
+        if variant.sdpa_backend is None or run.variant == "sdpa_fa4":  # FA4's route refuses by its own rules
+            continue
+        where = f"{run.variant} · {run.workload.words()}"
+        if variant.pinned:
+            backend = dispatch.backend_key(variant.sdpa_backend)
+            refused = dispatch.known_refusal(backend, run.workload, run.environment)
+            assert (refused is None) == run.ok, (where, refused, run.status)
+            assert not run.ok or dispatch.backend_key(run.backend) == backend, where
+        else:
+            first = next(b for b in dispatch.priority(run.environment).order
+                         if dispatch.known_refusal(b, run.workload, run.environment) is None)
+            assert dispatch.backend_key(run.backend) == first, where
+        checked += 1
+    assert checked == 5 * len({r.workload for r in RUNS})  # every workload × (4 pinned + auto)
