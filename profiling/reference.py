@@ -32,9 +32,12 @@ class Reference:
     def differences(self, workload: Workload) -> list[str]:
         """How `workload` differs from the blog's, field by field ("seq_len 4096 vs 1024"); [] when it matches.
         The seed and the device field do not count: the blog's inputs are random too, and it ran on a GPU."""
-        return [f"{name} {getattr(workload, name)} vs {getattr(self.workload, name)}"
-                for name in ("batch", "heads", "seq_len", "head_dim", "dtype", "causal", "rank")
-                if getattr(workload, name) != getattr(self.workload, name)]
+        said = [f"{name} {getattr(workload, name)} vs {getattr(self.workload, name)}"
+                for name in ("batch", "heads", "seq_len", "head_dim", "dtype", "causal", "rank", "kv_heads", "mask",
+                             "window") if getattr(workload, name) != getattr(self.workload, name)]
+        if workload.training:
+            said.append("a training pass; the blog measured the forward only")
+        return said
 
     def matches(self, workload: Workload) -> bool:
         return workload.device == "cuda" and not self.differences(workload)

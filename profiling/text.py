@@ -30,9 +30,11 @@ def us(value: float) -> str:
     return ms(value / 1000) if value >= 1000 else f"{value:.1f} µs"
 
 
-def seconds(value_ms: float) -> str:
-    """A wall time given in ms: 139 ms, 3.33 s."""
-    return f"{value_ms / 1000:.2f} s" if value_ms >= 1000 else f"{value_ms:.0f} ms"
+def seconds(value: float) -> str:
+    """A wall time in seconds: 139 ms, 3.3 s, 61 s."""
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    return f"{value:.1f} s" if value < 10 else f"{value:,.0f} s"
 
 
 def size(n_bytes: float) -> str:
@@ -44,8 +46,10 @@ def size(n_bytes: float) -> str:
 
 
 def share(fraction: float) -> str:
-    """0.387 -> 39%; small shares keep a decimal."""
-    return f"{100 * fraction:.0f}%" if fraction >= 0.095 or fraction == 0 else f"{100 * fraction:.1f}%"
+    """0.387 -> 39%; small shares keep a decimal where it says something (1.5%, 3%)."""
+    if fraction >= 0.095 or fraction == 0:
+        return f"{100 * fraction:.0f}%"
+    return f"{100 * fraction:.1f}".removesuffix(".0") + "%"
 
 
 def percent(value: float) -> str:
@@ -54,8 +58,21 @@ def percent(value: float) -> str:
 
 
 def times(ratio: float) -> str:
-    """2.1×, 12×."""
-    return f"{ratio:.0f}×" if ratio >= 10 else f"{ratio:.1f}×"
+    """1.04×, 2.1×, 12×: two decimals under 1.1, so a ratio the verdict ranks never reads "1.0×"."""
+    if ratio >= 10:
+        return f"{ratio:.0f}×"
+    return f"{ratio:.1f}×" if ratio >= 1.095 else f"{ratio:.2f}×"
+
+
+def error(value: float) -> str:
+    """An absolute error: 3.9e-03."""
+    return f"{value:.1e}"
+
+
+def rate(tflops: float, peak_share: float | None = None) -> str:
+    """Arithmetic throughput: '512 TFLOP/s, 52% of the datasheet peak'; under one TFLOP/s in GFLOP/s."""
+    said = f"{tflops:.3g} TFLOP/s" if tflops >= 1 else f"{tflops * 1000:.3g} GFLOP/s"
+    return said + (f", {share(peak_share)} of the datasheet peak" if peak_share else "")
 
 
 def count(value: float) -> str:
@@ -83,6 +100,16 @@ def machine(env) -> str:
     return re.sub(r"^(NVIDIA\s+)?(Tesla\s+)?", "", env.device_name) or "GPU"
 
 
+def device_words(device: str) -> str:
+    """'the GPU' or 'the CPU': a workload's device in a sentence."""
+    return "the GPU" if device == "cuda" else "the CPU"
+
+
+def call(workload) -> str:
+    """What one call of the workload's pass is: 'forward', 'step' (forward + backward) or 'backward'."""
+    return {"fwd": "forward", "fwd+bwd": "step", "bwd": "backward"}[workload.passes]
+
+
 def on_device(env) -> str:
     """Where a run ran, in words that stay true when it is replayed elsewhere: "on the H200", "on the CPU"."""
     return f"on the {machine(env)}"
@@ -103,7 +130,9 @@ def clip(text: str, width: int, keep_end: int = 0) -> str:
 
 
 def kernel(k: "Kernel", width: int = NAME_WIDTH) -> str:
-    return clip(k.short_name or k.name, width)
+    """The kernel's short name where it fits, else its label (`kernel_label`: the tokens that tell it apart)."""
+    name = k.short_name or k.name
+    return name if len(name) <= width else kernel_label(name, width)
 
 
 # Kernel names for a table: the trace's short name (trace.short_name) made to fit LABEL_WIDTH and tell rows
@@ -120,9 +149,11 @@ _GENERATED = (  # (pattern matched at the name's start, label)
     (r"nvjet_(sm\d+)_[a-z]+_(\d+x\d+)_.*_([NT]{3})$", r"nvjet \1 \2 \3"),
     (r"fmha_cutlass[FB]_(\w+?)_aligned_(\d+x\d+)_rf_(sm\d+)", r"fmha \1 \2 \3"),
     (r"triton_([a-z]{3})_fused_+(\w+)", r"triton_\1 \2"),
+    (r"kernel_cutlass_kernel_flash_attncuteflash_(fwd|bwd)_?([a-z0-9_]*?)(?:[A-Z]|_object|$)", r"fa4 \1 \2"),
 )
 _UNTIL_IT_FITS = (  # (pattern, replacement), one at a time while the name is too long
     (r"^\w+::", ""), (r"scaled_dot_product", "sdpa"), (r"_for_cpu$", "_cpu"), (r"_kernel$", ""),
+    (r"_backward", " bwd"), (r"flex_attention", "flex"),
 )
 _ELEMENT_TYPE = re.compile(r"\b(?:c10::|cutlass::)?(BFloat16|bfloat16_t|Half|half_t|float|double|bool)\b")
 
@@ -230,7 +261,7 @@ def word_count(text: str) -> int:
 
 # -- the jargon notes use, glossed once -------------------------------------------------------------
 GLOSSARY = {
-    "wgmma": "Hopper's warp-group matrix-multiply instruction (sm90 and newer)",
+    "wgmma": "Hopper's warp-group matrix-multiply instruction (sm90; Blackwell's tensor cores use tcgen05 instead)",
     "TMA": "Hopper's Tensor Memory Accelerator: copies tiles between global and shared memory in hardware",
     "mma.sync": "the tensor-core instruction of Ampere (sm80), still run on newer GPUs",
     "cp.async": "Ampere's asynchronous copy from global to shared memory",

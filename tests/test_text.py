@@ -1,5 +1,8 @@
-"""Numbers into words, one spelling each."""
+"""Numbers into words, one spelling each, and every number written reads back as the value it was given."""
 from __future__ import annotations
+
+import random
+import re
 
 import pytest
 
@@ -11,14 +14,63 @@ from profiling.results import Quantity
 
 
 @pytest.mark.parametrize("unit, value, words", [
-    ("ms", 0.0603, "0.060 ms"), ("ms", 20.1083, "20.108 ms"), ("us", 57.34, "57.3 µs"), ("us", 7882.6, "7.883 ms"),
-    ("s", 139.3, "139 ms"), ("s", 3330.4, "3.33 s"), ("bytes", 512, "512 B"), ("bytes", 49152, "48.0 KiB"),
-    ("bytes", 256 * 2**20, "256.0 MiB"), ("bytes", 8 * 2**30, "8.0 GiB"), ("share", 0.387, "39%"),
-    ("share", 0.013, "1.3%"), ("pct", 12.5, "12.5%"), ("pct", 5.88, "5.9%"), ("x", 2.14, "2.1×"), ("x", 21.3, "21×"),
-    ("count", 1.9999999, "2"), ("count", 4096, "4,096"),
+    ("ms", 0.0603, "0.060 ms"), ("ms", 20.1083, "20.108 ms"), ("ms", 1234.4, "1,234 ms"), ("us", 57.34, "57.3 µs"),
+    ("us", 7882.6, "7.883 ms"), ("s", 0.1393, "139 ms"), ("s", 3.3304, "3.3 s"), ("s", 61.2, "61 s"),
+    ("s", 1234.5, "1,234 s"), ("bytes", 512, "512 B"), ("bytes", 49152, "48.0 KiB"),
+    ("bytes", 256 * 2**20, "256.0 MiB"), ("bytes", 8 * 2**30, "8.0 GiB"), ("share", 0.387, "39%"), ("share", 0.03, "3%"),
+    ("share", 0.013, "1.3%"), ("share", 0.0, "0%"), ("pct", 12.5, "12.5%"), ("pct", 5.88, "5.9%"), ("x", 1.03, "1.03×"),
+    ("x", 1.094, "1.09×"), ("x", 1.1, "1.1×"), ("x", 2.14, "2.1×"), ("x", 21.3, "21×"), ("count", 1.9999999, "2"),
+    ("count", 4096, "4,096"),
+    ("count", 2.333, "2.33"), ("power", 2.0, "S^2"), ("power", 1.4567, "S^1.46"),
 ])
 def test_each_unit_has_one_spelling(unit, value, words):
     assert text.quantity(Quantity(value, unit, "test")) == words
+
+
+# what each unit's words are worth: the value they stand for, and how far from it rounding may put them
+_READ = {"ms": (r"([\d,.]+) (ms)", {"ms": 1.0}), "us": (r"([\d,.]+) (µs|ms)", {"µs": 1.0, "ms": 1000.0}),
+         "s": (r"([\d,.]+) (ms|s)", {"ms": 1e-3, "s": 1.0}),
+         "bytes": (r"([\d,.]+) (B|KiB|MiB|GiB)", {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}),
+         "share": (r"([\d.]+)(%)", {"%": 0.01}), "x": (r"([\d.]+)(×)", {"×": 1.0})}
+
+
+def read_back(unit: str, words: str) -> tuple[float, float]:
+    """(the value the words say, half a unit of their last digit): what a reader takes from them."""
+    pattern, scale = _READ[unit]
+    number, suffix = re.fullmatch(pattern, words).groups()
+    digits = number.replace(",", "")
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    return float(digits) * scale[suffix], 0.5 * 10**-decimals * scale[suffix]
+
+
+@pytest.mark.parametrize("unit", list(_READ))
+def test_every_written_number_reads_back_as_its_value(unit):
+    """Over five decades of values, the words are the value rounded once, never a digit off or a unit wrong."""
+    rng = random.Random(unit)
+    low = {"share": 0.001, "x": 1.0}.get(unit, 1e-2)
+    high = {"share": 1.0, "x": 500.0, "bytes": 2.0**40}.get(unit, 1e4)
+    for _ in range(400):
+        value = low * (high / low) ** rng.random()
+        if unit == "bytes":
+            value = float(round(value))
+        said, half = read_back(unit, text.quantity(Quantity(value, unit, "test")))
+        assert abs(said - value) <= half * (1 + 1e-9), (unit, value, said)
+
+
+def test_a_ranked_ratio_never_reads_as_level():
+    for k in range(1000, 1200):  # 1.000 … 1.199: the range where "1.0×" would hide a 3% or 9% win
+        words = text.times(k / 1000)
+        assert words != "1.0×", (k, words)
+        assert float(words.rstrip("×")) == pytest.approx(k / 1000, abs=0.0051 if k < 1095 else 0.051)
+
+
+def test_the_other_writers():
+    assert text.error(3.9e-3) == "3.9e-03" and text.error(1.234e-7) == "1.2e-07"
+    assert text.rate(512.3, 0.52) == "512 TFLOP/s, 52% of the datasheet peak"
+    assert text.rate(0.0123) == "12.3 GFLOP/s" and text.rate(2.0, None) == "2 TFLOP/s"
+    assert text.device_words("cuda") == "the GPU" and text.device_words("cpu") == "the CPU"
+    assert text.plural(1, "length") == "1 length" and text.plural(4, "length") == "4 lengths"
+    assert text.chain(["aten::masked_fill", "aten::clone", "aten::copy_"]) == "masked_fill → clone → copy_"
 
 
 def test_one_truncation_rule():
@@ -65,7 +117,7 @@ def test_exponents_and_clipping_that_keeps_the_end():
     ("pytorch_flash::flash_fwd_splitkv_combine_kernel", "flash_fwd_splitkv_combine"),
     ("cutlass::Kernel2", "cutlass::Kernel2"), ("triu_tril_kernel", "triu_tril_kernel"), ("Memcpy DtoD", "Memcpy DtoD"),
     ("_scaled_dot_product_flash_attention_for_cpu", "_sdpa_flash_attention_cpu"),
-    ("triton_tem_fused__to_copy_flex_attention_ones_slice_sort_sum_transpose_zeros_2", "triton_tem to_copy_flex_a…_2"),
+    ("triton_tem_fused__to_copy_flex_attention_ones_slice_sort_sum_transpose_zeros_2", "triton_tem to_copy_flex_o…_2"),
 ])
 def test_kernel_labels_are_short_and_keep_what_tells_them_apart(short_name, label):
     assert text.kernel_label(short_name) == label and len(label) <= text.LABEL_WIDTH
@@ -81,12 +133,31 @@ def test_colliding_labels_are_told_apart():
     assert text.kernel_labels(["a", "a", "b"]) == ["a", "a #2", "b"]
 
 
-@pytest.mark.parametrize("run", [r for r in RUNS if r.ok], ids=lambda r: f"{r.variant}-{r.workload.label()}")
-def test_every_recorded_summary_table_names_its_rows_uniquely_and_readably(run):
-    names = list(reports.kernel_summary(run).iloc[:, 0])
-    assert len(names) == len(set(names)) and all(len(n) <= text.LABEL_WIDTH for n in names), names
-    for name in names:  # a clipped name never reads as a bare cut of another's prefix
-        if "…" in name:
-            head = name.split("…")[0]
-            assert not any(other != name and other.startswith(head) for other in names), names
-    assert list(reports.kernel_table(run)["full name"]) == [k.name for k in run.kernels]
+def test_every_recorded_summary_table_names_its_rows_uniquely_and_readably():
+    for run in (r for r in RUNS if r.ok):
+        where = f"{run.variant} · {run.workload.words()}"
+        summary = reports.kernel_summary(run)
+        names, rows = list(summary.iloc[:, 0]), list(zip(summary.iloc[:, 0], summary.iloc[:, 1]))
+        # unique within a phase (a kernel of the forward and the backward is one label, two categories)
+        assert len(rows) == len(set(rows)) and all(len(n) <= text.LABEL_WIDTH for n in names), (where, names)
+        for name in names:  # a clipped name never reads as a bare cut of another's prefix
+            if "…" in name:
+                head = name.split("…")[0]
+                assert not any(other != name and other.startswith(head) for other in names), (where, names)
+        table = reports.kernel_table(run)
+        assert list(table["full name"]) == [k.name for k in run.kernels], where
+        # the five columns on screen: label, category, calls, µs, share (each the row's, rounded for reading)
+        assert list(table.iloc[:, 2]) == [round(k.calls_per_forward, 2) for k in run.kernels], where
+        assert list(table.iloc[:, 3]) == [round(k.us_per_forward, 1) for k in run.kernels], where
+        assert list(table.iloc[:, 4]) == [round(100 * k.share, 1) for k in run.kernels], where
+
+
+def test_a_kernel_line_and_a_host_line_say_the_rows_numbers():
+    run = next(r for r in RUNS if r.ok and r.variant == "naive" and r.workload.seq_len == 1024)
+    memcpy = next(k for k in run.kernels if k.category == "memcpy")
+    line = text.kernel_line(memcpy)
+    assert line.startswith(text.kernel(memcpy, 64)) and f"{text.us(memcpy.us_per_forward)}/fwd" in line
+    assert f"({text.share(memcpy.share)})" in line and memcpy.launch_api in line and "×" not in line  # one call
+    op = run.host_ops[0]
+    assert text.host_line(op) == (f"{op.name} · {text.plural(op.calls_per_forward, 'call')}/fwd · "
+                                  f"{text.us(op.total_us_per_forward)} ({text.us(op.self_us_per_forward)} self)")

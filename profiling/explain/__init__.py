@@ -1,20 +1,20 @@
-"""Guess + trace + environment + the blog's A100 -> a headline and ranked notes for A vs B.
+"""Guess + trace + environment + the blog's A100 -> a headline and ranked notes, for A vs B or a sweep over S.
 
 Each rule is a small function `(run, peers) -> Note | None` that looks for one lesson in a measured run; it
 reads only the run, the variant's guess for this workload, the blog's reference and, for a ratio, the other
 run of the comparison. `explain` runs them on both sides, adds the ledger of kernels the guess did not
 predict, states a note true of both sides once (side "both"), and ranks the notes by weight: the share of
 time or memory they explain, or how far they contradict the guess. The first `TOP` are the ones to show.
-A sweep over S is told the same way by `explain_sweep` (sweep_notes).
+A sweep over S is told the same way (`sweep_notes`). Nothing here changes the runs it reads.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..results import Comparison, Note, Run
-from . import blog_rules, environment_rules, guess_rules, verdict
+from ..results import Comparison, Note, Run, Sweep
+from . import backward_rules, blog_rules, environment_rules, guess_rules, mask_rules, sweep_notes, verdict
 from .facts import Peers, Rule, peers_for
-from .sweep_notes import SweepExplanation, explain_sweep
 
 TOP = 3  # notes shown before "more"
 
@@ -23,14 +23,36 @@ RULES: tuple[Rule, ...] = (
     guess_rules.hidden_copy, guess_rules.in_place, guess_rules.library_memsets, guess_rules.split_launches,
     guess_rules.fp32_gemms, guess_rules.math_mask, guess_rules.math_guard, guess_rules.math_cast_back,
     guess_rules.softmax_kernel, guess_rules.flex_mask_per_call, guess_rules.occupancy_by_design,
-    guess_rules.occupancy_not_zero, guess_rules.host_bound, guess_rules.scores_in_memory, guess_rules.first_call,
-    guess_rules.profiled_vs_events,
+    guess_rules.occupancy_not_zero, guess_rules.host_bound, guess_rules.host_figures_disagree,
+    guess_rules.scores_in_memory, guess_rules.first_call, guess_rules.profiled_vs_events,
+    # a training pass
+    backward_rules.backward_ratio, backward_rules.fused_backward, backward_rules.saved_for_backward,
+    backward_rules.gradient_accuracy,
+    # masks and grouped-query heads
+    mask_rules.mask_conversion, mask_rules.dense_window, mask_rules.kv_expansion, mask_rules.kv_savings,
+    mask_rules.block_mask_setup,
     # the environment
     environment_rules.pinned_refused, environment_rules.rank3_path, environment_rules.auto_choice,
     environment_rules.cpu_dispatch,
     # the blog's A100
     blog_rules.against_blog, blog_rules.kernel_generation, blog_rules.nvjet_gemms, blog_rules.ranking_vs_blog,
 )
+
+
+@dataclass
+class Explanation:
+    """What the explainer says of a result: its headline, and its notes, most important first."""
+    headline: Note
+    notes: list[Note] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+        return {"verdict": self.headline.title, "headline": asdict(self.headline),
+                "notes": [asdict(n) for n in self.notes]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Explanation":
+        return cls(Note.from_dict(data["headline"]), [Note.from_dict(n) for n in data.get("notes", [])])
 
 
 def explain_run(run: Run, peers: Iterable[Run] = ()) -> list[Note]:
@@ -42,8 +64,8 @@ def explain_run(run: Run, peers: Iterable[Run] = ()) -> list[Note]:
     return notes + ([ledger] if ledger else [])
 
 
-def explain(comparison: Comparison) -> Comparison:
-    """Fill the headline and the ranked notes of A vs B; returns the same object."""
+def explain(comparison: Comparison) -> Explanation:
+    """The headline and the ranked notes of A vs B."""
     a, b = comparison.a, comparison.b
     notes = []
     a_notes, b_notes = explain_run(a, [b]), explain_run(b, [a])
@@ -61,10 +83,16 @@ def explain(comparison: Comparison) -> Comparison:
         notes.append(n)
     order = {rule.__name__: i for i, rule in enumerate(RULES)}
     notes.sort(key=lambda n: (-round(n.weight, 3), order.get(n.rule, len(order))))
-    comparison.headline = verdict.headline(a, b)
-    comparison.headline.side = "pair"
-    comparison.notes = notes
-    return comparison
+    headline = verdict.headline(a, b)
+    headline.side = "pair"
+    return Explanation(headline, notes)
 
 
-__all__ = ["RULES", "TOP", "SweepExplanation", "explain", "explain_run", "explain_sweep", "peers_for"]
+def explain_sweep(result: Sweep) -> Explanation:
+    """A sweep's headline and ranked notes."""
+    headline, notes = sweep_notes.explain_sweep(result)
+    headline.side = "pair"
+    return Explanation(headline, notes)
+
+
+__all__ = ["RULES", "TOP", "Explanation", "explain", "explain_run", "explain_sweep", "peers_for"]

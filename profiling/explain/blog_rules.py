@@ -14,6 +14,8 @@ FUSED = ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn")
 
 def _unlike_blog(run: Run) -> str:
     differences = BLOG.differences(run.workload)
+    if len(differences) > 2:
+        differences = differences[:2] + [f"{len(differences) - 2} more"]
     return f" (This workload differs from the blog's: {', '.join(differences)}.)" if differences else ""
 
 

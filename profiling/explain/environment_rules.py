@@ -31,9 +31,10 @@ def refusal(run: Run) -> tuple[str, str, str]:
     if "4 dimensional" in said:
         return ("rank-3 inputs", f"Before torch 2.14 (this is {env.torch_version}) every fused backend wants 4-D q, "
                 "k, v; pinned, SDPA has no fallback, so the call fails. Reshape to [B, H, S, D].", quoted)
-    if "dtype" in said:
-        return (f"{w.dtype} inputs", "This backend's kernels exist for fp16 and bf16 only. Pinned, SDPA has no "
-                "fallback, so the call fails instead of running another backend.", quoted)
+    if "dtype" in said or "bf16 only" in said:
+        return (f"{w.dtype} inputs", "Its kernels exist for fp16 and bf16 only." + (
+            " Pinned, SDPA has no fallback, so the call fails instead of running another backend." if backend else
+            ""), quoted)
     if "head_dim" in said or "head dim" in said or "last dimension" in said:
         known = dispatch.known_refusal(backend, w, env) if backend else None
         return (f"head_dim {w.head_dim}", (known or "PyTorch's head-dim check refused it")
@@ -44,7 +45,26 @@ def refusal(run: Run) -> tuple[str, str, str]:
     if "cpu kernel" in said:
         return ("no CPU kernel", "Memory-efficient and cuDNN attention are CUDA kernels; on a CPU SDPA has its CPU "
                 "flash kernel and math.", quoted)
-    return "not supported", "Pinned, SDPA does not fall back to another backend.", quoted
+    if "attn_mask" in said or "dense mask" in said:
+        return ("a dense mask", "This kernel takes no attn_mask: causal attention it does with a flag, a window (where "
+                "it has one) with its own argument, not with an S×S mask.", quoted)
+    if "same num_heads" in said:
+        return ("grouped-query heads", f"torch {env.torch_version}'s memory-efficient kernel has no grouped-query "
+                "path (added in 2.14): k and v must have as many heads as q.", quoted)
+    if "not installed" in said:
+        return ("its package is missing", "An optional dependency, not installed where this ran: " + quoted,
+                quoted)
+    if "does not pair" in said or "too many values to unpack" in said or "pair with" in said:
+        release = re.search(r"flash-attn-4 (\S+) returns", quoted)
+        pairs = re.search(r"torch [\d.]+-[\d.]+ pair with [^;]*", quoted)
+        return ((f"flash-attn-4 {release.group(1)}" if release else "this flash-attn-4") +
+                f" does not pair with torch {env.torch_version}",
+                "This torch's SDPA route unpacks two values from flash_attn.cute's forward, and this release "
+                "returns more" + (f"; {pairs.group(0)}." if pairs else "."), quoted)
+    if "does not support backward" in said or "no backward" in said or "windowed backward" in said:
+        return "no backward for this input", "PyTorch says so: " + quoted, quoted
+    return "not supported", ("Pinned, SDPA does not fall back to another backend." if backend else
+                             "PyTorch says so: " + quoted), quoted
 
 
 def pinned_refused(run: Run, peers: Peers) -> Note | None:

@@ -4,6 +4,7 @@ number was read (`measured`, `total`, `ratio`), and `note`, which has profiling.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
@@ -13,7 +14,6 @@ from attention_variants import VARIANTS, Guess, Variant, guess_for
 from .. import dispatch, text
 from ..reference import BLOG
 from ..results import HostOp, Kernel, Launch, Note, Quantity, Run
-from ..sweep import log_slope
 
 Peers = dict[str, Run]  # variant key -> an ok run of the same workload in the same environment
 Rule = Callable[[Run, Peers], Note | None]
@@ -136,6 +136,14 @@ def difference(a: Quantity, b: Quantity) -> Quantity:
 def scaled(q: Quantity, factor: float, unit: str) -> Quantity:
     """The same figure in another unit: scaled(gpu_ms, 1000, "us")."""
     return Quantity(q.value * factor, unit, f"product({q.source}, {factor:g})")
+
+
+def log_slope(xs: Iterable[float], ys: Iterable[float]) -> float:
+    """The exponent k of y ∝ x^k that fits the pairs best (least squares on log–log axes)."""
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mean_x, mean_y = sum(lx) / len(lx), sum(ly) / len(ly)
+    return (sum((x - mean_x) * (y - mean_y) for x, y in zip(lx, ly))
+            / sum((x - mean_x) ** 2 for x in lx))
 
 
 def fit(pairs: Iterable[tuple[Quantity, Quantity]]) -> Quantity:
@@ -285,6 +293,7 @@ def match_guess(run: Run, g: Guess) -> tuple[dict[int, list[str]], list[Unpredic
     missing = []
     for expected in g.kernels:
         index = next((i for i, k in enumerate(run.kernels) if left[i] > 0.5 and k.category == expected.category
+                      and k.phase == expected.phase
                       and (expected.op is None or _launched_by_op(run, k, expected.op))), None)
         if index is None:
             missing.append(expected.what)

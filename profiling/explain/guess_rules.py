@@ -9,6 +9,7 @@ from .. import text
 from .facts import (ARCH, KINETO_SHARED_PER_BLOCK, NEGLIGIBLE, Peers, constant, difference, guess, host_op,
                     innermost_op, instruction, kernels_in, launched_under, launches, match_guess, measured, note,
                     of_kernel, of_launch, occupancy, on_gpu, ran, ratio, scaled, sixteen_bit, total, variant)
+from .verdict import adds_up
 
 PYTORCH = "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native"
 
@@ -56,11 +57,11 @@ def in_place(run: Run, peers: Peers) -> Note | None:
         naive_ms = measured(naive, "timing.median_ms", "ms", who)
         facts |= {"saved": ratio(difference(naive_ms, measured(run, "timing.median_ms", "ms")), naive_ms, "share"),
                   "naive_peak": measured(naive, "peak_extra_bytes", "bytes", who)}
-        time_clause = " It saves {saved} of the out-of-place time (the copy); out of place, the peak is {naive_peak} too."
+        time_clause = " It saves {saved} of the time (the copy); out of place the peak is {naive_peak} too."
         weight = facts["saved"].value
     return note("in_place", "guess", "In place saves time, not peak memory",
-                "The guess said in place only saves memory. The peak, {peak} ({matrices} one S×S matrix), is "
-                "reached at `scores * scale`, with two S×S matrices alive, before any fill." + time_clause,
+                "The guess said in place only saves memory. The peak, {peak} ({matrices} one S×S matrix), comes "
+                "at `softmax(scores) @ v`: the scores, their softmax and the output, after the fill." + time_clause,
                 weight=weight, facts=facts, ops=["aten::masked_fill_", "aten::mul"],
                 evidence=[text.host_line(host_op(run, "aten::masked_fill_"))])
 
@@ -319,8 +320,8 @@ def occupancy_not_zero(run: Run, peers: Peers) -> Note | None:
     occ = occupancy(k, limits)
     others = f" ({text.plural(len(zeros) - 1, 'more kernel')} the same)" if len(zeros) > 1 else ""
     return note("occupancy_not_zero", "guess", "Kineto's {shown} occupancy is not real: {kernel} runs at {real}",
-                "Kineto's estimate assumes {kineto} of shared memory per block; this kernel asks for {smem}, so no "
-                "block fits the estimate, whatever the launch API ({api}). From its "
+                "Kineto assumes {kineto} of shared memory per block; this kernel asks for {smem}, so none fits the "
+                "estimate, whatever the launch API ({api}). By its "
                 f"{{registers}} registers and shared memory, {{blocks}} {'blocks fit' if occ.blocks != 1 else 'block fits'} per "
                 "SM" + others + ".",
                 weight=0.1, facts=facts, names={"kernel": text.kernel(k, 40), "api": api},
@@ -332,10 +333,11 @@ def occupancy_not_zero(run: Run, peers: Peers) -> Note | None:
 def host_bound(run: Run, peers: Peers) -> Note | None:
     """When issuing a call costs the CPU more than the GPU takes to run it, back-to-back calls wait on the host.
     Uses the unprofiled host figures; says nothing where the run does not have them."""
-    if not on_gpu(run) or run.bound != "host" or run.host_cost is None or run.back_to_back_ms is None:
+    if not on_gpu(run) or run.bound != "host" or run.host_cost is None or run.back_to_back is None or not adds_up(run):
         return None
-    facts = {"host": measured(run, "host_cost.median_ms", "ms"), "gpu": measured(run, "timing.median_ms", "ms"),
-             "pace": measured(run, "back_to_back_ms", "ms")}
+    gpu = _call_gpu(run)
+    facts = {"host": measured(run, "host_cost.median_ms", "ms"), "gpu": gpu,
+             "pace": measured(run, "back_to_back.median_ms", "ms")}
     v = variant(run)
     if v and v.compiled:
         cause = "every call first runs TorchDynamo's guards and the compiled graph's wrapper in Python"
@@ -349,11 +351,34 @@ def host_bound(run: Run, peers: Peers) -> Note | None:
     if run.pin_cost_ms:
         facts["pin"] = measured(run, "pin_cost_ms", "ms")
         pin = " Entering the `sdpa_kernel` pin adds {pin} per call where it is entered each time."
+    call = "step" if run.workload.training else "forward"  # a backward view's host figures are its step's
     return note("host_bound", "guess", "Host-bound: {host} of CPU per call for {gpu} of GPU",
-                f"Issuing one forward costs the CPU {{host}} (unprofiled, GPU kept busy): {cause}. Back to back, "
+                f"Issuing one {call} costs the CPU {{host}} (unprofiled, GPU kept busy): {cause}. Back to back, "
                 "calls come every {pace}, the host's pace, not the GPU's." + pin,
-                weight=1 - run.gpu_ms / run.host_cost.median_ms if run.host_cost.median_ms > run.gpu_ms else 0.2,
+                weight=1 - gpu.value / run.host_cost.median_ms if run.host_cost.median_ms > gpu.value else 0.2,
                 facts=facts)
+
+
+def _call_gpu(run: Run):
+    """The GPU time of the call the host figures are of: a backward view's is its whole step's."""
+    if run.workload.passes == "bwd":
+        return total([measured(run, "forward_timing.median_ms", "ms"), measured(run, "backward_timing.median_ms", "ms")])
+    return measured(run, "timing.median_ms", "ms")
+
+
+def host_figures_disagree(run: Run, peers: Peers) -> Note | None:
+    """A host cost per call under the GPU time should give a GPU-bound loop; a host-bound pace beside it means the
+    loop waited on something neither figure measures. Flagged: the verdict ranks on such a pace only where the order
+    holds with the GPU time in its place."""
+    if not on_gpu(run) or adds_up(run):
+        return None
+    facts = {"host": measured(run, "host_cost.median_ms", "ms"), "gpu": _call_gpu(run),
+             "pace": measured(run, "back_to_back.median_ms", "ms")}
+    return note("host_figures_disagree", "guess", "Host figures disagree: {host} to issue, {gpu} of GPU, {pace} back "
+                "to back",
+                "Issuing costs less than the GPU time, yet the loop ran slower than both: it waited on something "
+                "neither measures, likely the first call's issue. The verdict uses this pace only where GPU time "
+                "gives the same order.", weight=0.15, facts=facts)
 
 
 def scores_in_memory(run: Run, peers: Peers) -> Note | None:
@@ -398,12 +423,14 @@ def first_call(run: Run, peers: Peers) -> Note | None:
     """The first call pays one-time costs (compilation, cuDNN plans, lazy loading) that the timed calls do not."""
     if not run.ok or run.first_call_ms is None or not run.gpu_ms or run.first_call_ms < max(50.0, 20 * run.gpu_ms):
         return None
-    facts = {"first": measured(run, "first_call_ms", "s"), "warm": measured(run, "timing.median_ms", "ms")}
+    facts = {"first": scaled(measured(run, "first_call_ms", "ms"), 0.001, "s"),
+             "warm": measured(run, "timing.median_ms", "ms")}
     v = variant(run)
     if v and v.compiled:
-        made = "a Triton kernel" if run.environment.device == "cuda" else "C++ code"
-        cause = (f"torch.compile traced the forward and generated {made} on the first call; later calls reuse "
-                 "it while shape and dtype match.")
+        made = "Triton kernels" if run.environment.device == "cuda" else "C++ code"
+        what = "the forward and, separately, the backward" if run.workload.training else "the forward"
+        cause = (f"torch.compile traced {what} and generated {made} on the first call; later calls reuse them "
+                 "while shape and dtype match.")
     elif ran(run) == "cudnn":
         cause = "cuDNN built an execution plan for this shape on the first call; later calls find it cached."
     else:

@@ -1,44 +1,102 @@
-"""A vs B: the headline (who wins, by how much, on what) and a note wherever the measured order contradicts
-the guessed one, with the reasons the two traces show, or saying that they show none.
+"""A vs B: one figure on both sides, a named test, and the headline that says only what they support; then a note
+wherever the measured order contradicts the guessed one, with the reasons the two traces show.
 
-An order is stated only when the two timing distributions do not overlap (`ordered`). The figure compared
-is the one that bounds a call: the CPU's cost to issue it for a host-bound run, GPU time otherwise.
+The figure: GPU time (CUDA events) when both runs are GPU-bound; when either is host-bound, the back-to-back
+pace of both, since a model's loop runs at that pace; wall time on a CPU. The test (`stats.decide`): an exact
+rank test at level 0.01, and a winner only when the gap is at least 3% and above the drift between the moments A
+and B were measured (none when they were interleaved in one session). Host cost per call is its own figure, in
+its own note, never the headline's.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from .. import text
+from .. import stats, text
 from ..results import Note, Run, Timing
 from .environment_rules import refusal
-from .facts import (ampere_design, guess, instruction, kernels_in, label, main_kernel, measured, note, of_kernel,
-                    ratio)
+from .facts import (ampere_design, constant, difference, guess, instruction, kernels_in, label, main_kernel, measured,
+                    note, of_kernel, on_gpu, pinned, ran, ratio)
 
-if TYPE_CHECKING:
-    from ..sweep import SweepPoint
-
-
-def bounding(run: Run | SweepPoint, device: str | None = None) -> tuple[Timing, str, str]:
-    """The timing that sets the pace of a call, its path in the run, and what it is in words. A sweep's point
-    does not carry its device: give it."""
-    if run.bound == "host" and run.host_cost is not None:
-        return run.host_cost, "host_cost", "CPU per call, host-bound"
-    what = "GPU, CUDA events" if (device or run.environment.device) == "cuda" else "wall time"
-    return run.timing, "timing", what
+HOST_BOUND = 1.10  # back to back over GPU time by more than this: the host sets the pace (as measurement labels it)
+# Runs from two sessions (not interleaved) can differ by the machine's drift alone. Measured on the H200: the
+# host cost of one variant moved ~50% within a process (DESIGN.md); GPU time moves far less.
+CROSS_SESSION_DRIFT = {"timing": 0.10, "back_to_back": 0.50}
+FIGURES = {"timing": "GPU time, CUDA events", "back_to_back": "back to back: the pace of a loop of calls",
+           "wall": "wall time"}
 
 
-QUARTILE_SAMPLES, RANGE_SAMPLES = 20, 8
+@dataclass(frozen=True)
+class Verdict:
+    """What the named test says of A and B on the figure both are compared on."""
+    kind: str                     # ranked | level | no_practical_difference | too_few | inconsistent
+    path: str                     # the Run attribute compared: "timing" or "back_to_back"
+    what: str                     # the figure in words
+    faster: str | None            # "a" | "b" (ranked, or the lower median where no difference counts)
+    ratio: float                  # slower median / faster median
+    p: float | None
+    samples: int                  # the fewer of the two sides'
+    threshold: float              # the practical threshold used, drift included
+    same_session: bool
 
 
-def ordered(fast: Timing, slow: Timing) -> bool:
-    """The named test. With at least 20 samples a side: `fast`'s 75th percentile below `slow`'s 25th. With
-    8 to 19: every sample of `fast` below every sample of `slow`. Fewer: no order. For two samples of one
-    distribution these fire about 0.2% and 0.02% of the time (simulated; a 5-sample quartile test fires in
-    one comparison of five), so noise is not called a winner."""
-    n = min(fast.samples, slow.samples)
-    if n >= QUARTILE_SAMPLES and fast.p75_ms is not None and slow.p25_ms is not None:
-        return fast.p75_ms < slow.p25_ms
-    return n >= RANGE_SAMPLES and fast.max_ms < slow.min_ms
+def figure(a: Run, b: Run) -> tuple[str, str]:
+    """(path, words) of the one figure A and B are compared on. A backward alone has no pace of its own (a loop runs
+    whole steps): its GPU time, always."""
+    if a.environment.device != "cuda":
+        return "timing", FIGURES["wall"]
+    if a.workload.passes == "bwd":
+        return "timing", FIGURES["timing"]
+    if "host" in (a.bound, b.bound) and a.back_to_back is not None and b.back_to_back is not None:
+        return "back_to_back", FIGURES["back_to_back"]
+    return "timing", FIGURES["timing"]
+
+
+def call_ms(run: Run) -> float:
+    """The GPU time of one whole call, the unit the host figures are of: a backward-only view's is its step's."""
+    if run.workload.passes == "bwd" and run.forward_timing is not None:
+        return run.forward_timing.median_ms + run.backward_timing.median_ms
+    return run.timing.median_ms
+
+
+def adds_up(run: Run) -> bool:
+    """A GPU run's host figures tell one story: a host-bound pace needs a host cost per call beyond the GPU's time.
+    (Host cost under GPU time with a pace well above both means the loop waited on something neither measures.)"""
+    if run.host_cost is None or run.back_to_back is None or run.timing is None:
+        return True
+    return not (run.host_cost.median_ms < call_ms(run) and run.bound == "host")
+
+
+def quartiles_apart(a: Timing | None, b: Timing | None) -> bool:
+    """The middle halves of two distributions do not overlap: a gap the test does not confirm is then no "level"
+    (a single outlier can hold the rank test above its level)."""
+    if a is None or b is None or None in (a.p25_ms, a.p75_ms, b.p25_ms, b.p75_ms):
+        return False
+    return a.p75_ms < b.p25_ms or b.p75_ms < a.p25_ms
+
+
+def unconfirmed_gap(a, b):
+    """The higher median over the lower, as a fact."""
+    return ratio(a, b) if a.value >= b.value else ratio(b, a)
+
+
+def _samples(timing: Timing | None) -> list[float]:
+    return list(timing.samples_ms or []) if timing else []
+
+
+def decision(a: Run, b: Run) -> Verdict:
+    """The named test on the one figure; `inconsistent` when a side's figures do not add up and the order would
+    change if its GPU time stood in for its pace."""
+    path, what = figure(a, b)
+    same = a.session is not None and a.session == b.session
+    drift = 0.0 if same else CROSS_SESSION_DRIFT[path]
+    d = stats.decide(_samples(getattr(a, path)), _samples(getattr(b, path)), drift=drift)
+    kind = d.kind
+    if kind == "ranked" and path == "back_to_back" and not (adds_up(a) and adds_up(b)):
+        alt = stats.decide(*(_samples(r.timing) if not adds_up(r) else _samples(r.back_to_back) for r in (a, b)),
+                           drift=drift)
+        if alt.kind != "ranked" or alt.faster != d.faster:
+            kind = "inconsistent"
+    return Verdict(kind, path, what, d.faster, d.ratio, d.p, d.samples, d.threshold, same)
 
 
 def _where(run: Run) -> str:
@@ -46,7 +104,8 @@ def _where(run: Run) -> str:
 
 
 def headline(a: Run, b: Run) -> Note:
-    """One sentence: who wins, by how much, on what; or level within noise; or who could not run and why."""
+    """One sentence: who wins, by how much, on which figure; or which of level, no practical difference, too few
+    samples holds; or who could not run and why."""
     name = {id(a): f"{label(a)} [A]", id(b): f"{label(b)} [B]"}
     failed = [r for r in (a, b) if not r.ok]
     if failed:
@@ -54,31 +113,79 @@ def headline(a: Run, b: Run) -> Note:
         said = "; ".join(f"{name[id(r)]} could not run {_where(r)} ({{why_{i}}})" for i, r in enumerate(failed))
         ok = [r for r in (a, b) if r.ok]
         facts = {"time": measured(ok[0], "timing.median_ms", "ms", "a" if ok[0] is a else "b")} if ok else {}
-        rest = f"; {name[id(ok[0])]} ran at {{time}} per forward." if ok else "."
+        rest = f"; {name[id(ok[0])]} ran at {{time}} per {text.call(ok[0].workload)}." if ok else "."
+        if ok:
+            clause, more = _fallback(ok[0], "a" if ok[0] is a else "b")
+            rest, facts = rest + clause, facts | more
         return note("verdict", "verdict", said + rest, "", weight=1.0, facts=facts, names=why)
-    (ta, pa, wa), (tb, pb, wb) = bounding(a), bounding(b)
-    facts = {"a": measured(a, f"{pa}.median_ms", "ms", "a"), "b": measured(b, f"{pb}.median_ms", "ms", "b")}
-    what = wa if wa == wb else f"{wa} vs {wb}"
-    same = a.variant == b.variant
-    fast, slow = (a, b) if ta.median_ms <= tb.median_ms else (b, a)
-    if not same and ordered(*((ta, tb) if fast is a else (tb, ta))):
-        facts["ratio"] = ratio(facts["b" if fast is a else "a"], facts["a" if fast is a else "b"])
-        first, second = ("a", "b") if fast is a else ("b", "a")
-        title = (f"{name[id(fast)]} is {{ratio}} faster than {name[id(slow)]} {_where(a)}, "
-                 f"{{{first}}} vs {{{second}}} per forward ({what}).")
+    v = decision(a, b)
+    facts = {"a": measured(a, f"{v.path}.median_ms", "ms", "a"), "b": measured(b, f"{v.path}.median_ms", "ms", "b")}
+    figures = f"{{a}} vs {{b}} per {text.call(a.workload)} ({v.what})"
+    on = _where(a)
+    evidence = [f"figure: {v.what}; " + ("A and B were timed interleaved, in one session" if v.same_session else
+                                         "A and B were measured at different moments, so the threshold includes "
+                                         "the drift between sessions"),
+                f"named test: exact rank test (Mann–Whitney) at level {stats.LEVEL:g}, {v.samples} samples on the "
+                f"smaller side" + (f", p = {v.p:.2g}" if v.p is not None else "")
+                + f"; a winner needs a gap of at least {text.share(v.threshold)}"]
+    if a.variant == b.variant:
+        title = f"{name[id(a)]} and {name[id(b)]} are the same variant, so no winner {on}: {figures}."
+    elif v.kind == "ranked":
+        fast, slow = (a, b) if v.faster == "a" else (b, a)
+        facts["ratio"] = ratio(facts["b" if fast is a else "a"], facts[v.faster])
+        title = (f"{name[id(fast)]} is {{ratio}} faster than {name[id(slow)]} {on}: {figures}.")
+    elif v.kind == "no_practical_difference":
+        low, high = ("a", "b") if v.faster != "b" else ("b", "a")
+        facts["gap"] = difference(ratio(facts[high], facts[low], "share"), constant(1.0, "share", "1"))
+        facts["threshold"] = constant(v.threshold, "share", repr(v.threshold))
+        title = (f"{name[id(a)]} and {name[id(b)]} differ by {{gap}} {on}, under the {{threshold}} that counts as a "
+                 f"practical difference: {figures}.")
+    elif v.kind == "too_few":
+        fewer, who = min(((a, "a"), (b, "b")), key=lambda rw: getattr(rw[0], v.path).kept)
+        facts["n"] = measured(fewer, f"{v.path}.kept", "count", who)
+        title = (f"{name[id(a)]} and {name[id(b)]} cannot be ranked {on}: {{n}} samples on a side are too few for "
+                 f"the test: {figures}.")
+    elif v.kind == "inconsistent":
+        title = (f"{name[id(a)]} and {name[id(b)]} are not ranked {on}, as a side's host figures do not add up: "
+                 f"{figures}.")
+    elif quartiles_apart(getattr(a, v.path), getattr(b, v.path)):
+        facts["ratio"] = unconfirmed_gap(facts["a"], facts["b"])
+        title = (f"{name[id(a)]} and {name[id(b)]} are not ranked {on}: {figures}, {{ratio}} apart, but their "
+                 "samples overlap too much for the test.")
     else:
-        facts |= {"spread_a": measured(a, f"{pa}.spread_pct", "pct", "a"),
-                  "spread_b": measured(b, f"{pb}.spread_pct", "pct", "b")}
-        why = "the same variant, so no winner" if same else "level within noise"
-        title = (f"{name[id(a)]} and {name[id(b)]} are {why} {_where(a)}: {{a}} vs {{b}} per forward ({what}; "
-                 "spread {spread_a} / {spread_b}).")
-    return note("verdict", "verdict", title, "", weight=1.0, facts=facts)
+        title = f"{name[id(a)]} and {name[id(b)]} are level within noise {on}: {figures}."
+    for run, side in ((a, "a"), (b, "b")):
+        clause, more = _fallback(run, side)
+        title, facts = title + clause, facts | more
+    return note("verdict", "verdict", title, "", weight=1.0, facts=facts, evidence=evidence)
 
 
-def _reasons(fast: Run, slow: Run, side: dict) -> tuple[list[str], dict]:
-    """What the two traces show that makes `slow` slower, as sentence templates and their facts; ([], {}) when
-    they show nothing that explains it."""
+def _fallback(run: Run, side: str) -> tuple[str, dict]:
+    """SDPA left to choose that took its math path: the quiet slow path is the lesson, so the headline says it."""
+    if not (on_gpu(run) and pinned(run) == "auto" and ran(run) == "math") or run.peak_extra_bytes is None:
+        return "", {}
+    facts = {f"{side}_math_kernels": measured(run, "kernels_per_forward", "count", side),
+             f"{side}_math_peak": measured(run, "peak_extra_bytes", "bytes", side)}
+    quiet = "" if run.pytorch_warnings else ", with no warning,"
+    return (f" {label(run)}{quiet} took SDPA's math path: {{{side}_math_kernels}} kernels, {{{side}_math_peak}} at "
+            "peak.", facts)
+
+
+def _reasons(fast: Run, slow: Run, path: str, side: dict) -> tuple[list[str], dict]:
+    """What the two traces show that makes `slow` slower on the compared figure, as sentence templates and their
+    facts; ([], {}) when they show nothing that explains it."""
     reasons, facts = [], {}
+    if path == "back_to_back":
+        if slow.bound == "host":
+            facts |= {"slow_host": measured(slow, "host_cost.median_ms", "ms", side[id(slow)]),
+                      "slow_gpu": measured(slow, "timing.median_ms", "ms", side[id(slow)])}
+            reasons.append(f"{label(slow)} is host-bound: the CPU takes {{slow_host}} to issue a call whose GPU "
+                           "work takes {slow_gpu}")
+        if slow.gpu_ms and fast.gpu_ms and slow.gpu_ms < fast.gpu_ms:
+            facts |= {"gpu_slow": measured(slow, "timing.median_ms", "ms", side[id(slow)]),
+                      "gpu_fast": measured(fast, "timing.median_ms", "ms", side[id(fast)])}
+            reasons.append(f"on the GPU alone {label(slow)} is the faster ({{gpu_slow}} vs {{gpu_fast}})")
+        return reasons[:2], facts
     if any(instruction(k) == "ffma" for k in kernels_in(slow, "gemm")) and \
             not any(instruction(k) == "ffma" for k in kernels_in(fast, "gemm")):
         reasons.append(f"{label(slow)}'s GEMMs run in fp32 on CUDA cores (FFMA)")
@@ -103,27 +210,24 @@ def _reasons(fast: Run, slow: Run, side: dict) -> tuple[list[str], dict]:
         if gap_us and k.us_per_forward >= 0.25 * gap_us:
             facts["only"] = of_kernel(slow, k, "us_per_forward", "us", side[id(slow)])
             reasons.append(f"{label(slow)} also runs {text.kernel(k, 40)} ({{only}}), which {label(fast)} does not")
-    if slow.bound == "host" and fast.bound != "host":
-        reasons.append(f"{label(slow)} is host-bound: the CPU issues its calls slower than the GPU runs them")
     return reasons[:2], facts
 
 
 def ranking_notes(a: Run, b: Run) -> list[Note]:
     """Why the faster run wins, with the reasons the traces show (or saying they show none), worded as a
     contradiction where the guess ranked them the other way; and a note where the host-cost order contradicts
-    the guess."""
+    the guess, by the same test on the host cost."""
     ga, gb = guess(a), guess(b)
     if not (a.ok and b.ok and ga and gb) or a.variant == b.variant:
         return []
     side = {id(a): "a", id(b): "b"}
     notes = []
-    (ta, pa, _), (tb, pb, _) = bounding(a), bounding(b)
-    fast, slow = (a, b) if ta.median_ms <= tb.median_ms else (b, a)
-    (tf, pf, _), (ts, ps, _) = bounding(fast), bounding(slow)
-    if ordered(tf, ts):
-        facts = {"ratio": ratio(measured(slow, f"{ps}.median_ms", "ms", side[id(slow)]),
-                                measured(fast, f"{pf}.median_ms", "ms", side[id(fast)]))}
-        reasons, because = _reasons(fast, slow, side)
+    v = decision(a, b)
+    if v.kind == "ranked":
+        fast, slow = (a, b) if v.faster == "a" else (b, a)
+        facts = {"ratio": ratio(measured(slow, f"{v.path}.median_ms", "ms", side[id(slow)]),
+                                measured(fast, f"{v.path}.median_ms", "ms", side[id(fast)]))}
+        reasons, because = _reasons(fast, slow, v.path, side)
         facts |= because
         body = ("; ".join(reasons) + ".") if reasons else \
             "The traces do not show why: no difference in arithmetic, memory, kernel count or host cost explains it."
@@ -135,10 +239,12 @@ def ranking_notes(a: Run, b: Run) -> list[Note]:
                            f"Why {label(fast)} is {{ratio}} faster"),
                           body, weight=min(0.95, off + 0.2) if contradicts else 0.8 * off, facts=facts,
                           evidence=[f"guessed speed rank (1 = fastest): {label(a)} {ga.speed_rank}, "
-                                    f"{label(b)} {gb.speed_rank}"]))
+                                    f"{label(b)} {gb.speed_rank}", f"figure compared: {v.what}"]))
     if ga.host_rank != gb.host_rank and a.host_cost is not None and b.host_cost is not None:
         expected, other = (a, b) if ga.host_rank < gb.host_rank else (b, a)
-        if other.host_cost.median_ms < expected.host_cost.median_ms and ordered(other.host_cost, expected.host_cost):
+        d = stats.decide(_samples(expected.host_cost), _samples(other.host_cost),
+                         drift=0.0 if v.same_session else CROSS_SESSION_DRIFT["back_to_back"])
+        if d.kind == "ranked" and d.faster == "b":  # the one guessed heavier is lighter
             facts = {"ratio": ratio(measured(expected, "host_cost.median_ms", "ms", side[id(expected)]),
                                     measured(other, "host_cost.median_ms", "ms", side[id(other)])),
                      "expected": measured(expected, "host_cost.median_ms", "ms", side[id(expected)]),

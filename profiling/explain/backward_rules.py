@@ -1,0 +1,102 @@
+"""A training pass against the guess: how much the backward costs next to the forward, the kernels a fused backward
+really runs and why, and what autograd keeps from the forward. Each rule reads one run of a training pass."""
+from __future__ import annotations
+
+from .. import text
+from ..results import Note, Run
+from .facts import Peers, kernels_in, label, measured, note, of_kernel, on_gpu, ratio, total, variant
+
+# What each step of the fused backwards does, by a token of its kernel's name (PyTorch's flash_bwd_*, cuDNN's).
+# FA4's CuTe kernels (flash_attn/cute/flash_bwd_preprocess.py, flash_bwd_sm90.py, flash_bwd_postprocess.py) do the
+# same three steps under other names.
+_MAIN = "then the main kernel over blocks of keys, each adding its part of every row's dQ to an fp32 buffer"
+_STEPS = (
+    ("dot_do_o", "first dot(dO, O) per query row"),
+    ("bwd_preprocess", "first dot(dO, O) per query row"),
+    ("dq_dk_dv", _MAIN),
+    ("flash_bwd_sm", _MAIN),
+    ("bprop", "then the main kernel over blocks of keys, dQ summed in fp32"),
+    ("convert_dq", "last dQ converted from fp32 to the inputs' dtype"),
+    ("bwd_postprocess", "last dQ converted from fp32 to the inputs' dtype"),
+)
+
+
+def _backward(run: Run):
+    return [k for k in run.kernels if k.phase == "backward"]
+
+
+def backward_ratio(run: Run, peers: Peers) -> Note | None:
+    """The backward against the forward, timed in the same calls, beside the anchors' FLOP model (2.5×)."""
+    if not run.ok or run.forward_timing is None or run.backward_timing is None:
+        return None
+    facts = {"ratio": ratio(measured(run, "backward_timing.median_ms", "ms"), measured(run, "forward_timing.median_ms", "ms")),
+             "forward": measured(run, "forward_timing.median_ms", "ms"),
+             "backward": measured(run, "backward_timing.median_ms", "ms")}
+    said = "The anchors' model (tritonbench, attention-gym) counts a backward as 2.5 forwards of FLOPs."
+    bwd = _backward(run)
+    if bwd and on_gpu(run):
+        top = max(bwd, key=lambda k: k.us_per_forward)
+        facts["top"] = of_kernel(run, top, "us_per_forward", "us")
+        said += f" Its largest kernel is {text.kernel(top, 40)} ({{top}} a step)."
+    off = abs(facts["ratio"].value - 2.5) / 2.5
+    return note("backward_ratio", "guess", f"{label(run)}: backward {{ratio}} the forward, {{backward}} vs {{forward}}",
+                said, weight=min(0.5, 0.15 + off / 2), facts=facts, kernels=bwd,
+                evidence=[text.kernel_line(k) for k in bwd])
+
+
+def fused_backward(run: Run, peers: Peers) -> Note | None:
+    """A fused kernel's backward is several kernels: the guess said one. Say what each step does, from the names."""
+    v = variant(run)
+    bwd = [k for k in kernels_in(run, "fused attention") if k.phase == "backward"]
+    if not on_gpu(run) or not (v and v.fused) or len(bwd) < 2:
+        return None
+    steps = [words for token, words in _STEPS if any(token in k.name for k in bwd)]
+    facts = {"count": total(of_kernel(run, k, "calls_per_forward", "count") for k in bwd),
+             "time": total(of_kernel(run, k, "us_per_forward", "us") for k in bwd)}
+    body = ("; ".join(steps) + "." if steps else "The trace names the kernels; this tool has no description of their roles.")
+    return note("fused_backward", "guess", f"{label(run)}'s backward is {{count}} kernels, not one ({{time}})",
+                body[0].upper() + body[1:], weight=0.3, facts=facts, kernels=bwd,
+                evidence=[text.kernel_line(k) for k in bwd])
+
+
+def saved_for_backward(run: Run, peers: Peers) -> Note | None:
+    """What autograd keeps from the forward: the S×S probabilities for naive and math, O(B·H·S) statistics (and
+    the output) for the fused kernels, which recompute the scores in the backward."""
+    if not run.ok or run.saved_bytes is None:
+        return None
+    w = run.workload
+    facts = {"saved": measured(run, "saved_bytes", "bytes"), "scores": measured(run, "workload.scores_bytes()", "bytes")}
+    facts["matrices"] = ratio(facts["saved"], facts["scores"])
+    v = variant(run)
+    keeps_scores = facts["matrices"].value >= 0.9
+    if keeps_scores:
+        inplace = " In place or not, the multiply that made the scores keeps no copy of them." \
+            if v and v.key == "naive_inplace" else ""
+        body = ("It keeps {matrices} one S×S matrix ({scores}): the softmax's output, which its backward reads."
+                + inplace + " Memory for training grows with S².")
+        title = "Autograd keeps {saved} for the backward: the S×S probabilities"
+    else:
+        body = ("The fused kernel saves its output and a log-sum-exp per query row, and recomputes the scores in the "
+                "backward: {matrices} of one S×S matrix ({scores}).")
+        title = "Autograd keeps only {saved} for the backward"
+    wrong = w.training and v is not None and keeps_scores != (not v.fused)
+    return note("saved_for_backward", "guess", ("Guess was wrong: " if wrong else "") + title, body,
+                weight=0.6 if wrong else 0.25, facts=facts)
+
+
+def gradient_accuracy(run: Run, peers: Peers) -> Note | None:
+    """A gradient further from fp64 than twice plain attention's in the same dtype: worth a look before training."""
+    a = run.accuracy
+    if not run.ok or a is None or not a.grads or not a.naive_grads:
+        return None
+    worst = max(a.grads, key=lambda g: a.grads[g] / max(a.naive_grads[g], 1e-30))
+    if a.grads[worst] <= 2 * a.naive_grads[worst] + 1e-6:
+        return None
+    facts = {"error": measured(run, f"accuracy.grads[{worst}]", "count"),
+             "naive": measured(run, f"accuracy.naive_grads[{worst}]", "count")}
+    facts["times"] = ratio(facts["error"], facts["naive"])
+    dtype = run.workload.dtype
+    return note("gradient_accuracy", "guess", f"{worst}'s error is {{times}} plain attention's in {dtype}",
+                f"Against fp64, {worst} is off by up to {text.error(facts['error'].value)}; the same computation "
+                f"written plainly in {dtype} is off by {text.error(facts['naive'].value)}.",
+                weight=0.5, facts={"times": facts["times"]})

@@ -1,0 +1,97 @@
+"""Masks and grouped-query heads against the guess: a bool mask turned into an additive one on every call, a
+window SDPA can only take as a dense mask, k and v copied to every head where the code or the math path expands
+them, what grouped-query heads save, and what building flex's block mask costs and when it is paid."""
+from __future__ import annotations
+
+from .. import text
+from ..results import Note, Run
+from .facts import Peers, constant, label, launches, measured, note, of_launch, on_gpu, ran, ratio, total, variant
+
+
+def mask_conversion(run: Run, peers: Peers) -> Note | None:
+    """SDPA given a bool mask converts it into an additive one (−inf where False) on every call: a `where` over the
+    S×S mask, launched inside scaled_dot_product_attention; the kernel then reads it, tile by tile."""
+    w = run.workload
+    if not on_gpu(run) or w.mask not in ("bool", "window") or not (variant(run) and variant(run).sdpa_backend):
+        return None
+    where = [(k, launch) for k, launch in launches(run) if launch.ops and launch.ops[-1] == "aten::where"
+             and "aten::scaled_dot_product_attention" in launch.ops and k.phase == "forward"]
+    if not where:
+        return None
+    facts = {"time": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in where),
+             "bytes": constant(w.seq_len**2 * w.element_bytes, "bytes",
+                               f"product(product(run.workload.seq_len, run.workload.seq_len), {w.element_bytes})")}
+    facts["forward"] = total(measured(run, f"kernels[{i}].us_per_forward", "us")
+                             for i, k in enumerate(run.kernels) if k.phase == "forward")
+    facts["share"] = ratio(facts["time"], facts["forward"], "share")
+    return note("mask_conversion", "guess", "The bool mask becomes an additive one on every call ({time})",
+                "SDPA turns the S×S bool mask into a float one ({bytes}) with a `where` before each call, {share} of "
+                "the forward; the kernel then reads it. Given a mask instead of is_causal, a kernel cannot know which "
+                "tiles are empty, so it skips none.",
+                weight=max(0.15, facts["share"].value), facts=facts, kernels=[k for k, _ in where],
+                ops=["aten::where"], evidence=[f"{text.kernel(k)} · {text.us(launch.us_per_forward)} · launched by "
+                                               f"{text.chain(launch.ops)}" for k, launch in where])
+
+
+def dense_window(run: Run, peers: Peers) -> Note | None:
+    """SDPA has no sliding-window argument: the window reaches it as a dense S×S mask, so the kernel computes every
+    tile and masks most of them, where a block-sparse kernel (flex, FlashAttention-4) skips them."""
+    w = run.workload
+    v = variant(run)
+    if not run.ok or w.mask != "window" or not (v and v.sdpa_backend):
+        return None
+    square = "product(run.workload.seq_len, run.workload.seq_len)"
+    facts = {"window": measured(run, "workload.window", "count"), "seq": measured(run, "workload.seq_len", "count"),
+             "outside": constant(1 - w.pairs / w.seq_len**2, "share", f"diff(1, ratio(run.workload.pairs, {square}))")}
+    return note("dense_window", "guess", "A window of {window} keys reaches SDPA as a dense {seq}×{seq} mask",
+                "SDPA has no window argument, so the window is an S×S mask and the kernel computes every tile: "
+                "{outside} of the query–key pairs are outside the window, work a block-sparse kernel skips.",
+                weight=0.4, facts=facts)
+
+
+def kv_expansion(run: Run, peers: Peers) -> Note | None:
+    """With fewer kv heads, the naive code (repeat_interleave) and SDPA's math path copy k and v to every query
+    head before their GEMMs: memory and bandwidth a grouped-query kernel never spends."""
+    w = run.workload
+    if not run.ok or w.groups == 1:
+        return None
+    copies = [(k, launch) for k, launch in launches(run, "aten::repeat_interleave") if k.phase == "forward"]
+    if not copies and not (run.environment.device == "cpu" and any(
+            h.name == "aten::repeat_interleave" for h in run.host_ops)):
+        return None
+    facts = {"kv": measured(run, "workload.kv_heads", "count"), "heads": measured(run, "workload.heads", "count")}
+    if copies:
+        facts["time"] = total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in copies)
+    who = "SDPA's math path" if ran(run) == "math" else f"{label(run)}'s code"
+    return note("kv_expansion", "guess", f"{label(run)} copies k and v from {{kv}} to {{heads}} heads"
+                + (" ({time})" if copies else ""),
+                f"{who} repeats each kv head for its query heads (`repeat_interleave`) before the GEMMs: full-size "
+                "copies of k and v, which grouped-query kernels (flash, cuDNN, flex) read in place.",
+                weight=0.2, facts=facts, kernels=[k for k, _ in copies], ops=["aten::repeat_interleave"])
+
+
+def kv_savings(run: Run, peers: Peers) -> Note | None:
+    """Grouped-query heads read k and v once per group: K/V bytes over H/Hkv fewer."""
+    w = run.workload
+    v = variant(run)
+    if not run.ok or w.groups == 1 or not (v and v.fused) or ran(run) == "math":
+        return None
+    kv_bytes = 2 * w.batch * w.kv_heads * w.seq_len * w.head_dim * w.element_bytes
+    facts = {"heads": measured(run, "workload.heads", "count"), "groups": measured(run, "workload.groups", "count"),
+             "bytes": constant(kv_bytes, "bytes", f"{kv_bytes}"), "less": measured(run, "workload.groups", "x")}
+    return note("kv_savings", "guess", "Grouped-query: k and v hold {kv} for {heads} query heads",
+                "Each kv head serves {groups} query heads, so the kernel reads {bytes} of k and v, {less} less than "
+                "with a kv head per query head; the scores' work is the same.",
+                weight=0.05, facts=facts, names={"kv": text.plural(w.kv_heads, "head")})
+
+
+def block_mask_setup(run: Run, peers: Peers) -> Note | None:
+    """flex's `create_block_mask` evaluates the mask over every (query, key) pair once and keeps the block map:
+    paid before the first call, not per call."""
+    if not run.ok or run.setup_ms is None or not run.workload.causal or not run.gpu_ms:
+        return None
+    facts = {"setup": measured(run, "setup_ms", "ms"), "call": measured(run, "timing.median_ms", "ms")}
+    return note("block_mask_setup", "guess", "Building the block mask took {setup}; a call takes {call}",
+                "`create_block_mask` evaluated the mask at every query–key pair once and kept which tiles are empty, "
+                "full or partial; later calls on this S reuse it (a new S or window builds another).",
+                weight=0.1 if facts["setup"].value < 10 * facts["call"].value else 0.3, facts=facts)

@@ -1,0 +1,148 @@
+"""The headline compares one figure on both sides by a named test, and says only what it supports: a winner (never
+"1.0×"), level within noise, no practical difference, or too few samples — each the true one of the four."""
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+
+import pytest
+from explain_helpers import RUNS
+from oracles import median_ratio
+
+from profiling import stats, text
+from profiling.explain import explain
+from profiling.explain.verdict import CROSS_SESSION_DRIFT, decision, figure, headline
+from profiling.results import Comparison, Run, Timing
+
+FLASH = next(r for r in RUNS if r.variant == "sdpa_flash" and r.workload.seq_len == 1024 and r.workload.causal
+             and r.workload.rank == 4 and r.workload.dtype == "bf16" and r.workload.head_dim == 64)
+CUDNN = next(r for r in RUNS if r.variant == "sdpa_cudnn" and r.workload == FLASH.workload)
+
+
+def timing(median: float, spread: float, n: int, rng: random.Random) -> Timing:
+    return Timing.of([median * (1 + rng.gauss(0, spread)) for _ in range(n)], "cuda events")
+
+
+def run(base: Run, gpu_ms: float, *, n: int = 20, spread: float = 0.01, session: str = "s1", host_ms: float | None = None,
+        pace_ms: float | None = None, seed: int = 0) -> Run:
+    rng = random.Random(seed)
+    gpu = timing(gpu_ms, spread, n, rng)
+    pace = timing(pace_ms or gpu_ms, spread, 8, rng)
+    host = timing(host_ms or gpu_ms / 4, spread, 40, rng)
+    return dataclasses.replace(base, session=session, timing=gpu, back_to_back=pace, host_cost=host,
+                               bound="host" if pace.median_ms > 1.1 * gpu.median_ms else "gpu")
+
+
+def numbers(title: str) -> list[str]:
+    return re.findall(r"\d+(?:\.\d+)?×", title)
+
+
+def test_a_clear_gap_is_ranked_and_its_ratio_is_the_medians_ratio():
+    a, b = run(FLASH, 0.096, seed=1), run(CUDNN, 0.060, seed=2)
+    note = headline(a, b)
+    assert note.title.startswith("SDPA · cuDNN [B] is 1.6× faster than SDPA · FlashAttention [A] on the H200")
+    assert note.facts["ratio"].value == pytest.approx(median_ratio(a.timing.samples_ms, b.timing.samples_ms))
+    assert "(GPU time, CUDA events)" in note.title
+
+
+@pytest.mark.parametrize("n", [5, 8, 20, 50])
+def test_two_samples_of_one_distribution_are_never_a_winner(n):
+    ranked = sum(decision(run(FLASH, 0.1, n=n, seed=2 * i), run(CUDNN, 0.1, n=n, seed=2 * i + 1)).kind == "ranked"
+                 for i in range(200))
+    assert ranked <= 6  # the test's own false-alarm rate is under 1%; 6 of 200 would be 3%
+
+
+def test_a_tiny_real_gap_is_no_practical_difference_and_never_1_0x():
+    a, b = run(FLASH, 0.1000, n=50, spread=0.001, seed=3), run(CUDNN, 0.1015, n=50, spread=0.001, seed=4)
+    v = decision(a, b)
+    assert v.kind == "no_practical_difference" and v.p < stats.LEVEL
+    title = headline(a, b).title
+    assert "1.0×" not in title and "differ by 1.5%" in title and "under the 3% that counts" in title
+
+
+def test_noise_wider_than_the_gap_is_level_within_noise():
+    a, b = run(FLASH, 0.100, n=20, spread=0.3, seed=5), run(CUDNN, 0.104, n=20, spread=0.3, seed=6)
+    assert decision(a, b).kind == "level"
+    assert "level within noise" in headline(a, b).title
+
+
+def test_a_big_gap_the_test_cannot_confirm_is_not_called_level():
+    """Recorded on the H200 (additive bias, memory-efficient vs flex, back to back): seven of flex's eight samples
+    are below all of memory-efficient's, one is above; p = 0.0104 misses 0.01. A 2× gap is not "level"."""
+    a = dataclasses.replace(run(FLASH, 0.400), timing=Timing.of([0.4147, 0.4125, 0.4105, 0.4124, 0.4107, 0.4120,
+                                                                 0.4104, 0.4129], "cuda events"))
+    b = dataclasses.replace(run(CUDNN, 0.19), timing=Timing.of([0.176, 0.194, 0.1857, 0.1942, 0.435, 0.1959, 0.188,
+                                                                 0.1904], "cuda events"))
+    v = decision(a, b)
+    assert v.kind == "level" and v.p == pytest.approx(0.0104, abs=1e-4)
+    title = headline(a, b).title
+    assert "level within noise" not in title and " faster " not in title
+    assert title.endswith("are not ranked on the H200: 0.412 ms vs 0.192 ms per forward (GPU time, CUDA events), 2.1× "
+                          "apart, but their samples overlap too much for the test.")
+
+
+def test_five_samples_a_side_that_separate_are_evidence_not_noise():
+    a, b = run(FLASH, 20.1, n=5, seed=7), run(CUDNN, 0.63, n=5, seed=8)
+    note = headline(a, b)
+    assert decision(a, b).kind == "ranked" and decision(a, b).p == pytest.approx(2 / 252)
+    assert f"{text.times(median_ratio(a.timing.samples_ms, b.timing.samples_ms))} faster" in note.title
+
+
+def test_four_samples_are_too_few_and_it_says_so():
+    a, b = run(FLASH, 1.0, n=4, seed=9), run(CUDNN, 0.5, n=4, seed=10)
+    assert decision(a, b).kind == "too_few"
+    assert "cannot be ranked" in headline(a, b).title and "4 samples on a side are too few" in headline(a, b).title
+
+
+def test_a_host_bound_side_puts_both_on_the_back_to_back_pace():
+    # flex-like: host cost above its GPU time, so a loop runs at the host's pace; the other side GPU-bound
+    fast_gpu_slow_host = run(FLASH, 0.082, host_ms=0.12, pace_ms=0.125, seed=11)
+    gpu_bound = run(CUDNN, 1.06, pace_ms=1.06, seed=12)
+    path, what = figure(fast_gpu_slow_host, gpu_bound)
+    assert path == "back_to_back" and "back to back" in what
+    note = headline(fast_gpu_slow_host, gpu_bound)
+    assert note.facts["a"].source == "a.back_to_back.median_ms" and note.facts["b"].source == "b.back_to_back.median_ms"
+    assert note.facts["ratio"].value == pytest.approx(
+        median_ratio(gpu_bound.back_to_back.samples_ms, fast_gpu_slow_host.back_to_back.samples_ms))
+    assert all("host_cost" not in q.source for q in note.facts.values())  # never a host cost in the headline
+
+
+def test_figures_that_do_not_add_up_are_not_ranked_where_the_order_would_flip():
+    # host cost under GPU time, yet a host-bound pace: ranked on the pace it would win; on its GPU time it loses
+    odd = run(FLASH, 0.110, host_ms=0.071, pace_ms=0.090, seed=13)
+    odd = dataclasses.replace(odd, bound="host")
+    other = run(CUDNN, 0.100, pace_ms=0.100, seed=14)
+    assert decision(odd, other).kind == "inconsistent"
+    assert "do not add up" in headline(odd, other).title
+
+
+def test_runs_of_two_sessions_need_a_gap_beyond_the_drift_between_them():
+    a, b = run(FLASH, 0.100, session="one", seed=15), run(CUDNN, 0.092, session="two", seed=16)
+    assert decision(a, b).kind == "no_practical_difference" and decision(a, b).threshold == CROSS_SESSION_DRIFT["timing"]
+    assert decision(a, dataclasses.replace(b, session="one")).kind == "ranked"
+
+
+def test_the_same_variant_is_never_a_winner():
+    a, b = run(FLASH, 0.096, seed=17), run(FLASH, 0.060, seed=18)
+    assert "the same variant, so no winner" in headline(a, b).title
+
+
+def test_a_cpu_pair_is_compared_on_wall_time():
+    cpu_env = dataclasses.replace(FLASH.environment, device="cpu", device_name="CPU", compute_capability=None)
+    a = dataclasses.replace(run(FLASH, 2.0, seed=19), environment=cpu_env, bound=None, host_cost=None, back_to_back=None)
+    b = dataclasses.replace(run(CUDNN, 11.0, seed=20), environment=cpu_env, bound=None, host_cost=None, back_to_back=None)
+    assert figure(a, b) == ("timing", "wall time") and "(wall time)" in headline(a, b).title
+
+
+def test_the_headline_and_the_why_note_agree_on_winner_and_ratio():
+    a, b = run(FLASH, 0.096, seed=21), run(CUDNN, 0.060, seed=22)
+    explanation = explain(Comparison(a, b))
+    why = next(n for n in explanation.notes if n.rule == "speed")
+    assert why.facts["ratio"].value == explanation.headline.facts["ratio"].value
+    assert "SDPA · cuDNN" in why.title
+
+
+def test_text_never_writes_a_ranked_ratio_as_1_0x():
+    assert text.times(1.03) == "1.03×" and text.times(1.094) == "1.09×" and text.times(1.1) == "1.1×"
+    assert all("1.0×" != text.times(1 + k / 1000) for k in range(30, 200))
