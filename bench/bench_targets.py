@@ -1,0 +1,165 @@
+"""On a GPU: the issues' targets, measured.
+
+1. The app's GPU times (forward, backward, a sliding window, FlashAttention-4) against bare CUDA-event loops written
+   here, with no project code in the timed path: within 5%?
+2. The verdict's stability: live comparisons repeated 10 times (auto vs flex, flash vs cuDNN at the blog workload):
+   the same order and a ratio within ±10% each time; cuDNN vs auto (the same kernel) and A vs A never ranked.
+3. A warm comparison of two fused variants, forward + backward, through the front door (`session.compare`, which the
+   API calls): its wall time.
+
+    python bench/bench_targets.py [bare|verdict|warm ...]     # FA4_SITE=/tmp/site: flash-attn-4 installed there
+"""
+from __future__ import annotations
+
+import os
+import site
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if os.environ.get("FA4_SITE"):
+    site.addsitedir(os.environ["FA4_SITE"])
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+BLOG = dict(batch=8, heads=16, seq_len=1024, head_dim=64)
+PINS = {"sdpa_math": SDPBackend.MATH, "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}
+
+
+# -- bare calls, written here as a user writes them ------------------------------------------------------------
+def bare_call(key: str, q, k, v, window: int | None):
+    s = q.shape[-2]
+    if key in ("naive", "naive_inplace"):
+        hidden = torch.ones(s, s, dtype=torch.bool, device="cuda").triu(1)
+        def call():
+            scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+            scores = scores.masked_fill(hidden, float("-inf")) if key == "naive" else scores.masked_fill_(hidden, float("-inf"))
+            return torch.softmax(scores, dim=-1) @ v
+        return call
+    if key == "flex":
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        def mask_mod(b, h, qi, ki):
+            return (qi >= ki) & (qi - ki < window) if window else qi >= ki
+        block = create_block_mask(mask_mod, None, None, s, s, device="cuda")
+        compiled = torch.compile(flex_attention, dynamic=False)
+        return lambda: compiled(q, k, v, block_mask=block)
+    if key == "fa4":
+        from flash_attn.cute import flash_attn_func
+        qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+        size = (window - 1, 0) if window else (None, None)
+        return lambda: flash_attn_func(qt, kt, vt, causal=True, window_size=size)[0].transpose(1, 2)
+    if window:
+        i = torch.arange(s, device="cuda")
+        allowed = (i[:, None] >= i[None, :]) & (i[:, None] - i[None, :] < window)
+        return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def bare_ms(key: str, w: dict, backward: bool, window: int | None = None, reps: int = 50) -> float:
+    """Median of CUDA-event samples, the forward (no_grad) or the backward alone (events around .backward())."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    shape = (w["batch"], w["heads"], w["seq_len"], w["head_dim"])
+    q, k, v = (torch.randn(shape, generator=g, device="cuda", dtype=torch.bfloat16, requires_grad=backward)
+               for _ in range(3))
+    grad = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    pin = sdpa_kernel(PINS[key]) if key in PINS else sdpa_kernel(list(PINS.values()))
+    times = []
+    with pin, (torch.enable_grad() if backward else torch.no_grad()):
+        call = bare_call(key, q, k, v, window)
+        for i in range(reps + 5):
+            if backward:
+                for t in (q, k, v):
+                    t.grad = None
+                out = call()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            torch.cuda._sleep(2_000_000)  # the GPU parked: the events time its work, not the host's
+            start.record()
+            if backward:
+                out.backward(grad)
+            else:
+                call()
+            end.record()
+            torch.cuda.synchronize()
+            if i >= 5:
+                times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def app_ms(key: str, w: dict, backward: bool, window: int | None = None) -> tuple[float | None, str]:
+    from attention_variants import VARIANTS
+    from profiling.measurement import measure_runs
+    from profiling.workload import Workload
+    workload = Workload(**w, passes="fwd+bwd" if backward else "fwd",
+                        **({"mask": "window", "window": window} if window else {}))
+    (run,) = measure_runs([VARIANTS[key]], workload)
+    if not run.ok:
+        return None, run.status
+    return (run.backward_timing if backward else run.timing).median_ms, run.status
+
+
+def bare() -> None:
+    print("== the app's GPU time against a bare CUDA-event loop (ms, median) ==")
+    print(f"{'variant':15s} {'what':28s} {'app':>9s} {'bare':>9s} {'diff':>7s}")
+    cases = [(k, BLOG, True, None, "backward, blog") for k in
+             ("naive", "naive_inplace", "sdpa_math", "sdpa_efficient", "sdpa_flash", "sdpa_cudnn", "sdpa_auto",
+              "flex", "fa4")]
+    cases += [(k, dict(batch=1, heads=16, seq_len=s, head_dim=128), False, 1024, f"window 1024, S={s}")
+              for k in ("sdpa_auto", "flex", "fa4") for s in (4096, 16384)]
+    cases += [("fa4", BLOG, False, None, "forward, blog"),
+              ("fa4", dict(batch=1, heads=32, seq_len=16384, head_dim=128), False, None, "forward, 1x32x16384x128")]
+    for key, w, backward, window, what in cases:
+        try:
+            app, status = app_ms(key, w, backward, window)
+            if app is None:
+                print(f"{key:15s} {what:28s} {status}")
+                continue
+            ref = bare_ms(key, w, backward, window)
+            print(f"{key:15s} {what:28s} {app:9.3f} {ref:9.3f} {100 * (app / ref - 1):+6.1f}%", flush=True)
+        except Exception as error:  # one line, the table goes on
+            print(f"{key:15s} {what:28s} failed: {str(error).splitlines()[0][:90]}", flush=True)
+
+
+def verdict() -> None:
+    from profiling import session
+    from profiling.request import Request
+    print("== live verdicts, 10 repeats each (blog workload) ==")
+    for a, b in (("sdpa_auto", "flex"), ("sdpa_flash", "sdpa_cudnn"), ("sdpa_cudnn", "sdpa_auto"),
+                 ("sdpa_flash", "sdpa_flash")):
+        said = []
+        for _ in range(10):
+            answer = session.compare(Request.build("live", a, b, {}, "cuda"))
+            h = answer.explanation.headline
+            said.append((h.title.split(" on the ")[0], h.facts.get("ratio").value if "ratio" in h.facts else None))
+        ratios = [r for _, r in said if r]
+        kinds = sorted({t for t, _ in said})
+        spread = f"ratio {min(ratios):.3f}–{max(ratios):.3f} ({100 * (max(ratios) / min(ratios) - 1):.1f}%)" if ratios else ""
+        print(f"{a} vs {b}: {len(kinds)} distinct headline(s) {spread}")
+        for k in kinds:
+            print(f"   {sum(t == k for t, _ in said)}× {k}")
+
+
+def warm() -> None:
+    from profiling import session
+    from profiling.request import Request
+    print("== a warm forward + backward comparison through the front door ==")
+    for a, b in (("sdpa_flash", "sdpa_cudnn"), ("sdpa_cudnn", "fa4")):
+        request = Request.build("live", a, b, {"passes": "fwd+bwd"}, "cuda")
+        session.compare(request)  # cold: plans, compiles
+        walls = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            session.compare(request)
+            walls.append(time.perf_counter() - t0)
+        print(f"{a} vs {b}, B=8 H=16 S=1024 D=64 bf16 causal, forward + backward: warm {min(walls):.2f}–{max(walls):.2f} s")
+
+
+if __name__ == "__main__":
+    steps = sys.argv[1:] or ["bare", "verdict", "warm"]
+    for step in steps:
+        {"bare": bare, "verdict": verdict, "warm": warm}[step]()
