@@ -1,12 +1,13 @@
 """Attention Profiler: two attention implementations side by side — guess, run, compare, explain.
 
-The screen, top to bottom: header and environment line; controls and presets; then two tabs. "A vs B": the
-verdict and the chart, one forward of each on a timeline, the link, the guesses, then A | B, each with its
-numbers, kernel table, notes and downloads. "A vs B over S": a sweep of the sequence length, its verdict,
-charts and table. Two views of the same page: `?view=present` (the answer in large type beside its chart,
-A/B pickers and presets only) and `?view=embed` (no header, the answer first, for a blog column).
-UI only: numbers come from the profiling core, sentences from the explainer, tables, cards and charts
-from profiling/reports.py and profiling/figures.py.
+The screen, top to bottom: header and environment line; the controls (one per workload field) and presets; then
+two tabs. "A vs B": the verdict and the chart, one forward of each on a timeline, the link, the guesses, then
+A | B, each with its numbers, kernel table, notes and downloads. "A vs B over S": a sweep of the sequence
+length, its verdict, charts and table. Two views of the same page: `?view=present` (the answer in large type
+beside its chart) and `?view=embed` (no header, the answer first, for a blog column).
+
+UI only: every request goes through `profiling.session` (the command line's door too); words come from the
+explainer and profiling/reports.py, charts from profiling/figures.py.
 
     python app.py        # serves on $PORT, $GRADIO_SERVER_PORT or 7860
 """
@@ -19,55 +20,50 @@ except ImportError:
     def on_gpu(fn):
         return fn
 
+import asyncio
+import inspect
 import json
-import logging
 import os
-import re
+import secrets
 import shutil
-import tempfile
+import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import gradio as gr
 from starlette.middleware import Middleware
 
-from attention_variants import VARIANTS, get_variant, guess_for
-from profiling import figures, reports, scratch, text
+from attention_variants import VARIANTS, guess_for
+from profiling import figures, reports, scratch, session, text
+from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.environment import detect
-from profiling.explain import explain
-from profiling.explain.sweep_notes import explain_sweep
-from profiling.measurement import compare, other_work
-from profiling.recording import (RECORDED_DIR, find_recorded, find_recorded_sweep, recorded_runs, recorded_sweeps,
-                                 recorded_workloads, recordings, unrecorded_message)
-from profiling.results import Comparison
-from profiling.sweep import MAX_POINTS, Sweep, family_label, parse_seq_lens, sweep
+from profiling.explain import Explanation
+from profiling.measurement import other_work
+from profiling.recording import RECORDED_DIR, find_recorded, recorded_runs, recorded_sweeps, recorded_workloads
+from profiling.recording import recordings, unrecorded_message
+from profiling.request import KEYS, LIVE, MAX_LENGTHS, Request
+from profiling.results import Comparison, Sweep
 from profiling.timeline import run_timeline
-from profiling.workload import (LIMITS, LIVE_BUDGET_S, Workload, WorkloadError, canonical_dtype, check_time_budget,
-                                choice, compile_estimate_s, whole_number_from_text)
-from serving import RequestGuard, limit_malloc_arenas, refuse_short_requests, refused
+from profiling.workload import FIELDS, Refusal, choice
+from serving import (TITLES, RequestGuard, ResultStore, limit_malloc_arenas, page_address, refuse_short_requests,
+                     refused)
 
-log = logging.getLogger("attention_profiler")
 scratch.clean_stale_folders()  # what a crashed or restarted process left in the temp dir
 limit_malloc_arenas()  # before gradio starts its worker threads
 os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "1000")  # gradio keeps this many events' timings (10,000)
 
 ENV = detect()
-LIVE = "live"
 RECORDINGS = {name: recorded_runs(name)[0].environment for name in recordings()}
 LIVE_LABEL = (f"live on this machine ({ENV.device_name})" if ENV.device == "cuda" else
               f"live on this CPU ({ENV.device_name}): small workloads, CPU ops, no GPU kernels")
-SOURCES = [(LIVE_LABEL, LIVE)] + [
-    (f"recorded: {env.device_name}, torch {env.torch_version.split('+')[0]}", name)
-    for name, env in RECORDINGS.items()]
+SOURCES = [(LIVE_LABEL, LIVE)] + [(f"recorded: {env.device_name}, torch {env.torch_version.split('+')[0]}", name)
+                                  for name, env in RECORDINGS.items()]
 VARIANT_CHOICES = [(f"{v.label}  ({v.key})", v.key) for v in VARIANTS.values()]
 # With a GPU the page measures live; without one it starts on the first recording's real GPU runs.
 DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else next(iter(RECORDINGS))
-RANKS = [("4 · [B, H, S, D]", 4), ("3 · [B·H, S, D]", 3)]
 
-# name -> (A, B, changes to the base workload). The base is the blog's workload on a GPU and
-# in a recording, Workload.cpu_default() live on a CPU. No flex here: it compiles ~15 s on CPU.
+# name -> (A, B, changes to the source's base workload). No flex here: it compiles ~15 s on a CPU.
 PRESETS = {
     "naive vs in-place (the hidden Memcpy)": ("naive", "naive_inplace", {}),
     "math vs flash": ("sdpa_math", "sdpa_flash", {}),
@@ -75,174 +71,126 @@ PRESETS = {
     "the rank-3 trap": ("sdpa_auto", "sdpa_flash", {"rank": 3}),
     "fp32: who can run it": ("sdpa_efficient", "sdpa_flash", {"dtype": "fp32"}),
 }
-# URL query parameter -> control, in the order of the compare endpoint's parameters; then the tab (mode),
-# a sweep's lengths and the view, which no endpoint takes.
-QUERY_KEYS = ("source", "a", "b", "seq", "heads", "dtype", "batch", "head_dim", "causal", "rank")
 MODES = {"compare": "A vs B", "sweep": "A vs B over S"}
 VIEWS = {"page": "the whole page", "present": "presentation: large type, one screen",
          "embed": "blog embed: no header, the answer first"}
-PAGE_KEYS = ("mode", "seqs", "view")
-DEFAULT_A, DEFAULT_B = "naive", "sdpa_flash"
+PAGE_KEYS = ("mode", "view")
 
-# What one visitor may cost the server. The page's largest request is a few hundred bytes and the app takes
-# no files. A session that was shown a result holds ~1.5 MB (gradio keeps each output's last value per
-# session: the chart's PNG, tables, the JSON): only the 16 most recent sessions are kept (twice the 8 clients
-# the Space serves at once), each result for half an hour, so the server's memory levels off ~25 MB above its
-# start (bench/load.py: with 32 it levelled off 38 MB up, +5.1%).
+# What one visitor may cost the server. A result is kept by an id the page holds, half an hour, in a store
+# bounded by bytes (compressed JSON, tens of KB a result), never in gradio's sessions, so other visitors cannot
+# push it out. gradio keeps each session's last output values (~1.5 MB once a result is shown): 16 sessions.
 MAX_REQUEST_BYTES = 64 * 1024
 KEPT_FOR_S = 30 * 60
+RESULTS = ResultStore(max_bytes=256 * 2**20, max_age_s=KEPT_FOR_S)
 SESSIONS_KEPT = 16
 REPLAYS_AT_ONCE = 4  # a replay reads JSON and draws a chart (~1 s of CPU): it never waits for a live run
-
-
-def base_workload(source: str) -> Workload:
-    """The blog's workload on a GPU or from a recording; on a CPU, one sized for it."""
-    if source != LIVE:
-        return Workload.blog()  # recorded on a GPU: device "cuda", whatever this machine has
-    return Workload.blog() if ENV.device == "cuda" else Workload.cpu_default()
+NOT_KEPT = f"This result is no longer kept (results are kept {KEPT_FOR_S // 60} minutes); run it again."
 
 
 def machine_line() -> str:
     line = f"**This machine:** {ENV.summary()}"
     if ENV.device == "cpu":
-        line += ("  \nNo GPU here, so the page shows **recorded GPU runs**. Choose **Source → live on this CPU** "
-                 f"to measure here, on a CPU-sized workload ({Workload.cpu_default().label()}) with CPU ops "
-                 "instead of kernels.") if DEFAULT_SOURCE != LIVE else (
-                 f"  \nNo GPU here, so live runs use a CPU-sized workload ({Workload.cpu_default().label()}).")
+        cpu = Request.build(LIVE, "naive", "naive", {}, "cpu").workload.words()
+        line += ("  \nNo GPU here, so the page shows **recorded GPU runs**. Choose **Source → live on this CPU** to "
+                 f"measure here, on a CPU-sized workload ({cpu}) with CPU ops instead of kernels.") \
+            if DEFAULT_SOURCE != LIVE else f"  \nNo GPU here, so live runs use a CPU-sized workload ({cpu})."
     return line
 
 
-# -- handlers: each calls the core, then hands the result to a renderer ---------------------------
-def workload_of(source, seq_len, heads, dtype, batch, head_dim, causal, rank) -> Workload:
-    """The controls as a Workload on the device the source measures on; WorkloadError if they are not one."""
-    return Workload(batch=batch, heads=heads, seq_len=seq_len, head_dim=head_dim, dtype=dtype, causal=causal,
-                    rank=rank, device=base_workload(source).device)
+# -- serving a request: every one goes through profiling.session ----------------------------------------
+RUNNING: dict[str, threading.Event] = {}  # run id -> its cancel, while it runs
+SWEEPS: dict[str, str] = {}               # session -> the run id of its live sweep (Stop sets that run's cancel)
 
 
-def request_of(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank) -> tuple[str, str, str, Workload]:
-    """The controls exactly as the client sent them (no rounding, no coercion), checked by the core:
-    (source, a, b, workload), or a gr.Error naming the field, the value and what is allowed."""
+def request_of(values, seq_lens=None, *, live: bool = True) -> Request:
+    """The client's values as a Request (checked as sent), or a gr.Error naming the field, the value and what is
+    allowed."""
     try:
-        source = choice("source", source, [LIVE, *RECORDINGS])
-        a, b = get_variant(a, "a").key, get_variant(b, "b").key
-        return source, a, b, workload_of(source, seq_len, heads, dtype, batch, head_dim, causal, rank)
-    except WorkloadError as error:
-        raise refused(str(error), "Not a workload this app can run") from None
+        request = Request.from_values(dict(zip(KEYS, values)), ENV.device, seq_lens)
+        if request.live and not live:
+            raise Refusal("source", LIVE, "a live run joins the GPU's queue (the compare and sweep endpoints), not "
+                                          "the replays'; choose a recording")
+        return request
+    except Refusal as error:
+        raise refused(str(error), TITLES[error.kind]) from None
 
 
 @on_gpu
-def measure_live(a: str, b: str, workload: Workload, progress) -> dict:
-    """The only function that touches the GPU: returns plain data, so ZeroGPU can pickle it out."""
-    try:
-        measured = compare(a, b, workload, budget_s=LIVE_BUDGET_S[workload.device],  # a clean stop past it
-                           progress=lambda fraction, message: progress(fraction, desc=message))
-        return explain(measured).to_dict()
-    except WorkloadError as error:  # over the memory or time budget, refused before allocating; raised
-        raise refused(str(error), "Too large for this machine") from None  # as gr.Error, which pickles
+def serve_live(kind: str, request: Request, run_id: str, progress) -> session.Answer:
+    """The only function that touches the GPU: returns plain data, so ZeroGPU can pickle it out of its worker.
+    There, in another process, no cancel reaches the run: it ends at its budget."""
+    cancel = RUNNING.get(run_id)
+    serve = session.compare if kind == "compare" else session.sweep
+    return serve(request, budget_s=LIVE_BUDGET_S[request.workload.device],
+                 cancelled=cancel.is_set if cancel else (lambda: False),
+                 progress=lambda fraction, message: progress(fraction, desc=message))
 
 
-def replay(recording: str, a: str, b: str, workload: Workload) -> dict:
-    """Recorded runs of A and B on this workload, explained now exactly like live ones."""
-    missing = unrecorded_message(recording, workload, (a, b))
-    if missing:
-        raise refused(missing, "Not in the recording")
-    return explain(Comparison(*(find_recorded(recording, key, workload) for key in (a, b)))).to_dict()
+async def serve(kind: str, request: Request, progress, run_id: str | None = None,
+                keep: bool = True) -> tuple[dict, str | None]:
+    """Serve `request` ("compare" or "sweep") in a worker thread: (what the client is sent, the id of what the
+    server keeps, its files included; None unless `keep`: an API client gets no id, so nothing is kept for it
+    that would crowd out the pages' results). A cancel by the client ends a live run at its next safe point, and
+    the queue's slot is held until it has: nothing runs on that the queue cannot see."""
+    run_id = run_id or secrets.token_hex(8)
+    cancel = RUNNING.setdefault(run_id, threading.Event())
 
-
-def run_comparison(source: str, a: str, b: str, seq_len: int, heads: int, dtype: str, batch: int,
-                   head_dim: int, causal: bool, rank: int, progress=gr.Progress()) -> tuple[dict, str]:
-    """Compare A and B on one workload. Returns what the client gets (Comparison.to_dict() plus the
-    source, naming no server file) and what the session keeps on the server (the same with its files,
-    as JSON text: a tenth of the memory of the dicts)."""
-    source, a, b, workload = request_of(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank)
-    if source == LIVE:
-        try:  # a live run holds the only measurement slot: refuse up front what would hold it too long
-            check_time_budget(workload, (VARIANTS[a], VARIANTS[b]))
-        except WorkloadError as error:
-            raise refused(str(error), "Too long for this machine") from None
-        kept = {"source": source, **measure_live(a, b, workload, progress)}
-    else:
-        kept = {"source": source, **replay(source, a, b, workload)}
-    return {"source": source, **Comparison.from_dict(kept).without_files().to_dict()}, json.dumps(kept)
-
-
-def run_replay(source: str, a: str, b: str, seq_len: int, heads: int, dtype: str, batch: int, head_dim: int,
-               causal: bool, rank: int, progress=gr.Progress()) -> tuple[dict, str]:
-    """The page's replays, in their own queue: they touch no GPU, so they never wait for a live run. A live
-    source is refused here; it belongs to the GPU's queue."""
-    if source == LIVE:
-        raise refused("A live run joins the GPU's queue (the compare endpoint), not the replays'.", "Not a replay")
-    return run_comparison(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank, progress)
-
-
-# -- sweeps: A and B over a list of sequence lengths -----------------------------------------------
-SWEEPING: set[str] = set()   # sessions whose live sweep is running ...
-STOPPING: set[str] = set()   # ... and those of them asked to stop (at the next point)
-
-
-@on_gpu
-def sweep_live(a: str, b: str, workload: Workload, lengths: list[int] | None, session: str, progress) -> dict:
-    """The only sweep that touches the GPU: returns plain data (ZeroGPU pickles it out). Stop is read
-    between points; where the GPU runs in another process (ZeroGPU) the sweep ends at its budget instead."""
-    try:
-        return sweep(a, b, workload, lengths, budget_s=LIVE_BUDGET_S[workload.device],
-                     progress=lambda fraction, message: progress(fraction, desc=message),
-                     should_stop=lambda: session in STOPPING).to_dict()
-    except WorkloadError as error:
-        raise refused(str(error), "Not a sweep this machine can run") from None
-
-
-def replay_sweep(recording: str, a: str, b: str, workload: Workload, lengths: list[int] | None) -> dict:
-    """The recorded sweep of A and B over this workload's family (S left free), narrowed to `lengths`."""
-    recorded = find_recorded_sweep(recording, a, b, workload)
-    if recorded is None:
-        held = "; ".join(f"{family_label(s.workload)} for {', '.join(s.variants)}" for s in recorded_sweeps(recording))
-        raise refused(f"The recording '{recording}' has no sweep of {a} and {b} at {family_label(workload)}. "
-                      f"It holds: {held or 'no sweeps'}.", "Not in the recording")
-    return (recorded.select(recorded.variants, lengths) if lengths else recorded).to_dict()
-
-
-def run_sweep(source: str, a: str, b: str, seq_len: int, heads: int, dtype: str, batch: int, head_dim: int,
-              causal: bool, rank: int, seq_lens: str, request: gr.Request, progress=gr.Progress()) -> tuple[dict, str]:
-    """A and B over `seq_lens` ('128, 256, …'; empty: powers of two up to the largest that fits), the other
-    controls fixed; seq_len is ignored. Returns what the client gets (the sweep's points, its headline and
-    notes) and what the session keeps (the same, with what reproduces it), as for a comparison."""
-    source, a, b, workload = request_of(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank)
-    try:
-        if seq_lens is not None and not isinstance(seq_lens, str):
-            raise WorkloadError("seq_lens", seq_lens, "a text of lengths such as '128, 256, 512', or empty")
-        lengths = parse_seq_lens(seq_lens) if seq_lens and seq_lens.strip() else None
-    except WorkloadError as error:
-        raise refused(str(error), "Not a sweep this app can run") from None
-    if source == LIVE:
-        session = request.session_hash or ""
-        SWEEPING.add(session)
+    def work() -> session.Answer:
         try:
-            data = sweep_live(a, b, workload, lengths, session, progress)
+            if request.live:
+                return serve_live(kind, request, run_id, progress)
+            return (session.compare if kind == "compare" else session.sweep)(request)
+        except Refusal as error:
+            raise refused(str(error), TITLES[error.kind]) from None
+
+    task = asyncio.ensure_future(asyncio.to_thread(work))
+    try:
+        answer = await asyncio.shield(task)
+    except asyncio.CancelledError:
+        cancel.set()
+        await asyncio.wait({task})
+        raise
+    finally:
+        if task.done():
+            RUNNING.pop(run_id, None)
+    kept = {"kind": kind, "source": request.source, "seqs": ",".join(map(str, request.seq_lens or ())),
+            "result": answer.result.to_dict(), "explanation": answer.explanation.to_dict()}
+    return answer.to_dict(), RESULTS.put(json.dumps(kept)) if keep else None
+
+
+def endpoint(kind: str, live: bool, page: bool):
+    """A handler of the API (`page` False: returns the answer) or of the page (returns it and the kept result's
+    id): A vs B ("compare") or a sweep, live and recorded (`live`) or recorded only."""
+    extra = ("seq_lens",) if kind == "sweep" else ()
+
+    async def handler(*args):
+        *values, http, progress = args
+        seq_lens = values.pop() if kind == "sweep" else None
+        request = request_of(values, seq_lens, live=live)
+        run_id = None
+        if kind == "sweep" and request.live and http.session_hash:
+            run_id = SWEEPS[http.session_hash] = secrets.token_hex(8)  # a fresh Stop for each sweep
+        try:
+            client, kept = await serve(kind, request, progress, run_id, keep=page)
         finally:
-            SWEEPING.discard(session)
-            STOPPING.discard(session)
-    else:
-        data = replay_sweep(source, a, b, workload, lengths)
-    explanation = explain_sweep(Sweep.from_dict(data))
-    answer = {"source": source, **data, "headline": explanation.headline,
-              "notes": [asdict(n) for n in explanation.notes]}
-    return answer, json.dumps({"source": source, "seqs": ",".join(map(str, lengths or [])), "sweep": data})
+            if run_id and SWEEPS.get(http.session_hash) == run_id:  # its Stop is spent: nothing left behind
+                del SWEEPS[http.session_hash]
+        return (client, kept) if page else client
 
-
-def run_sweep_replay(source: str, a: str, b: str, seq_len: int, heads: int, dtype: str, batch: int,
-                     head_dim: int, causal: bool, rank: int, seq_lens: str, request: gr.Request,
-                     progress=gr.Progress()) -> tuple[dict, str]:
-    """Recorded sweeps, in the replays' queue (a live source belongs to the GPU's)."""
-    if source == LIVE:
-        raise refused("A live sweep joins the GPU's queue (the sweep endpoint), not the replays'.", "Not a replay")
-    return run_sweep(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank, seq_lens, request, progress)
+    params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in (*KEYS, *extra)]
+    params += [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request),
+               inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress())]
+    handler.__signature__ = inspect.Signature(params)  # the API's named parameters: the request's own fields
+    handler.__annotations__ = {"request": gr.Request}
+    handler.__name__ = f"{'run_' if page else ''}{kind}{'' if live else '_replay'}"
+    return handler
 
 
 def stop_sweep(request: gr.Request) -> None:
-    """Stop this session's running sweep at its next point; it returns with the points done."""
-    if request.session_hash in SWEEPING:
-        STOPPING.add(request.session_hash)
+    """Stop this session's running live sweep at its next point; it returns with the points done."""
+    cancel = RUNNING.get(SWEEPS.get(request.session_hash, ""))
+    if cancel:
+        cancel.set()
 
 
 def route(source: str) -> list:
@@ -251,56 +199,81 @@ def route(source: str) -> list:
     return [started, gr.skip()] if source == LIVE else [gr.skip(), started]
 
 
-def guesses(source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank) -> tuple[str, str, str]:
-    """The guess for A and B on this workload, whether each can run here at all (live only), and a flag
-    when the recording chosen has no run of it, naming the nearest it has."""
+# -- what the page shows before and around a run ----------------------------------------------------------
+def guesses(*values) -> tuple[str, str, str]:
+    """The guess for A and B on this workload, whether each can run here at all (live only), and a flag when the
+    recording chosen has no run of it, naming the nearest it has."""
     try:
-        workload = workload_of(source, seq_len, heads, dtype, batch, head_dim, causal, rank)
-    except WorkloadError:
-        workload = None
+        request = Request.from_values(dict(zip(KEYS, values)), ENV.device)
+    except Refusal:
+        request = None
+    source = values[0] if isinstance(values[0], str) and values[0] in (LIVE, *RECORDINGS) else DEFAULT_SOURCE
+    shown = request.workload if request else Request.build(source, "naive", "naive", {}, ENV.device).workload
+    live = request is not None and request.live
     cards = []
-    for side, key in (("A", a), ("B", b)):
+    for side, key in (("A", values[1]), ("B", values[2])):
         variant = VARIANTS.get(key) if isinstance(key, str) else None
         if variant is None:
             cards.append(f"**{side}**: unknown variant {reports.literal(key)}")
             continue
-        live = workload is not None and source == LIVE
-        reason = variant.supports(workload, ENV) if live else None
-        shown = workload or base_workload(source)  # controls that are not a workload yet: the base one's guess
-        compile_s = compile_estimate_s(shown.device) if live and variant.compiled else None
-        cards.append(reports.guess_card(side, variant, guess_for(key, shown), reason, cpu=shown.device == "cpu",
+        compile_s = compile_clock.estimate(shown.device, variant, shown.training) \
+            if live and (variant.compiled or variant.jit_s) else None
+        cards.append(reports.guess_card(side, variant, guess_for(key, shown),
+                                        variant.supports(shown, ENV) if live else None, cpu=shown.device == "cpu",
                                         compile_estimate=compile_s))
-    coverage = ""
-    if workload is not None and source in RECORDINGS and all(isinstance(k, str) and k in VARIANTS for k in (a, b)):
-        missing = unrecorded_message(source, workload, (a, b))
-        coverage = f"⚠️ {missing}" if missing else ""
-    return cards[0], cards[1], coverage
+    missing = unrecorded_message(request.source, request.workload, (request.a, request.b)) \
+        if request and not request.live else None
+    return cards[0], cards[1], f"⚠️ {missing}" if missing else ""
 
 
-# -- links ------------------------------------------------------------------------------------------
-HOST = re.compile(r"[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?")
+def switch_source(source, a, *fields) -> list:
+    """A recording holds a few workloads, a CPU manages only small ones: move to one that fits, and say so."""
+    skip = [gr.skip()] * (len(FIELDS) + 1)
+    if source == LIVE:
+        if ENV.device == "cuda":
+            return skip
+        w = Request.build(LIVE, a if a in VARIANTS else "naive", "naive", {}, ENV.device).workload
+        notice = f"Live on this CPU: a CPU-sized workload ({w.words()})."
+    elif not isinstance(source, str) or source not in RECORDINGS:
+        return skip
+    else:
+        try:
+            current = Request.build(source, a, "naive", dict(zip((f.name for f in FIELDS), fields)), ENV.device)
+        except Refusal:
+            current = None
+        if current is not None and find_recorded(source, a, current.workload) is not None:
+            return skip
+        w = Request.build(source, "naive", "naive", {}, ENV.device).workload
+        notice = ("The recording holds " + "; ".join(x.words() for x in recorded_workloads(source))
+                  + ". Moved to the blog's workload.")
+    return [getattr(w, f.name) for f in FIELDS] + [notice]
 
 
-def page_address(request: gr.Request) -> str:
-    """The app's public address: behind a proxy (Spaces) the forwarded host, when it is a host name."""
-    host = request.headers.get("x-forwarded-host", "").split(",")[0].strip()
-    if HOST.fullmatch(host):
-        proto = request.headers.get("x-forwarded-proto", "https").split(",")[0].strip()
-        return f"{'http' if proto == 'http' else 'https'}://{host}/"
-    return str(request.base_url)
+def apply_preset(name: str, source: str) -> list:
+    a, b, changes = PRESETS[name]
+    w = Request.build(source if source in (LIVE, *RECORDINGS) else DEFAULT_SOURCE, a, b, changes, ENV.device).workload
+    return [a, b, *(getattr(w, f.name) for f in FIELDS)]
 
 
-def share_link(request: gr.Request, *values, mode: str = "compare", seqs: str = "", view: str = "page") -> str:
-    """A link that reproduces this comparison (or sweep): the app's address plus the controls as a query."""
-    query = dict(zip(QUERY_KEYS, values))
-    query["causal"] = str(bool(query["causal"])).lower()
-    if mode != "compare":
-        query["mode"] = mode
-    if seqs:
-        query["seqs"] = seqs
-    if view != "page":
-        query["view"] = view
-    return f"{page_address(request)}?{urlencode(query)}"
+def sweep_plan(source) -> str:
+    """What a sweep from this source will do, said before it starts: its budget live, what is recorded."""
+    if source == LIVE:
+        device = "GPU" if ENV.device == "cuda" else "CPU"
+        return (f"Live on this {device}: powers of two from 128 up to the longest it can measure in its memory and "
+                f"time, unless you list them. The sweep predicts its length after the first S and stops cleanly "
+                f"after {text.seconds(LIVE_BUDGET_S[ENV.device])} (or on Stop) with the points done.")
+    if source in RECORDINGS:
+        held = "; ".join(f"{s.workload.family()}, S={s.seq_lens[0]:,}…{s.seq_lens[-1]:,} ({len(s.variants)} variants)"
+                         for s in recorded_sweeps(source))
+        return f"Recorded sweeps {text.on_device(RECORDINGS[source])}: {held}."
+    return ""
+
+
+# -- links -----------------------------------------------------------------------------------------
+def share_link(http: gr.Request, request: Request, mode: str = "compare", view: str = "page") -> str:
+    """A link that reproduces a comparison (or sweep): the app's address plus the request as a query."""
+    query = request.to_query() | ({"mode": mode} if mode != "compare" else {}) | ({"view": view} if view != "page" else {})
+    return f"{page_address(http)}?{urlencode(query)}"
 
 
 def view_links(link: str) -> str:
@@ -314,162 +287,107 @@ def view_links(link: str) -> str:
 MAX_NOTED = 8  # problems listed from one link; the rest are counted
 
 
-def parse_query(params: dict[str, str]) -> tuple[dict, list[str]]:
-    """Query parameters -> control values (defaults where absent) and a note for each one ignored.
-    The notes quote the link's keys and values as literal text: a link is anyone's to write."""
-    source = params.get("source", DEFAULT_SOURCE)
-    problems = []
-    if source == "recorded" and RECORDINGS:
-        source = next(iter(RECORDINGS))
-    if source != LIVE and source not in RECORDINGS:
-        problems.append(f"{reports.literal(f'source={source}')}: choose {', '.join([LIVE, *RECORDINGS])}")
-        source = DEFAULT_SOURCE
-    base = base_workload(source)
-    values = {"source": source, "a": DEFAULT_A, "b": DEFAULT_B, "seq": base.seq_len, "heads": base.heads,
-              "dtype": base.dtype, "batch": base.batch, "head_dim": base.head_dim, "causal": base.causal,
-              "rank": base.rank, "mode": "compare", "seqs": "", "view": "page"}
-    fields = {"seq": "seq_len", "heads": "heads", "batch": "batch", "head_dim": "head_dim"}
-    for key, text in params.items():
-        try:
-            if key.startswith("__") or key == "source":  # gradio's own (?__theme=dark), or done above
-                continue
-            elif key in ("a", "b"):
-                values[key] = get_variant(text, key).key
-            elif key in fields:
-                number = whole_number_from_text(fields[key], text, *LIMITS[fields[key]])
-                base.replace(**{fields[key]: number})  # the core's own limits decide
-                values[key] = number
-            elif key == "dtype":
-                values[key] = canonical_dtype(text)
-            elif key == "causal":
-                if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                    raise WorkloadError(key, text, "must be true or false")
-                values[key] = text.lower() in ("true", "1", "yes")
-            elif key == "rank":
-                values[key] = base.replace(rank=whole_number_from_text(key, text, 3, 4)).rank
-            elif key in ("mode", "view"):
-                values[key] = choice(key, text, list(MODES if key == "mode" else VIEWS))
-            elif key == "seqs":
-                values[key] = ",".join(str(n) for n in parse_seq_lens(text))
-            else:
-                problems.append(f"{reports.literal(key)}: not a parameter here "
-                                f"(use {', '.join(QUERY_KEYS + PAGE_KEYS)})")
-        except WorkloadError as error:
-            problems.append(f"{reports.literal(f'{key}={text}')}: {error.limit}")
-    if len(problems) > MAX_NOTED:
-        problems[MAX_NOTED:] = [f"and {len(problems) - MAX_NOTED} more"]
-    return values, problems
+def prefill(http: gr.Request) -> list:
+    """Page load: the controls, the tab and a sweep's lengths from the URL's query (bad parameters ignored, with a
+    visible note quoting them as literal text: a link is anyone's to write), and the tab the link opens on."""
+    params = dict(http.query_params)
+    request, problems = Request.from_query(params, ENV.device, DEFAULT_SOURCE, PAGE_KEYS)
+    page = {"mode": "compare", "view": "page"}
+    for key, allowed in (("mode", MODES), ("view", VIEWS)):
+        if key in params:
+            try:
+                page[key] = choice(key, params[key], allowed)
+            except Refusal as error:
+                problems.append((f"{key}={params[key]}", error.limit))
+    said = [f"{reports.literal(what)}: {why}" for what, why in problems]
+    if len(said) > MAX_NOTED:
+        said[MAX_NOTED:] = [f"and {len(said) - MAX_NOTED} more"]
+    notice = ("⚠️ Ignored from the link: " + "; ".join(said)) if said else ""
+    seqs = ",".join(map(str, request.seq_lens or ()))
+    return [*request.values(), notice, seqs, gr.Tabs(selected=page["mode"]), page["mode"]]
 
 
-def prefill(request: gr.Request) -> list:
-    """Page load: the controls, the tab and a sweep's lengths from the URL's query parameters (bad ones
-    ignored, with a visible note), and which of the two the link opens on (`open_link` renders it)."""
-    values, problems = parse_query(dict(request.query_params))
-    notice = ("⚠️ Ignored from the link: " + "; ".join(problems)) if problems else ""
-    return [values[key] for key in QUERY_KEYS] + [notice, values["seqs"], gr.Tabs(selected=values["mode"]),
-                                                   values["mode"]]
+# -- rendering a kept result ---------------------------------------------------------------------------
+def kept(result_id, kind: str) -> dict:
+    """The result kept under `result_id` if it is a `kind` ("compare" or "sweep"); else refused (an id is the
+    client's to send: one of the other tab's, or made up, fetches nothing)."""
+    text_ = RESULTS.get(result_id)
+    data = json.loads(text_) if text_ is not None else None
+    if data is None or data.get("kind") != kind:
+        raise refused(NOT_KEPT, "Result expired")
+    return data
 
 
-def switch_source(source, a, seq_len, heads, dtype, batch, head_dim, causal, rank) -> list:
-    """A recording holds a few workloads, a CPU manages only small ones: move to one that fits, and say so."""
-    if source == LIVE:
-        if ENV.device == "cuda":
-            return [gr.skip()] * 8
-        w = base_workload(LIVE)
-        notice = f"Live on this CPU: a CPU-sized workload ({w.words()})."
-    elif not isinstance(source, str) or source not in RECORDINGS:  # not a choice of the radio: nothing to switch to
-        return [gr.skip()] * 8
-    else:
-        try:
-            current = workload_of(source, seq_len, heads, dtype, batch, head_dim, causal, rank)
-        except WorkloadError:
-            current = None
-        if current is not None and find_recorded(source, a, current) is not None:
-            return [gr.skip()] * 8
-        w = base_workload(source)
-        notice = ("The recording holds " + "; ".join(x.words() for x in recorded_workloads(source))
-                  + ". Moved to the blog's workload.")
-    return [w.seq_len, w.heads, w.dtype, w.batch, w.head_dim, w.causal, w.rank, notice]
-
-
-def view_folder(keep: int = 32) -> Path:
-    """A fresh folder for one view's downloads; the oldest beyond `keep` are removed, so the disk stays bounded."""
-    root = scratch.process_folder("views")
-    for old in sorted(root.iterdir(), key=lambda p: p.stat().st_mtime)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(dir=root))
-
-
-def view_files(comparison: Comparison, figure, folder: Path) -> dict[str, Path]:
-    """The downloads of one view, all written by the server into `folder`: CSV, JSON (naming no server
-    file) and PNG made now, and each run's trace copied from where the server itself wrote it (a
-    measurement's scratch folder, or a recording shipped with the app). A trace pruned since is left out."""
-    files = reports.export(comparison.without_files(), figure, folder)
-    for side, run in (("a", comparison.a), ("b", comparison.b)):
-        trace = Path(run.trace_path) if run.trace_path else None
-        if trace and (scratch.is_scratch_file(trace) or _is_recorded_trace(trace)):
-            files[f"{side}_trace"] = Path(shutil.copy(trace, folder / f"{side}_{trace.name}"))
-    return files
-
-
-def _is_recorded_trace(path: Path) -> bool:
+def _served_trace(path: str | None) -> Path | None:
+    """A trace the server itself wrote (a measurement's scratch folder) or shipped (a recording); nothing else."""
+    if not path:
+        return None
+    trace = Path(path)
     try:
-        return path.resolve(strict=True).is_relative_to(RECORDED_DIR.resolve()) and path.is_file()
+        recorded = trace.resolve(strict=True).is_relative_to(RECORDED_DIR.resolve()) and trace.is_file()
     except (OSError, RuntimeError):
-        return False
+        recorded = False
+    return trace if recorded or scratch.is_scratch_file(trace) else None
 
 
-def controls_of(source: str, comparison: Comparison) -> list:
-    """The control values (QUERY_KEYS' order) that reproduce a comparison."""
-    w = comparison.a.workload
-    return [source, comparison.a.variant, comparison.b.variant, w.seq_len, w.heads, w.dtype, w.batch, w.head_dim,
-            w.causal, w.rank]
+def show(result_id, http: gr.Request) -> list:
+    """Render a kept comparison onto every output of the "A vs B" tab, with the link to it. Rendering shares the
+    CPU with any live measurement, which marks its run when it does (`other_work`)."""
+    data = kept(result_id, "compare")
+    with other_work():
+        comparison, explanation = Comparison.from_dict(data["result"]), Explanation.from_dict(data["explanation"])
+        chart = figures.timing_figure(comparison, dark=None)  # transparent, mid-grey text: light or dark page
+        folder = scratch.view_folder()
+        sent = {"source": data["source"], **comparison.without_files().to_dict(), **explanation.to_dict()}
+        files = reports.export(sent, comparison, chart, folder)
+        for side, run in (("a", comparison.a), ("b", comparison.b)):
+            trace = _served_trace(run.trace_path)
+            if trace:
+                files[f"{side}_trace"] = Path(shutil.copy(trace, folder / f"{side}_{trace.name}"))
+        try:
+            lanes = figures.timeline_figure(run_timeline(comparison.a), run_timeline(comparison.b), dark=None)
+            files["timeline"] = folder / f"timeline_{comparison.a.variant}_vs_{comparison.b.variant}.png"
+            lanes.savefig(files["timeline"], format="png")
+        except ValueError:  # a side that did not run, or a trace pruned since
+            lanes = None
+        a, w = comparison.a, comparison.a.workload
+        where = (f"**{'Measured live' if data['source'] == LIVE else 'Recorded'}** on {a.environment.summary()} · "
+                 f"workload {w.words()}")
+        link = share_link(http, Request(data["source"], a.variant, comparison.b.variant, w))
+        return [link, view_links(link), "", where,
+                f"### Verdict\n\n{reports.verdict_markdown(explanation, reports.comparison_table(comparison))}",
+                reports.present_markdown(explanation), gr.Plot(chart, visible=True),
+                gr.Plot(lanes, visible=lanes is not None),
+                gr.DownloadButton(value=files.get("timeline"), visible="timeline" in files),
+                *side_a.render(comparison, explanation, files), *side_b.render(comparison, explanation, files),
+                gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
+
+
+def show_sweep(result_id, http: gr.Request) -> list:
+    """Render a kept sweep: its verdict and notes, charts, every point, downloads and link."""
+    data = kept(result_id, "sweep")
+    with other_work():
+        result, explanation = Sweep.from_dict(data["result"]), Explanation.from_dict(data["explanation"])
+        chart = figures.sweep_figure(result, dark=None)
+        folder = scratch.view_folder()
+        name = f"sweep_{result.a}_vs_{result.b}"
+        files = {"json": folder / f"{name}.json", "png": folder / f"{name}.png"}
+        files["json"].write_text(json.dumps(result.to_dict() | explanation.to_dict(), indent=1))
+        chart.savefig(files["png"], format="png")
+        lengths = tuple(int(s) for s in data["seqs"].split(",")) if data["seqs"] else None
+        request = Request(data["source"], result.a, result.b, result.workload, lengths)
+        link = share_link(http, request, mode="sweep")
+        return [link, view_links(link), reports.sweep_markdown(explanation), gr.Plot(chart, visible=True),
+                gr.Dataframe(reports.sweep_table(result), visible=True),
+                gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
 
 
 STALE = "⚠️ **Controls changed since this result** — Run to update."
 
 
-def stale_notice(kept_json: str | None) -> str:
+def stale_notice(result_id) -> str:
     """Controls edited by hand while a result is on screen: the result no longer matches them."""
-    return STALE if kept_json else ""
-
-
-def apply_preset(name: str, source: str) -> list:
-    a, b, changes = PRESETS[name]
-    w = base_workload(source).replace(**changes)
-    return [a, b, w.seq_len, w.heads, w.dtype, w.batch, w.head_dim, w.causal, w.rank]
-
-
-def timeline_of(comparison: Comparison):
-    """One forward of A and of B on one time axis, from their traces; None when either has no trace."""
-    try:
-        return figures.timeline_figure(run_timeline(comparison.a), run_timeline(comparison.b), dark=None)
-    except ValueError:  # a side that did not run, or a trace pruned since
-        return None
-
-
-def sweep_plan(source) -> str:
-    """What a sweep from this source will do, said before it starts: its budget live, what is recorded."""
-    if source == LIVE:
-        device = ENV.device
-        return (f"Live on this {'GPU' if device == 'cuda' else 'CPU'}: powers of two from 128 up to the longest it "
-                f"can measure in its memory and time, unless you list them. The sweep predicts its length after the "
-                f"first S and stops "
-                f"cleanly after {LIVE_BUDGET_S[device]:.0f} s (or on Stop) with the points done.")
-    if source in RECORDINGS:
-        held = "; ".join(f"{s.workload.words().replace(f'S={s.seq_lens[0]},', f'S={s.seq_lens[0]}…{s.seq_lens[-1]},')}"
-                         f" ({len(s.variants)} variants)" for s in recorded_sweeps(source))
-        return f"Recorded sweeps {text.on_device(RECORDINGS[source])}: {held}."
-    return ""
-
-
-def sweep_files(result: Sweep, figure, folder: Path) -> dict[str, Path]:
-    """A sweep's downloads, written by the server into `folder`: its points (JSON) and its chart (PNG)."""
-    name = f"sweep_{result.a}_vs_{result.b}"
-    files = {"json": folder / f"{name}.json", "png": folder / f"{name}.png"}
-    files["json"].write_text(result.to_json(indent=1))
-    figure.savefig(files["png"], format="png")
-    return files
+    return STALE if result_id else ""
 
 
 # -- the screen ------------------------------------------------------------------------------------
@@ -487,7 +405,7 @@ class Side:
             with gr.Accordion(f"{side}: every column (full names, occupancy, launch)", open=False):
                 self.full = gr.Dataframe(interactive=False, max_height=360, visible=False, pinned_columns=1,
                                          buttons=["fullscreen", "copy"], elem_id=f"{key}-full")
-            with gr.Accordion(f"{side}: host (CPU) ops per forward", open=False):
+            with gr.Accordion(f"{side}: host (CPU) ops per forward, profiled", open=False):
                 self.host = gr.Dataframe(interactive=False, max_height=300, visible=False, elem_id=f"{key}-host")
             self.notes = gr.Markdown(elem_id=f"{key}-notes", elem_classes="notes")
             with gr.Row():
@@ -499,17 +417,28 @@ class Side:
     def outputs(self) -> list:
         return [self.card, self.table, self.full, self.host, self.notes, self.trace, self.csv]
 
-    def render(self, comparison: Comparison, files: dict) -> list:
+    def render(self, comparison: Comparison, explanation: Explanation, files: dict) -> list:
         key = self.side.lower()
         run = comparison.a if key == "a" else comparison.b
-        notes = reports.side_notes_markdown(comparison, key)
         return [reports.run_card(self.side, run, VARIANTS[run.variant].label),
-                gr.Dataframe(reports.kernel_summary(run), visible=run.ok),
-                gr.Dataframe(reports.kernel_table(run), visible=run.ok),
-                gr.Dataframe(reports.host_ops_table(run), visible=run.ok),
-                f"#### Notes on {self.side}\n\n{notes}",
+                gr.Dataframe(reports.kernel_summary(run), visible=bool(run.kernels)),
+                gr.Dataframe(reports.kernel_table(run), visible=bool(run.kernels)),
+                gr.Dataframe(reports.host_ops_table(run), visible=bool(run.host_ops)),
+                f"#### Notes on {self.side}\n\n{reports.side_notes_markdown(explanation, key)}",
                 gr.DownloadButton(value=files.get(f"{key}_trace"), visible=f"{key}_trace" in files),
                 gr.DownloadButton(value=files.get(f"{key}_csv"), visible=f"{key}_csv" in files)]
+
+
+def control(f):
+    """The page's control of one workload field, made from its spec."""
+    spec, default = f.metadata["spec"], f.default
+    if spec.boolean:
+        return gr.Checkbox(default, label=spec.label, elem_id=f"field-{f.name}")
+    if spec.limits:
+        return gr.Number(default, precision=0, label=spec.label, info=f"{spec.limits[0]}–{spec.limits[1]}",
+                         elem_id=f"field-{f.name}")
+    return gr.Radio(list(zip(spec.labels, spec.choices)) if spec.labels else list(spec.choices), value=default,
+                    label=spec.label, elem_id=f"field-{f.name}")
 
 
 def scroll_to(*selectors: str) -> str:
@@ -522,38 +451,8 @@ def scroll_to(*selectors: str) -> str:
 }}"""
 
 
-CSS = """
-.notes { border-left: 3px solid var(--color-accent); padding-left: 12px; }
-#verdict, #sweep-verdict { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 4px 14px; }
-#verdict td, #verdict th { word-break: normal; overflow-wrap: normal; padding: 6px 10px; }
-#chart, #sweep-chart, #timeline { overflow-x: auto; }  /* on a phone a chart scrolls sideways, not to a stamp */
-#chart .matplotlib, #sweep-chart .matplotlib, #timeline .matplotlib { align-items: flex-start; }
-#chart img, #sweep-chart img, #timeline img { min-width: 700px; }  /* the PNG's own width */
-"""
-
-# The views (?view=present, ?view=embed) and the page's width, in the page's head: set before the page draws,
-# so it never flashes the whole page first, and kept as written (gradio rewrites css= rules under its container).
-HEAD = """<script>
-(() => {
-  const view = new URLSearchParams(window.location.search).get('view');
-  if (view === 'present' || view === 'embed') document.documentElement.dataset.view = view;
-})();
-</script>
-<style>
-@media (max-width: 1023px) {  /* a 760 px column or a phone: all of its width (gradio's would leave 576 px) */
-  .gradio-container .main.app { max-width: 100% !important; margin: 0 !important; padding: 0 12px !important; }
-}
-html:not([data-view=present]) #present { display: none; }
-html[data-view] .page-only { display: none !important; }
-html[data-view=present] .not-in-present { display: none !important; }
-html[data-view=present] #answer { flex-direction: row !important; align-items: flex-start; gap: 24px; }
-html[data-view=present] #answer > * { flex: 1 1 0 !important; min-width: 0; }
-html[data-view=present] #present h2 { font-size: 30px; line-height: 1.25; margin-top: 0; }
-html[data-view=present] #present li { font-size: 21px; line-height: 1.35; margin-bottom: 8px; }
-html[data-view=present] #chart img { min-width: 0 !important; width: auto !important; max-width: 100% !important;
-                                     max-height: 380px !important; }
-html[data-view=embed] #modes { order: -1; }
-</style>"""
+CSS = (Path(__file__).parent / "page.css").read_text()
+HEAD = (Path(__file__).parent / "page_head.html").read_text()
 
 with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  # gradio's copies of downloads
     gr.Markdown("# Attention Profiler\nTwo attention implementations on the same inputs under `torch.profiler`: "
@@ -565,21 +464,11 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     # controls and presets: shared by both tabs
     with gr.Row():
         source = gr.Radio(SOURCES, value=DEFAULT_SOURCE, label="Source", scale=2, elem_classes="not-in-present")
-        a = gr.Dropdown(VARIANT_CHOICES, value=DEFAULT_A, label="Variant A", min_width=240, elem_id="pick-a")
-        b = gr.Dropdown(VARIANT_CHOICES, value=DEFAULT_B, label="Variant B", min_width=240, elem_id="pick-b")
-    default = base_workload(DEFAULT_SOURCE)
+        a = gr.Dropdown(VARIANT_CHOICES, value="naive", label="Variant A", min_width=240, elem_id="pick-a")
+        b = gr.Dropdown(VARIANT_CHOICES, value="sdpa_flash", label="Variant B", min_width=240, elem_id="pick-b")
     with gr.Row(elem_classes="not-in-present"):
-        seq_len = gr.Number(default.seq_len, precision=0, label="sequence length S",
-                            info=f"{LIMITS['seq_len'][0]}–{LIMITS['seq_len'][1]}")
-        heads = gr.Number(default.heads, precision=0, label="heads H", info=f"{LIMITS['heads'][0]}–{LIMITS['heads'][1]}")
-        dtype = gr.Radio(["fp32", "fp16", "bf16"], value=default.dtype, label="dtype")
-        batch = gr.Number(default.batch, precision=0, label="batch B", info=f"{LIMITS['batch'][0]}–{LIMITS['batch'][1]}")
-        head_dim = gr.Number(default.head_dim, precision=0, label="head dim D",
-                             info=f"{LIMITS['head_dim'][0]}–{LIMITS['head_dim'][1]}")
-        causal = gr.Checkbox(default.causal, label="causal")
-        rank = gr.Radio(RANKS, value=default.rank, label="input rank")
-    controls = [source, a, b, seq_len, heads, dtype, batch, head_dim, causal, rank]
-    workload_controls = [seq_len, heads, dtype, batch, head_dim, causal, rank]
+        fields = [control(f) for f in FIELDS]
+    controls = [source, a, b, *fields]
     with gr.Row():
         run_button = gr.Button("Run A vs B", variant="primary", elem_id="run", scale=0, min_width=160)
         preset_buttons = [gr.Button(name, size="sm", elem_id=f"preset-{i}") for i, name in enumerate(PRESETS)]
@@ -595,7 +484,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                 verdict = gr.Markdown("*The verdict appears here after a run.*", elem_id="verdict",
                                       elem_classes="not-in-present")
                 present = gr.Markdown(elem_id="present")  # the headline and top notes in large type (?view=present)
-                chart = gr.Plot(label="time per forward, A vs B", show_label=False, format="png", visible=False,
+                chart = gr.Plot(label="time per call, A vs B", show_label=False, format="png", visible=False,
                                 elem_id="chart")
             with gr.Accordion("One forward on a timeline: CPU and GPU lanes", open=False,
                               elem_classes="not-in-present"):
@@ -604,8 +493,6 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
             with gr.Group(elem_classes="not-in-present"):
                 link = gr.Textbox(label="Link to this comparison", buttons=["copy"], interactive=False, elem_id="link")
                 views_line = gr.Markdown(elem_id="views")
-
-            # what each side was expected to do
             with gr.Column(elem_classes="not-in-present"):
                 gr.Markdown("### The guess, before anything runs")
                 with gr.Row():
@@ -613,8 +500,6 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                         guess_a = gr.Markdown(elem_id="guess-a")
                     with gr.Column(min_width=320):
                         guess_b = gr.Markdown(elem_id="guess-b")
-
-                # each side's numbers, kernels and notes
                 with gr.Row():
                     side_a, side_b = Side("A"), Side("B")
                 with gr.Row():
@@ -627,7 +512,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
             with gr.Row():
                 seqs = gr.Textbox(label="sequence lengths S", elem_id="seqs", scale=3, min_width=260,
                                   placeholder="empty: 128, 256, … up to the largest that fits",
-                                  info=f"A and B at each, the other controls fixed; up to {MAX_POINTS} lengths")
+                                  info=f"A and B at each, the other controls fixed; up to {MAX_LENGTHS} lengths")
                 with gr.Column(scale=1, min_width=200):
                     sweep_button = gr.Button("Sweep A and B over S", variant="primary", elem_id="sweep-run")
                     stop_button = gr.Button("Stop the sweep", size="sm", elem_id="sweep-stop")
@@ -647,106 +532,41 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                 with gr.Accordion("Raw sweep (what the API returns)", open=False):
                     sweep_result = gr.JSON(label="sweep", elem_id="sweep-result")
 
-    kept = gr.State(time_to_live=KEPT_FOR_S)  # the last result with its files: on the server, never the client's
-    sweep_kept = gr.State(time_to_live=KEPT_FOR_S)
-
-    def show(kept_json: str | None, request: gr.Request) -> list:
-        """Render the comparison this session's last run kept on the server onto every output of the screen,
-        with the link to it; the result is the controls' own, so nothing is stale. Rendering shares the CPU
-        with any live measurement, which marks its run when it does (`other_work`)."""
-        with other_work():
-            return _show(kept_json, request)
-
-    def _show(kept_json: str | None, request: gr.Request) -> list:
-        if not kept_json:
-            raise refused(f"This session's result is no longer kept (results are kept {KEPT_FOR_S // 60} minutes); "
-                          "run the comparison again.", "Result expired")
-        data = json.loads(kept_json)
-        comparison = Comparison.from_dict(data)
-        recorded = data.get("source", LIVE) != LIVE
-        figure = reports.timing_figure(comparison, dark=None)  # transparent, mid-grey text: light or dark page
-        folder = view_folder()
-        files = view_files(comparison, figure, folder)
-        lanes = timeline_of(comparison)
-        if lanes is not None:
-            files["timeline"] = folder / f"timeline_{comparison.a.variant}_vs_{comparison.b.variant}.png"
-            lanes.savefig(files["timeline"], format="png")
-        where = (f"**{'Recorded' if recorded else 'Measured live'}** on {comparison.a.environment.summary()} · "
-                 f"workload {comparison.a.workload.words()}")
-        shared = share_link(request, *controls_of(data["source"], comparison))
-        return [shared, view_links(shared), "", where,
-                f"### Verdict\n\n{reports.verdict_markdown(comparison, reports.comparison_table(comparison))}",
-                reports.present_markdown(comparison),
-                gr.Plot(figure, visible=True),
-                gr.Plot(lanes, visible=lanes is not None),
-                gr.DownloadButton(value=files.get("timeline"), visible="timeline" in files),
-                *side_a.render(comparison, files), *side_b.render(comparison, files),
-                gr.DownloadButton(value=files["json"], visible=True),
-                gr.DownloadButton(value=files["png"], visible=True)]
+    # what the page holds between events: the kept results' ids (in the page, so no other visitor's session can
+    # evict them), the triggers of the two queues, and the tab a link opens on
+    result_id = gr.Textbox(visible=False, elem_id="result-id")
+    sweep_id = gr.Textbox(visible=False, elem_id="sweep-id")
+    live_started, replay_started, sweep_live_started, sweep_replay_started, opening = (gr.State() for _ in range(5))
 
     views = [link, views_line, stale, measured_on, verdict, present, chart, timeline, timeline_file,
              *side_a.outputs, *side_b.outputs, json_file, png_file]
-
-    def show_sweep(kept_json: str | None, request: gr.Request) -> list:
-        """Render this session's last sweep: its verdict and notes, charts, every point, downloads, link."""
-        if not kept_json:
-            raise refused(f"This session's sweep is no longer kept (results are kept {KEPT_FOR_S // 60} minutes); "
-                          "run the sweep again.", "Result expired")
-        with other_work():
-            data = json.loads(kept_json)
-            result = Sweep.from_dict(data["sweep"])
-            figure = figures.sweep_figure(result, dark=None)
-            files = sweep_files(result, figure, view_folder())
-            w = result.workload
-            shared = share_link(request, data["source"], result.a, result.b, w.seq_len, w.heads, w.dtype, w.batch,
-                                w.head_dim, w.causal, w.rank, mode="sweep", seqs=data.get("seqs", ""))
-            return [shared, view_links(shared), reports.sweep_markdown(explain_sweep(result)),
-                    gr.Plot(figure, visible=True), gr.Dataframe(reports.sweep_table(result), visible=True),
-                    gr.DownloadButton(value=files["json"], visible=True),
-                    gr.DownloadButton(value=files["png"], visible=True)]
-
     sweep_outputs = [sweep_link, sweep_views, sweep_verdict, sweep_chart, sweep_table, sweep_json, sweep_png]
 
-    def open_link(request: gr.Request, mode: str, seq_lens: str, *values) -> list:
-        """Page load: a recorded comparison or sweep renders at once (a click meanwhile cancels this); a live one
-        waits for a click on Run."""
-        compared, swept = 2 + len(views), 2 + len(sweep_outputs)
-        if values[0] == LIVE:
-            return [gr.skip()] * (compared + swept)
-        if mode == "sweep":
-            answer, kept_json = run_sweep_replay(*values, seq_lens, request)
-            return [gr.skip()] * compared + [answer, kept_json, *show_sweep(kept_json, request)]
-        answer, kept_json = run_replay(*values)
-        return [answer, kept_json, *show(kept_json, request)] + [gr.skip()] * swept
-
-    # events: every live measurement (a comparison or a sweep) shares one concurrency group of size 1, so runs
-    # never overlap; replays have their own group, so they never wait behind a live run. Run, the presets, a
-    # sweep and the page's load start one or the other (`route`, `prefill`); the public compare and sweep
-    # endpoints take both, in the GPU's group, and replay / sweep_replay take recordings only. Handlers that
-    # take the controls get them as sent (preprocess=False): the core checks them, nothing is rounded.
-    def started_pair():
-        return gr.State(time_to_live=KEPT_FOR_S), gr.State(time_to_live=KEPT_FOR_S)
-
-    live_started, replay_started = started_pair()
-    sweep_live_started, sweep_replay_started = started_pair()
-    opening = gr.State(time_to_live=KEPT_FOR_S)  # the tab a link opens on
-    gpu, replays = dict(concurrency_id="gpu", concurrency_limit=1), \
-        dict(concurrency_id="replay", concurrency_limit=REPLAYS_AT_ONCE)
-    live = live_started.change(run_comparison, controls, [result, kept], api_name="compare",
-                               show_progress_on=[verdict], preprocess=False, **gpu)
-    replayed = replay_started.change(run_replay, controls, [result, kept], api_name="replay",
-                                     show_progress_on=[verdict], preprocess=False, **replays)
-    for measured in (live, replayed):
-        measured.success(show, kept, views, api_visibility="private", concurrency_id="show",
-                         concurrency_limit=REPLAYS_AT_ONCE).then(None, js=scroll_to("#measured-on"))
-    swept = sweep_live_started.change(run_sweep, [*controls, seqs], [sweep_result, sweep_kept], api_name="sweep",
-                                      show_progress_on=[sweep_verdict], preprocess=False, **gpu)
-    sweep_replayed = sweep_replay_started.change(run_sweep_replay, [*controls, seqs], [sweep_result, sweep_kept],
-                                                 api_name="sweep_replay", show_progress_on=[sweep_verdict],
-                                                 preprocess=False, **replays)
-    for measured in (swept, sweep_replayed):
-        measured.success(show_sweep, sweep_kept, sweep_outputs, api_visibility="private", concurrency_id="show",
-                         concurrency_limit=REPLAYS_AT_ONCE).then(None, js=scroll_to("#sweep-verdict strong"))
+    # Events: every live measurement (a comparison or a sweep) shares one concurrency group of size 1, so runs
+    # never overlap; replays have their own group, so they never wait behind a live run. The public endpoints
+    # return the answer; the page's own (private) events also keep it and render it. Handlers take the controls
+    # as sent (preprocess=False): the core checks them, nothing is rounded.
+    gpu = dict(concurrency_id="gpu", concurrency_limit=1, preprocess=False)
+    replays = dict(concurrency_id="replay", concurrency_limit=REPLAYS_AT_ONCE, preprocess=False)
+    shows = dict(api_visibility="private", concurrency_id="show", concurrency_limit=REPLAYS_AT_ONCE)
+    never = gr.State()  # fires no event of the page: the public endpoints hang on it, for API clients alone
+    for kind, inputs, output in (("compare", controls, result), ("sweep", [*controls, seqs], sweep_result)):
+        for live, group in ((True, gpu), (False, replays)):
+            name = kind if live else "replay" if kind == "compare" else "sweep_replay"
+            never.change(endpoint(kind, live, page=False), inputs, output, api_name=name, **group)
+    live_run = live_started.change(endpoint("compare", True, True), controls, [result, result_id],
+                                   api_visibility="private", show_progress_on=[verdict], **gpu)
+    replay_run = replay_started.change(endpoint("compare", False, True), controls, [result, result_id],
+                                       api_visibility="private", show_progress_on=[verdict], **replays)
+    for ran in (live_run, replay_run):
+        ran.success(show, result_id, views, **shows).then(None, js=scroll_to("#measured-on"))
+    sweep_run = sweep_live_started.change(endpoint("sweep", True, True), [*controls, seqs], [sweep_result, sweep_id],
+                                          api_visibility="private", show_progress_on=[sweep_verdict], **gpu)
+    sweep_replay = sweep_replay_started.change(endpoint("sweep", False, True), [*controls, seqs],
+                                               [sweep_result, sweep_id], api_visibility="private",
+                                               show_progress_on=[sweep_verdict], **replays)
+    for ran in (sweep_run, sweep_replay):
+        ran.success(show_sweep, sweep_id, sweep_outputs, **shows).then(None, js=scroll_to("#sweep-verdict strong"))
 
     run_button.click(route, source, [live_started, replay_started], api_visibility="private", preprocess=False
                      ).then(lambda: gr.Tabs(selected="compare"), None, modes, api_visibility="private", queue=False)
@@ -754,27 +574,39 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                        preprocess=False)
     stop_button.click(stop_sweep, None, None, api_visibility="private", queue=False)
     for button, name in zip(preset_buttons, PRESETS):
-        button.click(lambda source, name=name: apply_preset(name, source), source, [a, b, *workload_controls],
+        button.click(lambda source, name=name: apply_preset(name, source), source, [a, b, *fields],
                      api_visibility="private", queue=False, preprocess=False
                      ).success(route, source, [live_started, replay_started], api_visibility="private",
                                preprocess=False
-                               ).then(lambda: gr.Tabs(selected="compare"), None, modes, api_visibility="private",
-                                      queue=False)
-    gr.on([c.input for c in controls], stale_notice, kept, stale, api_visibility="private", queue=False)
+                     ).then(lambda: gr.Tabs(selected="compare"), None, modes, api_visibility="private", queue=False)
+    gr.on([c.input for c in controls], stale_notice, result_id, stale, api_visibility="private", queue=False)
     gr.on([c.input for c in controls if c is not source], lambda: "", None, notice, api_visibility="private",
           queue=False)  # a notice about the last switch of source no longer describes these controls
-    source.input(switch_source, [source, a, *workload_controls], [*workload_controls, notice],
-                 api_visibility="private", queue=False, preprocess=False)
+    source.input(switch_source, [source, a, *fields], [*fields, notice], api_visibility="private", queue=False,
+                 preprocess=False)
     source.change(sweep_plan, source, plan, api_visibility="private", queue=False, preprocess=False)
-    gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage],
-          api_visibility="private", queue=False, preprocess=False)
-    opened = demo.load(prefill, None, [*controls, notice, seqs, modes, opening], api_visibility="private", queue=False
+    gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage], api_visibility="private",
+          queue=False, preprocess=False)
+
+    async def open_link(http: gr.Request, mode: str, seq_lens: str, *values) -> list:
+        """Page load: a recorded comparison or sweep renders at once, in the replays' queue (a click meanwhile
+        cancels it); a live one waits for a click on Run."""
+        compared, swept = 2 + len(views), 2 + len(sweep_outputs)
+        if values[0] == LIVE:
+            return [gr.skip()] * (compared + swept)
+        if mode == "sweep":
+            answer, kept_id = await serve("sweep", request_of(values, seq_lens, live=False), None)
+            return [gr.skip()] * compared + [answer, kept_id, *show_sweep(kept_id, http)]
+        answer, kept_id = await serve("compare", request_of(values, live=False), None)
+        return [answer, kept_id, *show(kept_id, http)] + [gr.skip()] * swept
+
+    opened = demo.load(prefill, None, [*controls, notice, seqs, modes, opening], api_visibility="private",
+                       queue=False
                        ).then(guesses, controls, [guess_a, guess_b, coverage], api_visibility="private", queue=False,
                               preprocess=False
-                       ).then(share_link, controls, link, api_visibility="private", queue=False, preprocess=False
                        ).then(open_link, [opening, seqs, *controls],
-                              [result, kept, *views, sweep_result, sweep_kept, *sweep_outputs],
-                              api_visibility="private", preprocess=False, **replays)
+                              [result, result_id, *views, sweep_result, sweep_id, *sweep_outputs],
+                              api_visibility="private", **replays)
     opened.then(None, js=scroll_to("#measured-on", "#sweep-verdict strong"))
     for click in (run_button.click, sweep_button.click, *(button.click for button in preset_buttons)):
         click(None, cancels=[opened], api_visibility="private", queue=False)  # the page's opening is overtaken

@@ -1,7 +1,9 @@
-"""Figures of a sweep and of one forward's timeline (matplotlib). Renders only; never measures.
+"""Every chart (matplotlib): a comparison's time per forward, a sweep's curves, one forward's timeline. Renders
+only; never measures. Numbers on a chart are written by `profiling.text`, as in the notes.
 
-Sized for a 760 px wide column as reports' chart is (reports.WIDTH_IN: a 700 px PNG), no text under 9 pt (12.5 px). `dark=True` draws
-the same figure for a dark page.
+Sized for a 760 px wide column: 7.0 in at 100 dpi, a 700 px PNG that fits the ~710 px a chart gets there (the
+page's and the block's padding) unscaled, and no text under 9 pt, so 12.5 px at any width from 700 px up.
+`dark`: False for a light page, True for a dark one, None for either (transparent, mid-grey text).
 """
 from __future__ import annotations
 
@@ -10,12 +12,127 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from . import sweep as sweep_mod
-from .reports import (CATEGORY_COLOURS, DPI, OTHER_COLOUR, SMALL_PT, TEXT_PT, TITLE_PT, WIDTH_IN,
-                      style_axes as _style, theme as _theme)
+from . import text
+from .explain.curves import QUANTITIES, crossovers, slopes
+from .results import Comparison, Sweep
 from .timeline import Timeline
 from .trace import category
 
+# -- shared sizes and colours -------------------------------------------------------------------
+WIDTH_IN, DPI = 7.0, 100
+SMALL_PT, TEXT_PT, TITLE_PT = 9, 10, 11
+CATEGORY_COLOURS = {
+    "gemm": "#4c72b0", "fused attention": "#dd8452", "softmax": "#55a868", "elementwise": "#c44e52",
+    "reduction": "#8172b3", "copy": "#937860", "memcpy": "#da8bc3", "memset": "#8c8c8c", "triton": "#64b5cd",
+}
+OTHER_COLOUR = "#ccb974"
+# time per forward: colours no kernel category uses; host time hatched as well, so it reads without colour
+DEVICE_TIME_COLOUR, HOST_TIME_COLOUR = "#2a9d8f", "#e9c46a"
+_SEGMENTS = 8  # kernels drawn one by one per bar; the rest are lumped into "other"
+_LABEL_CHARS = 70  # characters of 9-pt text across the whole width of the lower axes
+
+
+def theme(dark: bool | None) -> dict:
+    """Colours of a figure for a light page, a dark one, or (None) either: transparent, mid-grey text."""
+    if dark is None:
+        return {"bg": "none", "fg": "#7b8494", "muted": "#7b8494", "grid": "#7b849455", "range": "#7b849422",
+                "launch": "#7b8494", "link": "#7b8494"}
+    if dark:
+        return {"bg": "#0b0f19", "fg": "#e5e7eb", "muted": "#9ca3af", "grid": "#374151", "range": "#1f2937",
+                "launch": "#f9fafb", "link": "#6b7280"}
+    return {"bg": "#ffffff", "fg": "#111827", "muted": "#6b7280", "grid": "#e5e7eb", "range": "#f3f4f6",
+            "launch": "#111827", "link": "#9ca3af"}
+
+
+def style_axes(axes, colours: dict) -> None:
+    axes.set_facecolor(colours["bg"])
+    axes.tick_params(colors=colours["fg"], labelsize=SMALL_PT, which="both")
+    for side, spine in axes.spines.items():
+        spine.set_visible(side in ("left", "bottom"))
+        spine.set_color(colours["muted"])
+    axes.xaxis.label.set_color(colours["fg"])
+    axes.yaxis.label.set_color(colours["fg"])
+    axes.title.set_color(colours["fg"])
+
+
+def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
+    """Top: time per call, A vs B: the device's time (CUDA events; wall on a CPU) and, on a GPU, the host's cost
+    to issue one call (unprofiled), with the back-to-back pace marked. Bottom: each forward split by kernel."""
+    colours = theme(dark)
+    runs = (("A", comparison.a), ("B", comparison.b))
+    names = [f"{side} · {run.variant}" for side, run in runs]
+    gpu = comparison.a.workload.device == "cuda"
+    figure = Figure(figsize=(WIDTH_IN, 5.6), dpi=DPI, layout="constrained", facecolor=colours["bg"])
+    top, bottom = figure.subplots(2, 1, height_ratios=(1, 1))
+
+    # time per call
+    height = 0.38
+    for i, (_, run) in enumerate(runs):
+        if run.timing is None:
+            top.text(0, i, f"  {run.status}", va="center", color="#c0392b", fontsize=TEXT_PT)
+            continue
+        bars = [(-height / 2, run.timing.median_ms, DEVICE_TIME_COLOUR, None,
+                 "GPU time" if gpu else "wall time")]
+        if run.host_cost is not None:
+            bars.append((height / 2, run.host_cost.median_ms, HOST_TIME_COLOUR, "///", "host cost to issue (CPU)"))
+        for offset, value, colour, hatch, label in bars:
+            top.barh(i + offset, value, height, color=colour, hatch=hatch, edgecolor=colours["bg"] if hatch is None
+                     else "#8a6d1a", linewidth=0, label=label if i == 0 or comparison.a.timing is None else None)
+            top.text(value, i + offset, f" {text.ms(value)}", va="center", fontsize=SMALL_PT, color=colours["fg"])
+        if run.back_to_back is not None:
+            top.plot([run.back_to_back.median_ms] * 2, [i - height, i + height], color=colours["fg"], linewidth=2,
+                     label="back-to-back pace" if i == 0 or comparison.a.back_to_back is None else None)
+    top.set_xlabel("ms per call", fontsize=TEXT_PT)
+    top.set_title("time per call", fontsize=TITLE_PT, loc="left", color=colours["fg"])
+    top.margins(x=0.25)
+    if top.get_legend_handles_labels()[0]:
+        top.legend(fontsize=SMALL_PT, loc="lower right", bbox_to_anchor=(1, 1), ncol=3, frameon=False,
+                   labelcolor=colours["fg"])
+
+    # where the time goes, kernel by kernel
+    seen: dict[str, str] = {}
+    widest = max((sum(k.us_per_forward for k in run.kernels) for _, run in runs if run.ok), default=0.0)
+    for i, (_, run) in enumerate(runs):
+        if not run.kernels:
+            bottom.text(0, i, f"  {run.status if not run.ok else 'no kernels'}", va="center", color="#c0392b",
+                        fontsize=TEXT_PT)
+            continue
+        ordered = sorted(run.kernels, key=lambda k: k.us_per_forward, reverse=True)
+        shown, rest = ordered[:_SEGMENTS], ordered[_SEGMENTS:]
+        total = sum(k.us_per_forward for k in run.kernels)
+        start = 0.0
+        segments = [(k.short_name, k.category, k.us_per_forward) for k in shown]
+        if rest:
+            segments.append((f"{len(rest)} more", "other", sum(k.us_per_forward for k in rest)))
+        for name, group, width in segments:
+            colour = CATEGORY_COLOURS.get(group, OTHER_COLOUR)
+            seen.setdefault(group if group in CATEGORY_COLOURS else "other", colour)
+            bottom.barh(i, width, 0.6, left=start, color=colour, edgecolor="white", linewidth=0.8)
+            fits = int(_LABEL_CHARS * width / widest) if widest else 0  # characters the segment has room for
+            if fits >= 4:
+                bottom.text(start + width / 2, i, text.clip(name, fits), ha="center", va="center",
+                            fontsize=SMALL_PT, color="white")
+            start += width
+        bottom.text(start, i, f" {text.us(total)}", va="center", fontsize=SMALL_PT, color=colours["fg"])
+    bottom.set_xlabel(f"GPU µs per {text.call(comparison.a.workload)}" if gpu else f"CPU self µs per {text.call(comparison.a.workload)} (aten ops)",
+                      fontsize=TEXT_PT)
+    bottom.set_title("where the time goes (kernel by kernel)" if gpu else "where the time goes (op by op)",
+                     fontsize=TITLE_PT, loc="left", color=colours["fg"])
+    bottom.margins(x=0.12)
+    if seen:
+        from matplotlib.patches import Patch
+        bottom.legend(handles=[Patch(color=c, label=n) for n, c in seen.items()], fontsize=SMALL_PT,
+                      loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=min(len(seen), 5), frameon=False,
+                      labelcolor=colours["fg"])
+    for axes in (top, bottom):
+        axes.set_yticks(range(len(names)), names)
+        axes.set_ylim(len(names) - 0.5, -0.5)  # A on top, and room for a missing bar's label
+        style_axes(axes, colours)
+    return figure
+
+
+
+# -- a sweep ------------------------------------------------------------------------------------
 VARIANT_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#64b5cd")
 
 
@@ -23,98 +140,107 @@ def _seq_label(s: float) -> str:
     return f"{s / 1024:g}k" if s >= 1024 else f"{s:g}"
 
 
-def _legend(axes, handles, theme: dict, **kwargs) -> None:
-    legend = axes.legend(handles=handles, fontsize=SMALL_PT, frameon=False, labelcolor=theme["fg"], **kwargs)
+def _legend(axes, handles, colours: dict, **kwargs) -> None:
+    legend = axes.legend(handles=handles, fontsize=SMALL_PT, frameon=False, labelcolor=colours["fg"], **kwargs)
     legend.set_zorder(5)
 
 
 # -- the sweep -----------------------------------------------------------------------------------
-def sweep_figure(result: sweep_mod.Sweep, *, dark: bool = False) -> Figure:
-    """Top: time per forward vs S; bottom: peak memory vs S with the device's memory as a line. Log–log,
-    the fitted exponent written at each curve's end, the crossover marked, refused points hollow."""
-    theme = _theme(dark)
-    figure = Figure(figsize=(WIDTH_IN, 7.4), dpi=DPI, layout="constrained", facecolor=theme["bg"])
+def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
+    """Top: time per forward vs S; bottom: peak memory vs S with the device's memory as a line. Log–log, the fitted
+    exponent written at each curve's end where the points support one, the crossover marked, refused points
+    hollow; a sweep that stopped early says why on the chart."""
+    colours = theme(dark)
+    figure = Figure(figsize=(WIDTH_IN, 7.4), dpi=DPI, layout="constrained", facecolor=colours["bg"])
     time_axes, memory_axes = figure.subplots(2, 1, sharex=True)
-    colours = {v: VARIANT_COLOURS[i % len(VARIANT_COLOURS)] for i, v in enumerate(result.variants)}
-    slopes = {(f.variant, f.quantity): f for f in sweep_mod.slopes(result)}
+    variant_colour = {v: VARIANT_COLOURS[i % len(VARIANT_COLOURS)] for i, v in enumerate(result.variants)}
+    fits = {(f.variant, f.quantity): f for f in slopes(result) if f.supported}
     gpu = result.workload.device == "cuda"
     line_mib, line_label = _memory_line(result)
 
     for quantity, axes in (("time", time_axes), ("memory", memory_axes)):
         handles = []
         for variant in result.variants:
-            points = result.of(variant)
-            ran = [p for p in points if p.ok and sweep_mod.QUANTITIES[quantity](p)]
-            ys = [_value(p, quantity) for p in ran]
-            colour = colours[variant]
+            runs = result.of(variant)
+            ran = [r for r in runs if r.ok and QUANTITIES[quantity](r)]
+            ys = [_value(r, quantity) for r in ran]
+            colour = variant_colour[variant]
             label = variant
             if ran:
-                axes.plot([p.seq_len for p in ran], ys, "o-", color=colour, markersize=5, linewidth=1.8)
-                fit = slopes.get((variant, quantity))
+                axes.plot([r.workload.seq_len for r in ran], ys, "o-", color=colour, markersize=5, linewidth=1.8)
+                fit = fits.get((variant, quantity))
                 if fit:
-                    axes.annotate(rf"$\propto S^{{{fit.exponent:.2f}}}$", (ran[-1].seq_len, ys[-1]),
+                    axes.annotate(rf"$\propto S^{{{fit.exponent:.2f}}}$", (ran[-1].workload.seq_len, ys[-1]),
                                   xytext=(6, 0), textcoords="offset points", va="center", fontsize=TEXT_PT,
                                   color=colour)
             else:
-                label += f" ({points[0].status if points else 'no points'})"
-            refused = [p for p in points if p.stops]
+                label += f" ({runs[0].status if runs else 'no points'})"
+            refused = [r for r in runs if r.stops]
             if refused and line_mib and quantity == "memory":
-                axes.plot([p.seq_len for p in refused], [line_mib] * len(refused), "o", markersize=9,
+                axes.plot([r.workload.seq_len for r in refused], [line_mib] * len(refused), "o", markersize=9,
                           markerfacecolor="none", markeredgecolor=colour, markeredgewidth=1.8)
-                for p in refused:
-                    text = (f"needs {p.needed_bytes / 2**30:.0f} GiB" if p.needed_bytes else "out of memory")
-                    axes.annotate(text, (p.seq_len, line_mib), xytext=(0, 8), textcoords="offset points",
+                for r in refused:
+                    said = f"needs {text.size(r.needed_bytes)}" if r.needed_bytes else "out of memory"
+                    axes.annotate(said, (r.workload.seq_len, line_mib), xytext=(0, 8), textcoords="offset points",
                                   ha="center", fontsize=SMALL_PT, color=colour)
-            for p in refused if quantity == "time" else ():
-                axes.axvline(p.seq_len, color=colour, linestyle=":", linewidth=1.2)
-                axes.annotate(f"{variant} stops", (p.seq_len, 0.5), xycoords=("data", "axes fraction"),
+            for r in refused if quantity == "time" else ():
+                axes.axvline(r.workload.seq_len, color=colour, linestyle=":", linewidth=1.2)
+                axes.annotate(f"{variant} stops", (r.workload.seq_len, 0.5), xycoords=("data", "axes fraction"),
                               xytext=(-3, 0), textcoords="offset points", rotation=90, ha="right", va="center",
                               fontsize=SMALL_PT, color=colour)
             handles.append(Line2D([], [], color=colour, marker="o", label=label))
         if quantity == "memory" and line_mib:
-            axes.axhline(line_mib, color=theme["muted"], linestyle="--", linewidth=1.2)
+            axes.axhline(line_mib, color=colours["muted"], linestyle="--", linewidth=1.2)
             axes.annotate(line_label, (0, line_mib), xycoords=("axes fraction", "data"), xytext=(4, -4),
-                          textcoords="offset points", va="top", fontsize=SMALL_PT, color=theme["muted"])
+                          textcoords="offset points", va="top", fontsize=SMALL_PT, color=colours["muted"])
         if quantity == "time":
-            for cross in sweep_mod.crossovers(result):
-                axes.axvline(cross.seq_len, color=theme["fg"], linestyle="--", linewidth=1)
-                axes.annotate(f"{cross.faster_after} overtakes\n{cross.faster_before} ≈ S={cross.seq_len:,.0f}",
-                              (cross.seq_len, 0.03), xycoords=("data", "axes fraction"), xytext=(5, 0),
-                              textcoords="offset points", fontsize=SMALL_PT, color=theme["fg"])
+            for cross in crossovers(result):
+                if cross.same_figure:
+                    axes.axvline(cross.seq_len, color=colours["fg"], linestyle="--", linewidth=1)
+                    where, x = f"≈ S={cross.seq_len:,.0f}", cross.seq_len
+                else:  # compared on different figures at the two lengths: the span, no interpolated S
+                    axes.axvspan(cross.s_before, cross.s_after, color=colours["grid"], alpha=0.5)
+                    where, x = f"in S={cross.s_before:,}…{cross.s_after:,}", cross.s_before
+                axes.annotate(f"{cross.faster_after} overtakes\n{cross.faster_before} {where}",
+                              (x, 0.03), xycoords=("data", "axes fraction"), xytext=(5, 0),
+                              textcoords="offset points", fontsize=SMALL_PT, color=colours["fg"])
+            if result.stopped:
+                axes.annotate(f"stopped early: {text.clip(result.stopped, 70)}", (0.99, 0.03),
+                              xycoords="axes fraction", ha="right", fontsize=SMALL_PT, color="#c0392b")
         axes.set_xscale("log", base=2)
         axes.set_yscale("log")
         if quantity == "memory" and line_mib:
             axes.set_ylim(top=line_mib * 4)  # room for the refused points' labels above the line
-        axes.grid(True, which="major", color=theme["grid"], linewidth=0.8)
-        _style(axes, theme)
+        axes.grid(True, which="major", color=colours["grid"], linewidth=0.8)
+        style_axes(axes, colours)
         if quantity == "time":  # one legend for both panels
-            handles.append(Line2D([], [], color=theme["muted"], marker="o", markerfacecolor="none",
+            handles.append(Line2D([], [], color=colours["muted"], marker="o", markerfacecolor="none",
                                   linestyle="none", label="does not fit / out of memory (below)"))
-            _legend(axes, handles, theme, loc="upper left")
-    time_axes.set_ylabel(("GPU" if gpu else "wall") + " ms per forward", fontsize=TEXT_PT)
+            _legend(axes, handles, colours, loc="upper left")
+    time_axes.set_ylabel(("GPU" if gpu else "wall") + f" ms per {text.call(result.workload)}", fontsize=TEXT_PT)
     memory_axes.set_ylabel("peak memory beyond inputs, MiB", fontsize=TEXT_PT)
     memory_axes.set_xlabel("sequence length S", fontsize=TEXT_PT)
-    memory_axes.xaxis.set_major_locator(FixedLocator(result.seq_lens))
+    measured = sorted({r.workload.seq_len for r in result.runs}) or result.seq_lens
+    memory_axes.xaxis.set_major_locator(FixedLocator(measured))
     memory_axes.xaxis.set_minor_locator(NullLocator())
     memory_axes.xaxis.set_major_formatter(FuncFormatter(lambda s, _: _seq_label(s)))
-    lengths = result.seq_lens
-    memory_axes.set_xlim(lengths[0] / 1.4, lengths[-1] * 2.2)  # room for the exponents at the right
-    time_axes.set_title(f"{sweep_mod.family_label(result.workload)} · {result.environment.device_name}",
-                        fontsize=TITLE_PT, color=theme["fg"])
+    memory_axes.set_xlim(measured[0] / 1.4, measured[-1] * 2.2)  # room for the exponents at the right
+    time_axes.set_title(f"{result.workload.family()} · {result.environment.device_name}",
+                        fontsize=TITLE_PT, color=colours["fg"])
     return figure
 
 
-def _value(point: sweep_mod.SweepPoint, quantity: str) -> float:
-    return point.gpu_ms if quantity == "time" else point.peak_extra_bytes / 2**20
+def _value(run, quantity: str) -> float:
+    return run.gpu_ms if quantity == "time" else run.peak_extra_bytes / 2**20
 
 
-def _memory_line(result: sweep_mod.Sweep) -> tuple[float | None, str]:
+def _memory_line(result: Sweep) -> tuple[float | None, str]:
     """The device's memory where known (a GPU), else what was free when the sweep began."""
     total = result.environment.total_memory_bytes
     if total:
-        return total / 2**20, f"{result.environment.device_name} memory, {total / 2**30:.0f} GiB"
+        return total / 2**20, f"{result.environment.device_name} memory, {text.size(total)}"
     if result.available_bytes:
-        return result.available_bytes / 2**20, f"free memory, {result.available_bytes / 2**30:.0f} GiB"
+        return result.available_bytes / 2**20, f"free memory, {text.size(result.available_bytes)}"
     return None, ""
 
 
@@ -127,54 +253,53 @@ def timeline_figure(a: Timeline, b: Timeline, *, dark: bool = False) -> Figure:
     """A and B on one time axis (µs from each forward's start), two lanes each: the CPU issuing the
     forward (aten ops, launch calls in black) and the GPU running what was launched. Thin lines join a
     launch to its work, so a queue, a gap or a hidden Memcpy shows at a glance."""
-    theme = _theme(dark)
-    figure = Figure(figsize=(WIDTH_IN, 3.9), dpi=DPI, layout="constrained", facecolor=theme["bg"])
+    colours = theme(dark)
+    figure = Figure(figsize=(WIDTH_IN, 3.9), dpi=DPI, layout="constrained", facecolor=colours["bg"])
     axes = figure.subplots()
     end = max(a.end_us, b.end_us) * 1.02
     seen: dict[str, str] = {}
     labels = []
     for side, (timeline, cpu_y, gpu_y) in enumerate(((a, 3.0, 2.0), (b, 1.0, 0.0))):
         name = f"{'AB'[side]} · {timeline.label}"
-        labels += [(cpu_y, f"{name} CPU\nrange {timeline.range_us:,.0f} µs"),
-                   (gpu_y, f"{name} GPU\nbusy {timeline.gpu_busy_us:,.0f} · idle {timeline.gpu_idle_us:,.0f} µs"
+        labels += [(cpu_y, f"{name} CPU\nrange {text.us(timeline.range_us)}"),
+                   (gpu_y, f"{name} GPU\nbusy {text.us(timeline.gpu_busy_us)} · idle {text.us(timeline.gpu_idle_us)}"
                     if timeline.gpu else f"{name} GPU\nnone (a CPU run)")]
-        axes.barh(cpu_y, timeline.range_us, 0.9, left=0, color=theme["range"], edgecolor=theme["muted"],
+        axes.barh(cpu_y, timeline.range_us, 0.9, left=0, color=colours["range"], edgecolor=colours["muted"],
                   linewidth=0.6)
         for span in (s for s in timeline.cpu if s.kind == "op" and s.depth == 0):
-            axes.barh(cpu_y + 0.1, span.dur_us, 0.55, left=span.start_us, color="#9db4d6", edgecolor=theme["bg"],
+            axes.barh(cpu_y + 0.1, span.dur_us, 0.55, left=span.start_us, color="#9db4d6", edgecolor=colours["bg"],
                       linewidth=0.6)
             _label(axes, span, cpu_y + 0.1, end, "#111827")
         launches = {s.correlation: s for s in timeline.cpu if s.kind == "launch"}
         for span in (s for s in timeline.cpu if s.kind == "launch"):
-            axes.barh(cpu_y - 0.3, max(span.dur_us, end / 600), 0.22, left=span.start_us, color=theme["launch"])
+            axes.barh(cpu_y - 0.3, max(span.dur_us, end / 600), 0.22, left=span.start_us, color=colours["launch"])
         for span in timeline.gpu:
             kind = {"memcpy": "gpu_memcpy", "memset": "gpu_memset"}.get(span.kind, "kernel")
             group = category(span.full_name or span.name, kind)
             colour = CATEGORY_COLOURS.get(group, OTHER_COLOUR)
             seen.setdefault(group if group in CATEGORY_COLOURS else "other", colour)
             axes.barh(gpu_y, max(span.dur_us, end / 600), 0.7, left=span.start_us, color=colour,
-                      edgecolor=theme["bg"], linewidth=0.6)
+                      edgecolor=colours["bg"], linewidth=0.6)
             _label(axes, span, gpu_y, end, "white")
             launch = launches.get(span.correlation)
             if launch:
-                axes.plot([launch.end_us, span.start_us], [cpu_y - 0.41, gpu_y + 0.35], color=theme["link"],
+                axes.plot([launch.end_us, span.start_us], [cpu_y - 0.41, gpu_y + 0.35], color=colours["link"],
                           linewidth=0.7, zorder=0)
-    axes.set_yticks([y for y, _ in labels], [text for _, text in labels], fontsize=SMALL_PT)
+    axes.set_yticks([y for y, _ in labels], [words for _, words in labels], fontsize=SMALL_PT)
     axes.set_ylim(-0.6, 3.55)
     axes.set_xlim(0, end)
     axes.set_xlabel("µs from the start of one forward (its record_function range)", fontsize=TEXT_PT)
-    axes.grid(True, axis="x", color=theme["grid"], linewidth=0.8)
+    axes.grid(True, axis="x", color=colours["grid"], linewidth=0.8)
     axes.set_axisbelow(True)
-    _style(axes, theme)
-    handles = [Patch(color="#9db4d6", label="aten op"), Patch(color=theme["launch"], label="launch call")]
+    style_axes(axes, colours)
+    handles = [Patch(color="#9db4d6", label="aten op"), Patch(color=colours["launch"], label="launch call")]
     handles += [Patch(color=c, label=n) for n, c in seen.items()]
-    _legend(axes, handles, theme, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(len(handles), 5))
+    _legend(axes, handles, colours, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(len(handles), 5))
     return figure
 
 
 def _label(axes, span, y: float, end: float, colour: str) -> None:
     room = int(_AXES_PX * span.dur_us / end / _LABEL_PX)  # characters the bar has room for
     if room >= 4:
-        text = span.name if len(span.name) <= room else span.name[:room - 1] + "…"
-        axes.text(span.start_us + span.dur_us / 2, y, text, ha="center", va="center", fontsize=SMALL_PT,
+        axes.text(span.start_us + span.dur_us / 2, y, text.clip(span.name, room), ha="center", va="center", fontsize=SMALL_PT,
                   color=colour, clip_on=True)

@@ -1,7 +1,5 @@
-"""Results -> pandas tables, Markdown cards, matplotlib figures and files. Renders only; never measures.
-
-The CLI prints `summary_line` and `kernel_table`; the app shows the cards, the tables and
-`timing_figure`, and offers `export`'s files for download.
+"""Results -> pandas tables, Markdown cards and notes, plain text for a terminal, and the files to download.
+Renders only; never measures. Every number is written by `profiling.text`; every chart is `figures`'.
 """
 from __future__ import annotations
 
@@ -10,24 +8,29 @@ import re
 from pathlib import Path
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from . import text
-from .explain import TOP, SweepExplanation
-from .results import Comparison, Note, Run
+from .explain import TOP, Explanation
+from .results import Comparison, Note, Run, Sweep
 
 
 # -- tables -----------------------------------------------------------------------------------
 def kernel_table(run: Run) -> pd.DataFrame:
-    """One row per kernel (per aten op on CPU), in launch order on GPU, by time on CPU; named by a short label,
-    unique in the table, and by the full name from the trace in the last column."""
+    """One row per kernel (per aten op on CPU) and phase, per call of the pass, in launch order on GPU, by time on
+    CPU; named by a short label, unique in the table, and by the full name from the trace in the last column; a
+    backward's rows say so in their category."""
     gpu = run.workload.device == "cuda"
+    labels = {}  # unique within a phase: a kernel of both the forward and the backward keeps one label in each
+    for phase in ("forward", "backward"):
+        of_phase = [k for k in run.kernels if k.phase == phase]
+        labels |= dict(zip(map(id, of_phase), text.kernel_labels([k.short_name or k.name for k in of_phase],
+                                                                  [k.name for k in of_phase])))
     rows = []
-    labels = text.kernel_labels([k.short_name or k.name for k in run.kernels], [k.name for k in run.kernels])
-    for k, label in zip(run.kernels, labels):
-        row = {"kernel" if gpu else "op": label, "category": k.category,
-               "calls/fwd": round(k.calls_per_forward, 2),
-               ("GPU µs/fwd" if gpu else "CPU self µs/fwd"): round(k.us_per_forward, 1),
+    for k in run.kernels:
+        label = labels[id(k)]
+        row = {"kernel" if gpu else "op": label, "category": k.category if k.phase == "forward" else
+               f"{k.category} (bwd)", "calls": round(k.calls_per_forward, 2),
+               ("GPU µs" if gpu else "CPU self µs"): round(k.us_per_forward, 1),
                "share %": round(100 * k.share, 1)}
         if gpu:
             row.update({"occupancy %": k.occupancy_pct, "regs/thread": k.registers_per_thread,
@@ -48,25 +51,45 @@ def _dims(dims) -> str:
 
 
 def host_ops_table(run: Run, top: int = 10) -> pd.DataFrame:
+    """The CPU side of a forward under the profiler: the profiled range's own times (with its overhead)."""
     return pd.DataFrame([{"op": h.name, "calls/fwd": round(h.calls_per_forward, 2),
                           "CPU µs/fwd": round(h.total_us_per_forward, 1),
                           "self µs/fwd": round(h.self_us_per_forward, 1)} for h in run.host_ops[:top]])
 
 
+def sweep_table(result: Sweep) -> pd.DataFrame:
+    """Every point of a sweep, shortest S first (the time column says what it measures: GPU or wall), each
+    number rounded for reading; the JSON keeps them whole."""
+    time_label = "GPU ms" if result.workload.device == "cuda" else "wall ms"
+    rows = []
+    for s in result.seq_lens:
+        for r in (r for v in result.variants for r in result.of(v) if r.workload.seq_len == s):
+            rows.append({
+                "S": s, "variant": r.variant, "status": r.status,
+                time_label: round(r.gpu_ms, 4) if r.gpu_ms else None,
+                "host µs": round(r.host_cost.median_ms * 1000, 1) if r.host_cost else None, "bound": r.bound,
+                "peak MiB": round(r.peak_extra_bytes / 2**20, 1) if r.peak_extra_bytes is not None else None,
+                "TFLOP/s": round(r.tflops, 1) if r.tflops else None,
+                "% peak": round(100 * r.peak_share, 1) if r.peak_share else None,
+                "kernels/fwd": round(r.kernels_per_forward, 2) if r.kernels_per_forward is not None else None,
+                "kernels or reason": r.reason or ", ".join(k.short_name for k in r.kernels[:3])})
+    return pd.DataFrame(rows)
+
+
 # -- one line and Markdown cards ----------------------------------------------------------------
-def literal(text, limit: int = 80) -> str:
+def literal(value, limit: int = 80) -> str:
     """Text from a client (a link's key or value) as Markdown shows it verbatim: one code span, cut to
     `limit` characters, its control characters spelled out. The fence is one backtick longer than any
     run inside, so no backtick can close it; inside a code span nothing is markup, HTML or a link."""
-    text = str(text)
-    if len(text) > limit:
-        text = text[:limit] + "…"
-    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-    if not text.strip():
-        return f"(empty: {len(text)} spaces)" if text else "(empty)"
-    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
-    pad = " " if text[0] == "`" or text[-1] == "`" else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    value = str(value)
+    if len(value) > limit:
+        value = value[:limit] + "…"
+    value = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value)
+    if not value.strip():
+        return f"(empty: {len(value)} spaces)" if value else "(empty)"
+    fence = "`" * (max(map(len, re.findall("`+", value)), default=0) + 1)
+    pad = " " if value[0] == "`" or value[-1] == "`" else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
 
 
 def device_time_label(run: Run) -> str:
@@ -78,22 +101,23 @@ def summary_line(run: Run) -> str:
     """One line per run: the numbers a reader compares first."""
     if not run.ok:
         return f"{run.variant}: {run.status} — {run.reason}"
-    parts = [f"{run.variant}: {device_time_label(run)} {run.timing.median_ms:.3f} ms/fwd "
-             f"(min {run.timing.min_ms:.3f}, spread {run.timing.spread_pct:.0f}%, n={run.timing.samples})",
-             f"profiled range {run.profiled_host_ms:.3f} ms/fwd"]
+    t = run.timing
+    parts = [f"{run.variant}: {device_time_label(run)} {text.ms(t.median_ms)}/fwd (min {text.ms(t.min_ms)}, "
+             f"spread {text.percent(t.spread_pct)}, n={t.samples})"]
+    if run.back_to_back is not None:
+        parts.append(f"back to back {text.ms(run.back_to_back.median_ms)}/call ({run.bound}-bound)")
     if run.host_cost is not None:
         parts.append(f"host cost {text.ms(run.host_cost.median_ms)}/call")
     if run.kernels_per_forward is not None:
-        parts.append(f"{run.kernels_per_forward:g} kernels/fwd")
+        parts.append(f"{text.count(run.kernels_per_forward)} kernels/fwd")
     if run.backend:
         parts.append(f"backend {run.backend}")
     if run.peak_extra_bytes is not None:
         parts.append(f"peak +{text.size(run.peak_extra_bytes)}")
     if run.accuracy:
-        parts.append(f"max err {run.accuracy.max_abs_error:.2e}")
+        parts.append(f"max err {text.error(run.accuracy.max_abs_error)}")
     if run.tflops:
-        share = f" ({100 * run.peak_share:.0f}% of peak)" if run.peak_share else ""
-        parts.append(f"{run.tflops:.1f} TFLOP/s{share}")
+        parts.append(text.rate(run.tflops, run.peak_share))
     return " · ".join(parts)
 
 
@@ -115,8 +139,8 @@ def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bo
              + (f", occupancy {g.occupancy}" if g.occupancy else "")]
     if compile_estimate:
         seconds, basis = compile_estimate
-        lines.append(f"- ⏱ its first call compiles: estimated ~{seconds:.0f} s, {basis}; the progress bar counts "
-                     "the seconds")
+        lines.append(f"- ⏱ its first call compiles: estimated ~{text.seconds(seconds)}, {basis}; the progress bar "
+                     "counts the seconds")
     if cannot_run:
         lines.append(f"- ⚠️ cannot run here: {cannot_run}")
     return "\n".join(lines)
@@ -124,48 +148,63 @@ def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bo
 
 def _host_line(run: Run) -> str:
     """The host figures of a GPU run in one line; on a CPU the host does the work itself."""
-    if run.host_cost is None:
+    if run.host_cost is None or run.back_to_back is None:
         return ("- host: on a CPU the host does the work itself; its time is the wall time above"
                 if run.workload.device == "cpu" else "- host cost per call: — (not measured in this run)")
     pin = f"; the sdpa_kernel pin costs {text.ms(run.pin_cost_ms)} apart" if run.pin_cost_ms is not None else ""
     return (f"- host (CPU) cost to issue one forward: **{text.ms(run.host_cost.median_ms)}** (unprofiled, GPU kept "
-            f"busy); back to back {text.ms(run.back_to_back_ms)} per call: **{run.bound}-bound**{pin}")
+            f"busy); back to back {text.ms(run.back_to_back.median_ms)} per call: **{run.bound}-bound**{pin}")
 
 
 def run_card(side: str, run: Run, label: str) -> str:
     """The numbers of one run, or why there are none (Markdown)."""
     head = f"### {side} · {label} `{run.variant}`"
-    if run.status == "unsupported":
-        return f"{head}\n\n> ⚠️ **Unsupported {text.on_device(run.environment)}.** {run.reason}"
-    if not run.ok:
-        return f"{head}\n\n> ❌ **Error.** {run.reason}"
+    if run.timing is None:
+        why = {"unsupported": f"Unsupported {text.on_device(run.environment)}."}.get(run.status, run.status.capitalize() + ".")
+        return f"{head}\n\n> ⚠️ **{why}** {run.reason or ''}"
     t = run.timing
-    lines = [f"**{t.median_ms:.3f} ms** {device_time_label(run)} time per forward "
-             f"(min {t.min_ms:.3f}, spread {t.spread_pct:.0f}%, n={t.samples}, {t.method})",
+    lines = [f"**{text.ms(t.median_ms)}** {device_time_label(run)} time per {text.call(run.workload)} "
+             f"(min {text.ms(t.min_ms)}, spread {text.percent(t.spread_pct)}, n={t.samples}, {t.method})",
              _host_line(run),
-             f"- profiled range of one forward: {run.profiled_host_ms:.3f} ms (includes the profiler's overhead)"
+             f"- profiled range of one forward: {text.ms(run.profiled_host_ms)} (includes the profiler's overhead)"
              if run.profiled_host_ms is not None else "- profiled range: —"]
+    if not run.ok:
+        lines.insert(0, f"> ⚠️ **{run.status.capitalize()}** before it finished: {run.reason}")
+    if run.forward_timing is not None and run.backward_timing is not None:
+        lines.append(f"- forward {text.ms(run.forward_timing.median_ms)} + backward "
+                     f"{text.ms(run.backward_timing.median_ms)} (the same calls, an event between them)")
     if run.kernels_per_forward is not None:
-        lines.append(f"- kernels per forward: **{run.kernels_per_forward:g}**")
+        backward = sum(k.calls_per_forward for k in run.kernels if k.phase == "backward")
+        split = f" ({text.count(run.kernels_per_forward - backward)} forward, {text.count(backward)} backward)" \
+            if backward else ""
+        lines.append(f"- kernels per {text.call(run.workload)}: **{text.count(run.kernels_per_forward)}**{split}")
     if run.backend:
         lines.append(f"- SDPA backend that ran: **{run.backend}**")
     lines.append(f"- peak memory beyond the inputs: {_size(run.peak_extra_bytes)} "
                  f"(estimated {_size(run.estimated_extra_bytes)})")
+    if run.saved_bytes is not None:
+        lines.append(f"- kept by autograd for the backward: {_size(run.saved_bytes)} beyond q, k, v")
+    if run.setup_ms is not None:
+        lines.append(f"- one-off setup before the first call: {text.ms(run.setup_ms)}")
     if run.accuracy:
         a = run.accuracy
-        naive = f" (plain attention in {run.workload.dtype}: {a.naive_max_abs_error:.1e})" \
+        naive = f" (plain attention in {run.workload.dtype}: {text.error(a.naive_max_abs_error)})" \
             if a.naive_max_abs_error is not None else ""
         rows = f", on {a.rows_checked} sampled query rows" if a.rows_checked else ""
-        lines.append(f"- max error vs fp64: {a.max_abs_error:.1e}{naive}{rows}")
+        lines.append(f"- max error vs fp64: {text.error(a.max_abs_error)}{naive}{rows}")
+        if a.grads:
+            plain = a.naive_grads or {}
+            lines.append("- gradients' max error vs fp64: " + ", ".join(
+                f"{name} {text.error(e)}" + (f" (plain {text.error(plain[name])})" if name in plain else "")
+                for name, e in a.grads.items()))
     if run.tflops:
-        share = f", {100 * run.peak_share:.0f}% of the datasheet peak" if run.peak_share else ""
-        lines.append(f"- {run.tflops:.3g} TFLOP/s{share}")
+        lines.append(f"- {text.rate(run.tflops, run.peak_share)}")
     if run.first_call_ms is not None:
-        lines.append(f"- first call: {run.first_call_ms:.0f} ms (compilation, plans, lazy init)")
+        lines.append(f"- first call: {text.seconds(run.first_call_ms / 1000)} (compilation, plans, lazy init)")
     if run.concurrent_work:
         lines.append("- ⚠️ other work of this app shared the CPU while this was timed: its times may read high")
     if run.compiled_before:
-        lines.append("- torch.compile had already run in this process before this measurement")
+        lines.append("- torch.compile had already run in this process before this was timed")
     card = f"{head}\n\n" + "\n".join(lines)
     if run.pytorch_warnings:
         card += ("\n\n<details><summary>PyTorch's warnings</summary>\n\n"
@@ -176,15 +215,20 @@ def run_card(side: str, run: Run, label: str) -> str:
 def comparison_table(comparison: Comparison) -> str:
     """A vs B, the headline numbers side by side (Markdown table)."""
     def cell(run: Run, value) -> str:
-        return value(run) if run.ok else run.status
+        return value(run) if run.timing is not None else run.status
 
     unit = device_time_label(comparison.a)
-    rows = [(f"{unit} ms/fwd", lambda r: f"{r.timing.median_ms:.3f}"),
-            ("host cost ms/call", lambda r: f"{r.host_cost.median_ms:.3f}" if r.host_cost else "—"),
-            ("profiled range ms", lambda r: f"{r.profiled_host_ms:.3f}" if r.profiled_host_ms else "—"),
-            ("kernels/fwd", lambda r: f"{r.kernels_per_forward:g}" if r.kernels_per_forward else "—"),
-            ("peak memory", lambda r: _size(r.peak_extra_bytes)),
-            ("max error", lambda r: f"{r.accuracy.max_abs_error:.1e}" if r.accuracy else "—")]
+    rows = [(f"{unit} time per {text.call(comparison.a.workload)}", lambda r: text.ms(r.timing.median_ms))]
+    if comparison.a.workload.training:
+        rows += [("forward", lambda r: text.ms(r.forward_timing.median_ms) if r.forward_timing else "—"),
+                 ("backward", lambda r: text.ms(r.backward_timing.median_ms) if r.backward_timing else "—"),
+                 ("kept for the backward", lambda r: _size(r.saved_bytes))]
+    rows += [("back to back per call", lambda r: text.ms(r.back_to_back.median_ms) if r.back_to_back else "—"),
+             ("host cost per call", lambda r: text.ms(r.host_cost.median_ms) if r.host_cost else "—"),
+             (f"kernels per {text.call(comparison.a.workload)}",
+              lambda r: text.count(r.kernels_per_forward) if r.kernels_per_forward else "—"),
+             ("peak memory", lambda r: _size(r.peak_extra_bytes)),
+             ("max error", lambda r: text.error(r.accuracy.max_abs_error) if r.accuracy else "—")]
     a, b = comparison.a, comparison.b
     lines = [f"| | A · `{a.variant}` | B · `{b.variant}` |", "|---|---:|---:|"]
     lines += [f"| {name} | {cell(a, value)} | {cell(b, value)} |" for name, value in rows]
@@ -231,61 +275,44 @@ def _terms_markdown(used: set[str]) -> str:
             + "\n</details>")
 
 
-def verdict_markdown(comparison: Comparison, table: str = "") -> str:
-    """The headline, `table` (the numbers side by side), the notes that matter most, the rest of the notes about
-    both or about the pair (folded) and the terms used: the verdict box. Notes about one side only continue in
-    that side's column (`side_notes_markdown`)."""
+def verdict_markdown(explanation: Explanation, table: str = "", rest_label: str = "on A and B",
+                     rest_sides: tuple[str, ...] = ("both", "pair")) -> str:
+    """The headline, `table` (the numbers side by side), the notes that matter most, the rest of the notes on
+    `rest_sides` (folded) and the terms used. A comparison's other notes about one side continue in that side's
+    column (`side_notes_markdown`); a sweep's fold here whatever their side."""
     seen: set[str] = set()
-    top = comparison.notes[:TOP]
-    rest = [n for n in comparison.notes[TOP:] if n.side in ("both", "pair")]
-    parts = [_glossed(f"**{_md(comparison.verdict)}**", seen) if comparison.verdict else "*No verdict.*", table]
+    top = explanation.notes[:TOP]
+    rest = [n for n in explanation.notes[TOP:] if not rest_sides or n.side in rest_sides]
+    parts = [_glossed(f"**{_md(explanation.headline.title)}**", seen), table]
     parts += [_note_markdown(n, seen, i + 1) for i, n in enumerate(top)]
     if rest:
-        parts.append(f"<details><summary>{text.plural(len(rest), 'more note')} on A and B</summary>\n\n"
+        parts.append(f"<details><summary>{text.plural(len(rest), 'more note')} {rest_label}</summary>\n\n"
                      + "\n".join(_note_markdown(n, seen) for n in rest) + "\n\n</details>")
     parts.append(_terms_markdown(seen))
     return "\n\n".join(p for p in parts if p)
 
 
-def present_markdown(comparison: Comparison) -> str:
+def sweep_markdown(explanation: Explanation) -> str:
+    return verdict_markdown(explanation, rest_label="over S", rest_sides=())
+
+
+def present_markdown(explanation: Explanation) -> str:
     """The presentation view's answer: the headline as a heading, the titles of the notes that matter most.
     Plain words, no glossary markup: it is read from across a room."""
-    head = f"## {_md(comparison.verdict)}" if comparison.verdict else "## No verdict."
-    return "\n\n".join([head] + [f"{i + 1}. {_md(n.title)}" for i, n in enumerate(comparison.notes[:TOP])])
+    return "\n\n".join([f"## {_md(explanation.headline.title)}"]
+                       + [f"{i + 1}. {_md(n.title)}" for i, n in enumerate(explanation.notes[:TOP])])
 
 
-def side_notes_markdown(comparison: Comparison, side: str) -> str:
+def side_notes_markdown(explanation: Explanation, side: str) -> str:
     """The notes about one side ('a' or 'b') that are not among the top ones, folded."""
-    rest = [n for n in comparison.notes[TOP:] if n.side == side]
+    rest = [n for n in explanation.notes[TOP:] if n.side == side]
     if not rest:
-        shown = sum(n.side == side for n in comparison.notes[:TOP])
+        shown = sum(n.side == side for n in explanation.notes[:TOP])
         return f"*{'The notes on this side are' if shown else 'No other notes on this side;'} in the verdict above.*"
     seen: set[str] = set()
     body = "\n".join(_note_markdown(n, seen) for n in rest)
     return (f"<details><summary>{text.plural(len(rest), 'more note')} on {SIDES[side]}</summary>\n\n{body}"
             f"\n\n{_terms_markdown(seen)}\n\n</details>")
-
-
-def sweep_markdown(explanation: SweepExplanation) -> str:
-    """A sweep's headline, the notes that matter most and the rest folded, with the terms used: as
-    `verdict_markdown` shows a comparison's."""
-    seen: set[str] = set()
-    parts = [_glossed(f"**{_md(explanation.headline)}**", seen)]
-    parts += [_note_markdown(n, seen, i + 1) for i, n in enumerate(explanation.notes[:TOP])]
-    rest = explanation.notes[TOP:]
-    if rest:
-        parts.append(f"<details><summary>{text.plural(len(rest), 'more note')} over S</summary>\n\n"
-                     + "\n".join(_note_markdown(n, seen) for n in rest) + "\n\n</details>")
-    parts.append(_terms_markdown(seen))
-    return "\n\n".join(p for p in parts if p)
-
-
-def sweep_table(result) -> pd.DataFrame:
-    """Every point of a sweep, shortest S first, its numbers rounded for reading; the JSON keeps them whole."""
-    frame = result.to_frame()
-    digits = {"GPU ms": 4, "wall ms": 3, "host µs": 1, "peak MiB": 1, "TFLOP/s": 1, "% peak": 1, "kernels/fwd": 2,
-              "first call ms": 1, "wall s": 2}
-    return frame.round({k: v for k, v in digits.items() if k in frame.columns})
 
 
 def _note_text(n: Note, evidence: bool = True) -> str:
@@ -297,154 +324,30 @@ def _note_text(n: Note, evidence: bool = True) -> str:
     return "\n".join(lines)
 
 
-def _terms_text(words: list[str]) -> list[str]:
-    used = text.terms_in(" ".join(words))
-    return ["-- terms --\n" + "\n".join(f"{term}: {text.GLOSSARY[term]}" for term in used)] if used else []
-
-
-def notes_text(comparison: Comparison) -> str:
-    """Plain text for a terminal: the headline, the top notes, the rest by side, and the terms used."""
-    out = [f"Verdict: {comparison.verdict}"]
-    out += [f"{i + 1}. {_note_text(n)}" for i, n in enumerate(comparison.notes[:TOP])]
-    for side, name in SIDES.items():
-        rest = [n for n in comparison.notes[TOP:] if n.side == side]
-        if rest:
-            out.append(f"-- more on {name} --\n" + "\n".join(f"* {_note_text(n)}" for n in rest))
-    out += _terms_text([comparison.verdict] + [f"{n.title} {n.body}" for n in comparison.notes])
+def notes_text(explanation: Explanation, evidence: bool = True) -> str:
+    """Plain text for a terminal: the headline, the top notes, the rest by side, and the terms used (a sweep's
+    evidence is the table of points printed above it: `evidence=False`)."""
+    out = [f"Verdict: {explanation.headline.title}"]
+    out += [f"{i + 1}. {_note_text(n, evidence)}" for i, n in enumerate(explanation.notes[:TOP])]
+    for side in dict.fromkeys(n.side for n in explanation.notes[TOP:]):
+        rest = [n for n in explanation.notes[TOP:] if n.side == side]
+        out.append(f"-- more on {SIDES.get(side, side)} --\n" + "\n".join(f"* {_note_text(n, evidence)}" for n in rest))
+    used = text.terms_in(" ".join([explanation.headline.title] + [f"{n.title} {n.body}" for n in explanation.notes]))
+    if used:
+        out.append("-- terms --\n" + "\n".join(f"{term}: {text.GLOSSARY[term]}" for term in used))
     return "\n\n".join(out)
 
 
-def sweep_text(explanation: SweepExplanation) -> str:
-    """Plain text for a terminal: the sweep's headline, the top notes, the rest, and the terms used; no evidence,
-    which is the table of points printed above it."""
-    out = [explanation.headline]
-    out += [f"{i + 1}. {_note_text(n, evidence=False)}" for i, n in enumerate(explanation.notes[:TOP])]
-    if explanation.notes[TOP:]:
-        out.append("-- more --\n" + "\n".join(f"* {_note_text(n, evidence=False)}" for n in explanation.notes[TOP:]))
-    out += _terms_text([explanation.headline] + [f"{n.title} {n.body}" for n in explanation.notes])
-    return "\n\n".join(out)
-
-
-def visible_words(comparison: Comparison) -> int:
+def visible_words(explanation: Explanation) -> int:
     """Words a reader sees before opening anything: the headline and the top notes' titles and bodies."""
-    return text.word_count(" ".join([comparison.verdict] + [f"{n.title} {n.body}" for n in comparison.notes[:TOP]]))
-
-
-# -- the chart --------------------------------------------------------------------------------
-# Sized for a 760 px wide column: 7.0 in at 100 dpi, a 700 px PNG that fits the ~710 px a chart gets there (the
-# page's and the block's padding) unscaled, and no text under 9 pt, so 12.5 px at any width from 700 px up.
-WIDTH_IN, DPI = 7.0, 100
-SMALL_PT, TEXT_PT, TITLE_PT = 9, 10, 11
-CATEGORY_COLOURS = {
-    "gemm": "#4c72b0", "fused attention": "#dd8452", "softmax": "#55a868", "elementwise": "#c44e52",
-    "reduction": "#8172b3", "copy": "#937860", "memcpy": "#da8bc3", "memset": "#8c8c8c", "triton": "#64b5cd",
-}
-OTHER_COLOUR = "#ccb974"
-# time per forward: colours no kernel category uses; host time hatched as well, so it reads without colour
-DEVICE_TIME_COLOUR, HOST_TIME_COLOUR = "#2a9d8f", "#e9c46a"
-_SEGMENTS = 8  # kernels drawn one by one per bar; the rest are lumped into "other"
-_LABEL_CHARS = 70  # characters of 9-pt text across the whole width of the lower axes
-
-
-def theme(dark: bool | None) -> dict:
-    """Colours of a figure for a light page, a dark one, or (None) either: transparent, mid-grey text."""
-    if dark is None:
-        return {"bg": "none", "fg": "#7b8494", "muted": "#7b8494", "grid": "#7b849455", "range": "#7b849422",
-                "launch": "#7b8494", "link": "#7b8494"}
-    if dark:
-        return {"bg": "#0b0f19", "fg": "#e5e7eb", "muted": "#9ca3af", "grid": "#374151", "range": "#1f2937",
-                "launch": "#f9fafb", "link": "#6b7280"}
-    return {"bg": "#ffffff", "fg": "#111827", "muted": "#6b7280", "grid": "#e5e7eb", "range": "#f3f4f6",
-            "launch": "#111827", "link": "#9ca3af"}
-
-
-def style_axes(axes, colours: dict) -> None:
-    axes.set_facecolor(colours["bg"])
-    axes.tick_params(colors=colours["fg"], labelsize=SMALL_PT, which="both")
-    for side, spine in axes.spines.items():
-        spine.set_visible(side in ("left", "bottom"))
-        spine.set_color(colours["muted"])
-    axes.xaxis.label.set_color(colours["fg"])
-    axes.yaxis.label.set_color(colours["fg"])
-    axes.title.set_color(colours["fg"])
-
-
-def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
-    """Top: time per forward, device and host, A vs B. Bottom: each forward split by kernel, stacked.
-    `dark`: False for a light page, True for a dark one, None for either (transparent, mid-grey text)."""
-    colours = theme(dark)
-    runs = (("A", comparison.a), ("B", comparison.b))
-    names = [f"{side} · {run.variant}" for side, run in runs]
-    unit = device_time_label(comparison.a)
-    figure = Figure(figsize=(WIDTH_IN, 5.6), dpi=DPI, layout="constrained", facecolor=colours["bg"])
-    top, bottom = figure.subplots(2, 1, height_ratios=(1, 1))
-
-    # time per forward
-    height = 0.38
-    for i, (_, run) in enumerate(runs):
-        if not run.ok:
-            top.text(0, i, f"  {run.status}", va="center", color="#c0392b", fontsize=TEXT_PT)
-            continue
-        for offset, value, colour, hatch, label in (
-                (-height / 2, run.timing.median_ms, DEVICE_TIME_COLOUR, None, f"{unit} time"),
-                (height / 2, run.profiled_host_ms, HOST_TIME_COLOUR, "///", "host (CPU) time, profiled")):
-            if value is None:
-                continue
-            top.barh(i + offset, value, height, color=colour, hatch=hatch, edgecolor=colours["bg"] if hatch is None
-                     else "#8a6d1a", linewidth=0, label=label if i == 0 or not runs[0][1].ok else None)
-            top.text(value, i + offset, f" {value:.3f}", va="center", fontsize=SMALL_PT, color=colours["fg"])
-    top.set_xlabel("ms per forward", fontsize=TEXT_PT)
-    top.set_title("time per forward", fontsize=TITLE_PT, loc="left", color=colours["fg"])
-    top.margins(x=0.2)
-    if top.get_legend_handles_labels()[0]:
-        top.legend(fontsize=SMALL_PT, loc="lower right", bbox_to_anchor=(1, 1), ncol=2, frameon=False,
-                   labelcolor=colours["fg"])
-
-    # where the time goes, kernel by kernel
-    seen: dict[str, str] = {}
-    widest = max((sum(k.us_per_forward for k in run.kernels) for _, run in runs if run.ok), default=0.0)
-    for i, (_, run) in enumerate(runs):
-        if not run.ok or not run.kernels:
-            bottom.text(0, i, f"  {run.status if not run.ok else 'no kernels'}", va="center", color="#c0392b",
-                        fontsize=TEXT_PT)
-            continue
-        ordered = sorted(run.kernels, key=lambda k: k.us_per_forward, reverse=True)
-        shown, rest = ordered[:_SEGMENTS], ordered[_SEGMENTS:]
-        total = sum(k.us_per_forward for k in run.kernels)
-        start = 0.0
-        segments = [(k.short_name, k.category, k.us_per_forward) for k in shown]
-        if rest:
-            segments.append((f"{len(rest)} more", "other", sum(k.us_per_forward for k in rest)))
-        for name, category, width in segments:
-            colour = CATEGORY_COLOURS.get(category, OTHER_COLOUR)
-            seen.setdefault(category if category in CATEGORY_COLOURS else "other", colour)
-            bottom.barh(i, width, 0.6, left=start, color=colour, edgecolor="white", linewidth=0.8)
-            fits = int(_LABEL_CHARS * width / widest) if widest else 0  # characters the segment has room for
-            if fits >= 4:
-                bottom.text(start + width / 2, i, text.clip(name, fits), ha="center", va="center",
-                            fontsize=SMALL_PT, color="white")
-            start += width
-        bottom.text(start, i, f" {total:,.0f} µs", va="center", fontsize=SMALL_PT, color=colours["fg"])
-    bottom.set_xlabel("GPU µs per forward" if unit == "GPU" else "CPU self µs per forward (aten ops)",
-                      fontsize=TEXT_PT)
-    bottom.set_title("where the time goes (kernel by kernel)" if unit == "GPU" else "where the time goes (op by op)",
-                     fontsize=TITLE_PT, loc="left", color=colours["fg"])
-    bottom.margins(x=0.12)
-    if seen:
-        from matplotlib.patches import Patch
-        bottom.legend(handles=[Patch(color=c, label=n) for n, c in seen.items()], fontsize=SMALL_PT,
-                      loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=min(len(seen), 5), frameon=False,
-                      labelcolor=colours["fg"])
-    for axes in (top, bottom):
-        axes.set_yticks(range(len(names)), names)
-        axes.set_ylim(len(names) - 0.5, -0.5)  # A on top, and room for a missing bar's label
-        style_axes(axes, colours)
-    return figure
+    return text.word_count(" ".join([explanation.headline.title]
+                                    + [f"{n.title} {n.body}" for n in explanation.notes[:TOP]]))
 
 
 # -- files to download --------------------------------------------------------------------------
-def export(comparison: Comparison, figure: Figure, directory: str | Path) -> dict[str, Path]:
-    """Write the kernel tables (CSV), the comparison (JSON) and the chart (PNG) into `directory`."""
+def export(answer_dict: dict, comparison: Comparison, figure, directory: str | Path) -> dict[str, Path]:
+    """Write the kernel tables (CSV), the answer (JSON, as the API returns it) and the chart (PNG) into
+    `directory`."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
@@ -453,7 +356,7 @@ def export(comparison: Comparison, figure: Figure, directory: str | Path) -> dic
             files[f"{side}_csv"] = directory / f"{side}_{run.variant}_kernels.csv"
             kernel_table(run).to_csv(files[f"{side}_csv"], index=False)
     files["json"] = directory / f"comparison_{comparison.a.variant}_vs_{comparison.b.variant}.json"
-    files["json"].write_text(json.dumps(comparison.to_dict(), indent=1))
+    files["json"].write_text(json.dumps(answer_dict, indent=1))
     files["png"] = directory / f"chart_{comparison.a.variant}_vs_{comparison.b.variant}.png"
     figure.savefig(files["png"], format="png")
     return files

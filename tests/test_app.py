@@ -1,9 +1,18 @@
-"""The app through its public API (gradio_client against the app served in-process), and its handlers.
+"""The app's A vs B: its public endpoints (gradio_client against the app served in-process), the page's own events
+and the handlers behind them, the link a result gives, and what the screen draws of it.
 
-Live runs use small CPU workloads; replays use the real H200 recording shipped with the app.
+Live runs use tiny CPU workloads; replays use the real H200 recording shipped with the app. The recording was
+made before timing samples were kept, so its headlines cannot rank (0 samples a side): what is checked of them is
+what is true of the data, never who wins.
 """
 from __future__ import annotations
 
+import asyncio
+import html
+import json
+import re
+import threading
+import time
 from types import SimpleNamespace
 from urllib.parse import parse_qsl, urlsplit
 
@@ -12,271 +21,389 @@ import pytest
 from gradio_client.exceptions import AppError
 
 import app
-from profiling import reports
+from attention_variants import VARIANTS
+from conftest import check_headline, fn_index, queued
+from profiling import figures, reports, session
 from profiling.explain import explain
 from profiling.recording import find_recorded
+from profiling.request import KEYS, LIVE, Request
 from profiling.results import Comparison, Run
 from profiling.workload import Workload
 
 RECORDING = "h200-torch2.11"
-SMALL = dict(seq_len=128, heads=2, dtype="fp32", batch=1, head_dim=32, causal=True, rank=4)
+BLOG = Workload.blog()
+SMALL = dict(batch=1, heads=2, seq_len=128, head_dim=32, dtype="fp32", causal=True, rank=4)
+ANSWER_KEYS = {"source", "a", "b", "verdict", "headline", "notes"}
 cpu_only = pytest.mark.skipif(app.ENV.device != "cpu", reason="checks what a CPU run looks like")
 
 
-def compare(client, **changes) -> dict:
-    args = dict(source="live", a="naive", b="sdpa_flash", **SMALL) | changes
-    return client.predict(**args, api_name="/compare")
+def values(source=LIVE, a="naive", b="sdpa_flash", **changes) -> list:
+    """KEYS' values in order, as the page and the API send them (every field, however many the workload has): a
+    live run tiny, a replay the blog's workload; `changes` sent as given, checked by no one but the app."""
+    base = Request.build(source, "naive", "sdpa_flash", SMALL if source == LIVE else {}, app.ENV.device).values()
+    sent = dict(zip(KEYS, base)) | {"a": a, "b": b} | changes
+    return [sent[key] for key in KEYS]
 
 
-def fake_request(query: dict | None = None, headers: dict | None = None, base_url="http://127.0.0.1:7860/"):
-    return SimpleNamespace(query_params=query or {}, headers=headers or {}, base_url=base_url)
+def compare(client, *args, api_name="/compare", **fields) -> dict:
+    return client.predict(*values(*args, **fields), api_name=api_name)
 
 
-# -- the public endpoint --------------------------------------------------------------------------
+def fake_request(query: dict | None = None, headers: dict | None = None, session_hash: str = "s1",
+                 base_url: str = "http://127.0.0.1:7860/"):
+    return SimpleNamespace(query_params=query or {}, headers=headers or {}, base_url=base_url,
+                           session_hash=session_hash)
+
+
+def json_of(data):
+    """`data` as a client receives it (tuples become lists)."""
+    return json.loads(json.dumps(data))
+
+
+def as_read(markdown: str) -> str:
+    """What a reader sees of `markdown` on the page: rendered, tags dropped, entities read, spaces collapsed."""
+    from markdown_it import MarkdownIt
+
+    rendered = re.sub(r"<[^>]+>", "", MarkdownIt("commonmark").enable("table").render(markdown))
+    return " ".join(html.unescape(rendered).split())
+
+
+def handle(kind: str, data: list, *, live: bool = True, page: bool = True, progress=None, http=None):
+    """One of the app's handlers (`app.endpoint`) called as gradio calls it."""
+    handler = app.endpoint(kind, live, page)
+    return asyncio.run(handler(*data, http or fake_request(), progress or (lambda *a, **k: None)))
+
+
+# -- the public endpoint: the answer, and only the answer ----------------------------------------------------------
 @cpu_only
-def test_live_cpu_comparison_returns_what_the_core_measured(client):
-    result = compare(client, a="naive", b="sdpa_flash")
-    comparison = Comparison.from_dict(result)  # the API returns Comparison.to_dict() (+ its source)
-    assert result["source"] == "live"
+def test_a_live_comparison_returns_the_answer_the_core_measured_and_nothing_else(client):
+    answer = compare(client, a="naive", b="sdpa_flash")
+    assert set(answer) == ANSWER_KEYS  # no kept result's id, no file: the answer dict alone
+    comparison = Comparison.from_dict(answer)
+    assert answer["source"] == LIVE
     assert (comparison.a.status, comparison.b.status) == ("ok", "ok")
-    assert comparison.a.workload == Workload.cpu_default(**SMALL)
+    assert comparison.a.workload == comparison.b.workload == Request.build(LIVE, "naive", "sdpa_flash", SMALL,
+                                                                           "cpu").workload
     assert comparison.a.environment.device == "cpu"
-    assert {"bmm", "_softmax"} <= {k.short_name for k in comparison.a.kernels}  # aten ops on CPU
+    assert comparison.a.session == comparison.b.session  # A and B timed interleaved, in one session
+    assert {"bmm", "_softmax"} <= {k.short_name for k in comparison.a.kernels}  # aten ops on a CPU
     assert comparison.b.backend == "flash (CPU)"
-    assert comparison.a.timing.median_ms > 0 and comparison.b.profiled_host_ms > 0
+    assert comparison.a.timing.median_ms > 0 and len(comparison.a.timing.samples_ms) == comparison.a.timing.samples
     assert comparison.a.trace_path is None and comparison.b.trace_path is None  # no server path leaves the server
+    check_headline(answer)
+    assert answer["notes"] and all(n["title"] and n["side"] in ("a", "b", "both", "pair") for n in answer["notes"])
 
 
 @cpu_only
 def test_a_variant_that_cannot_run_here_comes_back_with_its_reason(client):
-    result = compare(client, a="sdpa_math", b="sdpa_cudnn")
-    assert result["a"]["status"] == "ok" and result["a"]["backend"] == "math"
-    assert result["b"]["status"] == "unsupported"
-    assert "CPU" in result["b"]["reason"]
+    answer = compare(client, a="sdpa_math", b="sdpa_cudnn")
+    assert answer["a"]["status"] == "ok" and answer["a"]["backend"] == "math"
+    assert answer["b"]["status"] == "unsupported" and "CPU" in answer["b"]["reason"]
+    title = check_headline(answer)
+    assert "SDPA · cuDNN [B] could not run on the CPU" in title and "[A] ran at" in title
 
 
-@pytest.mark.parametrize("bad, says", [
-    (dict(seq_len=0), "seq_len=0 is not allowed: must be between 1 and 131072"),
-    (dict(heads=2000), "heads=2000 is not allowed"),
-    (dict(a="nope"), "a='nope' is not allowed: choose one of naive, naive_inplace"),
-    (dict(rank=5), "rank=5 is not allowed: must be 3 ([B*H, S, D]) or 4"),
-    (dict(dtype="fp8"), "dtype='fp8' is not allowed: choose one of fp32, fp16, bf16"),
+@pytest.mark.parametrize("field, value, says", [
+    ("seq_len", 0, "seq_len=0 is not allowed: must be between 1 and 131072"),
+    ("heads", 2000, "heads=2000 is not allowed: must be between 1 and 1024"),
+    ("seq_len", 128.0, "seq_len=128.0 is not allowed: must be a whole number between 1 and 131072"),
+    ("batch", True, "batch=True is not allowed: must be a whole number"),
+    ("a", "nope", "a='nope' is not allowed: choose one of naive, naive_inplace"),
+    ("rank", 5, "rank=5 is not allowed: choose one of 4, 3"),
+    ("rank", "4", "rank='4' is not allowed: choose one of 4, 3"),
+    ("dtype", "fp8", "dtype='fp8' is not allowed: choose one of fp32, fp16, bf16"),
+    # one spelling of each dtype, exactly: no case, no aliases, no spaces (the link and the CLI refuse them too)
+    ("dtype", "BF16", "dtype='BF16' is not allowed: choose one of fp32, fp16, bf16"),
+    ("dtype", "float32", "dtype='float32' is not allowed: choose one of fp32, fp16, bf16"),
+    ("dtype", " fp32 ", "dtype=' fp32 ' is not allowed: choose one of fp32, fp16, bf16"),
+    ("causal", "true", "causal='true' is not allowed: must be true or false"),
 ])
-def test_bad_inputs_get_a_clear_error_and_the_app_keeps_serving(client, bad, says):
+def test_a_bad_value_is_refused_naming_the_field_the_value_and_what_is_allowed(client, field, value, says):
+    data = values()
+    data[KEYS.index(field)] = value
     with pytest.raises(AppError) as error:
-        compare(client, **bad)
-    assert says in str(error.value)
-    assert "Traceback" not in str(error.value)
-    assert compare(client, a="naive_inplace", b="sdpa_math")["b"]["status"] == "ok"
+        client.predict(*data, api_name="/compare")
+    assert str(error.value).startswith(says)
+    assert error.value.title == "Not a request this app can run"
 
 
-# -- replay of the recorded H200 runs -------------------------------------------------------------
+def test_the_app_keeps_serving_after_refusals(client):
+    with pytest.raises(AppError):
+        compare(client, dtype="BF16")
+    assert compare(client, RECORDING, "sdpa_flash", "sdpa_cudnn")["b"]["status"] == "ok"
+
+
+# -- replays of the recorded H200 runs -------------------------------------------------------------------------------
 @pytest.mark.parametrize("a, b, changes", [
     ("sdpa_flash", "sdpa_cudnn", {}),
     ("naive", "naive_inplace", {"seq_len": 4096}),
     ("sdpa_efficient", "sdpa_flash", {"dtype": "fp32"}),
+    ("sdpa_auto", "sdpa_flash", {"rank": 3}),
 ])
-def test_replay_returns_the_recorded_numbers_explained(client, a, b, changes):
-    blog = Workload.blog(**changes)
-    result = compare(client, source=RECORDING, a=a, b=b, seq_len=blog.seq_len, heads=blog.heads, dtype=blog.dtype,
-                     batch=blog.batch, head_dim=blog.head_dim, causal=blog.causal, rank=blog.rank)
-    assert result["source"] == RECORDING
-    for side, key in (("a", a), ("b", b)):
-        recorded = find_recorded(RECORDING, key, blog)
-        run = Comparison.from_dict(result).a if side == "a" else Comparison.from_dict(result).b
-        assert run.environment.device_name == "NVIDIA H200"
-        assert run.status == recorded.status
-        assert run.gpu_ms == recorded.gpu_ms
-        assert run.kernels_per_forward == recorded.kernels_per_forward
-        assert [k.us_per_forward for k in run.kernels] == [k.us_per_forward for k in recorded.kernels]
-    # the explainer ran on the replay exactly as on a live run: the same headline and notes as explaining it here
-    expected = explain(Comparison(find_recorded(RECORDING, a, blog), find_recorded(RECORDING, b, blog)))
-    replayed = Comparison.from_dict(result)
-    assert result["verdict"] == expected.verdict and replayed.headline == expected.headline
-    assert [(n.rule, n.side, n.title) for n in replayed.notes] == [(n.rule, n.side, n.title) for n in expected.notes]
+def test_a_replay_returns_the_recorded_runs_explained_as_a_live_run_would_be(client, a, b, changes):
+    workload = BLOG.replace(**changes)
+    answer = compare(client, RECORDING, a, b, api_name="/replay", **changes)
+    assert set(answer) == ANSWER_KEYS and answer["source"] == RECORDING
+    recorded = Comparison(find_recorded(RECORDING, a, workload), find_recorded(RECORDING, b, workload))
+    replayed = Comparison.from_dict(answer)
+    for run, twin in ((replayed.a, recorded.a), (replayed.b, recorded.b)):  # the recorded numbers, unchanged
+        assert run.environment.device_name == "NVIDIA H200" and run.workload == twin.workload
+        assert run.status == twin.status and run.gpu_ms == twin.gpu_ms and run.timing == twin.timing
+        assert run.kernels == twin.kernels and run.kernels_per_forward == twin.kernels_per_forward
+        assert run.trace_path is None  # the server's copy of the trace stays on the server
+    # the explainer ran on the replay exactly as on a live run: the answer's words are explain()'s on those runs
+    expected = explain(recorded).to_dict()
+    assert {k: answer[k] for k in ("verdict", "headline", "notes")} == expected
+    title = check_headline(answer)
+    assert "on the H200" in title
+    if not (replayed.a.ok and replayed.b.ok):  # who could not run, and why, in the recording's own words
+        failed = replayed.b if replayed.a.ok else replayed.a
+        assert f"{VARIANTS[failed.variant].label} [{'B' if failed is replayed.b else 'A'}] could not run on the H200" \
+            in title and "faster than" not in title
+    elif not (replayed.a.timing.kept and replayed.b.timing.kept):  # a recording that kept no samples: no test
+        assert "cannot be ranked on the H200: 0 samples on a side are too few" in title and "faster" not in title
 
 
-def test_replay_of_a_workload_not_recorded_says_which_are(client):
+def test_the_compare_endpoint_replays_too_and_the_replay_endpoint_refuses_a_live_run(client):
+    assert compare(client, RECORDING, "naive", "sdpa_flash")["a"]["environment"]["device_name"] == "NVIDIA H200"
+    with pytest.raises(AppError, match="a live run joins the GPU's queue"):
+        compare(client, LIVE, api_name="/replay")
+
+
+def test_a_replay_of_a_workload_not_recorded_says_which_are(client):
     with pytest.raises(AppError) as error:
-        compare(client, source=RECORDING, a="sdpa_flash", b="sdpa_cudnn", **SMALL)
-    message = str(error.value)
-    assert "The H200 recording has no run of B=1, H=2, S=128, D=32, fp32, causal. Nearest recorded: " in message
+        compare(client, RECORDING, "sdpa_flash", "sdpa_cudnn", **SMALL)
+    asked = Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", SMALL, "cpu").workload
+    assert str(error.value).startswith(f"The H200 recording has no run of {asked.words()}. Nearest recorded: ")
+    assert BLOG.words() in str(error.value)
+    assert error.value.title == "Not in the recording"
 
 
-# -- prefill from the URL, and the link that reproduces a comparison -------------------------------
-def test_query_parameters_prefill_the_controls():
-    values = app.prefill(fake_request({"a": "naive", "b": "sdpa_flash", "seq": "4096", "heads": "16",
-                                       "dtype": "bf16", "batch": "2", "head_dim": "128", "causal": "false",
-                                       "rank": "3", "source": RECORDING}))
-    assert values[:11] == [RECORDING, "naive", "sdpa_flash", 4096, 16, "bf16", 2, 128, False, 3, ""]
-    assert (values[11], values[12].selected, values[13]) == ("", "compare", "compare")  # no lengths; that tab
+# -- the page's own events: the answer and the id of what the server keeps; show renders it -------------------------
+def test_the_pages_event_keeps_the_answer_it_returns_and_show_renders_that_result(app_url):
+    session_hash = "page-" + str(time.monotonic_ns())
+    data = values(RECORDING, "naive", "naive_inplace", seq_len=4096)
+    ran = queued(app_url, fn_index("run_compare_replay"), data, session_hash)
+    assert ran["success"], ran
+    answer, result_id = ran["output"]["data"]
+    assert set(answer) == ANSWER_KEYS and isinstance(result_id, str) and len(result_id) >= 20
+    kept = json.loads(app.RESULTS.get(result_id))
+    assert kept["kind"] == "compare" and kept["source"] == RECORDING
+    assert json_of(Comparison.from_dict(kept["result"]).without_files().to_dict()) == {k: answer[k] for k in "ab"}
+    shown = queued(app_url, fn_index("show"), [result_id], session_hash)
+    assert shown["success"], shown
+    link, views_line, stale, measured_on, verdict, present, chart, *rest = shown["output"]["data"]
+    asked = Request.build(RECORDING, "naive", "naive_inplace", {"seq_len": 4096}, "cpu")
+    assert dict(parse_qsl(urlsplit(link).query, keep_blank_values=True)) == asked.to_query()
+    assert stale == "" and measured_on.startswith("**Recorded** on NVIDIA H200")
+    assert f"workload {BLOG.replace(seq_len=4096).words()}" in measured_on
+    assert answer["verdict"] in as_read(verdict) and answer["verdict"] in as_read(present)
+    for note in answer["notes"][:3]:  # the top notes, in order, as the explainer ranked them
+        assert note["title"] in as_read(verdict) and note["title"] in as_read(present)
+    assert chart["visible"] and chart["value"]["plot"].startswith("data:image/png;base64,")
+    timeline, timeline_file, card_a = rest[:3]
+    assert timeline["visible"] and timeline_file["visible"] and timeline_file["value"]["path"].endswith(".png")
+    assert card_a.startswith("### A · Naive (masked_fill) `naive`")
 
 
-def test_bad_or_unknown_query_parameters_are_ignored_with_a_visible_message():
-    *values, notice = app.prefill(fake_request({"a": "nope", "seq": "0", "heads": "x", "rank": "5",
-                                                "dtype": "fp8", "causal": "maybe", "colour": "red",
-                                                "source": "mars", "__theme": "dark"}))[:11]
-    default = app.base_workload(app.DEFAULT_SOURCE)
-    assert values == [app.DEFAULT_SOURCE, app.DEFAULT_A, app.DEFAULT_B, default.seq_len, default.heads, default.dtype,
-                      default.batch, default.head_dim, default.causal, default.rank]
-    for key in ("a=nope", "seq=0", "heads=x", "rank=5", "dtype=fp8", "causal=maybe", "colour", "source=mars"):
-        assert f"`{key}" in notice
-    assert "__theme" not in notice
+# -- prefill from a link, and the link that reproduces a result ----------------------------------------------------
+def test_a_links_query_prefills_the_controls():
+    query = {"source": RECORDING, "a": "naive", "b": "sdpa_flash", "batch": "2", "heads": "16", "seq": "4096",
+             "head_dim": "128", "dtype": "bf16", "causal": "false", "rank": "3"}
+    controls, (notice, seqs, tabs, mode) = (lambda v: (v[:len(KEYS)], v[len(KEYS):]))(app.prefill(fake_request(query)))
+    assert controls == Request.build(RECORDING, "naive", "sdpa_flash", dict(batch=2, heads=16, seq_len=4096,
+                                     head_dim=128, dtype="bf16", causal=False, rank=3), "cpu").values()
+    assert controls[KEYS.index("seq_len")] == 4096 and controls[KEYS.index("causal")] is False
+    assert (notice, seqs, tabs.selected, mode) == ("", "", "compare", "compare")
 
 
-def test_the_share_link_reproduces_the_controls():
-    controls = [RECORDING, "sdpa_math", "sdpa_flash", 1024, 16, "bf16", 8, 64, True, 4]
+@pytest.mark.parametrize("query", [
+    {"a": "nope", "seq": "0", "heads": "x", "rank": "5", "causal": "True", "colour": "red", "source": "mars",
+     "__theme": "dark"},
+    # the one rule for text: ASCII digits, the exact spelling (a link and the command line read alike)
+    {"dtype": "BF16", "batch": "1_024", "head_dim": "٣٢", "seq": "１２８"},
+    {"dtype": "float32", "heads": "16.0", "causal": "1"},
+    {"dtype": " fp32 "},
+])
+def test_bad_or_unknown_query_parameters_are_ignored_with_a_visible_message(query):
+    *controls, notice = app.prefill(fake_request(query))[:len(KEYS) + 1]
+    assert controls == Request.build(app.DEFAULT_SOURCE, "naive", "sdpa_flash", {}, app.ENV.device).values()
+    assert notice.startswith("⚠️ Ignored from the link: ") and "__theme" not in notice
+    for key, value in query.items():
+        if not key.startswith("__"):
+            assert reports.literal(key if key == "colour" else f"{key}={value}") in notice, key
+
+
+def test_a_link_with_many_problems_lists_the_first_eight_and_counts_the_rest():
+    notice = app.prefill(fake_request({f"k{i}": "v" for i in range(11)}))[len(KEYS)]
+    assert notice.count("not a parameter here") == app.MAX_NOTED and notice.endswith("; and 3 more")
+
+
+def test_the_link_of_a_result_reproduces_its_request():
+    request = Request.build(RECORDING, "sdpa_math", "sdpa_flash", {"dtype": "fp32", "causal": False}, "cpu")
     link = app.share_link(fake_request(headers={"x-forwarded-host": "someone-attention.hf.space",
-                                                "x-forwarded-proto": "https"}), *controls)
+                                                "x-forwarded-proto": "https"}), request)
     assert link.startswith("https://someone-attention.hf.space/?")
-    assert app.prefill(fake_request(dict(parse_qsl(urlsplit(link).query))))[:11] == controls + [""]
+    query = dict(parse_qsl(urlsplit(link).query, keep_blank_values=True))
+    assert query["seq"] == "1024" and query["causal"] == "false" and "mode" not in query and "view" not in query
+    assert app.prefill(fake_request(query))[:len(KEYS) + 1] == [*request.values(), ""]
 
 
-# -- presets and guesses ----------------------------------------------------------------------------
+@pytest.mark.parametrize("host", ["evil.example/)[x](javascript:alert(1)", "a b", "x" * 300, "e\u0301vil.example"])
+def test_a_forged_forwarded_host_never_reaches_a_link(host):
+    link = app.share_link(fake_request(headers={"x-forwarded-host": host}),
+                          Request.build(RECORDING, "naive", "sdpa_flash", {}, "cpu"))
+    assert link.startswith("http://127.0.0.1:7860/?")
+
+
+# -- presets and guesses ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", app.PRESETS)
 @cpu_only
 def test_presets_are_cpu_sized_live_and_recorded_on_replay(name):
-    a, b, seq_len, heads, dtype, batch, head_dim, causal, rank = app.apply_preset(name, "live")
-    live = Workload(batch=batch, heads=heads, seq_len=seq_len, head_dim=head_dim, dtype=dtype, causal=causal,
-                    rank=rank, device="cpu")
-    assert "flex" not in (a, b)  # compiles ~15 s on CPU
+    a, b, *fields = app.apply_preset(name, LIVE)
+    live = Request.build(LIVE, a, b, dict(zip(KEYS[3:], fields)), "cpu").workload
+    assert "flex" not in (a, b)  # it compiles ~15 s on a CPU
     assert live.flops <= Workload.cpu_default().flops
-    a, b, *workload = app.apply_preset(name, RECORDING)
-    replayed = app.workload_of(RECORDING, *workload)
-    assert find_recorded(RECORDING, a, replayed) and find_recorded(RECORDING, b, replayed)
+    a, b, *fields = app.apply_preset(name, RECORDING)
+    replayed = Request.build(RECORDING, a, b, dict(zip(KEYS[3:], fields)), "cpu")
+    assert session.plan(replayed)  # the recording holds both: a replay, never a refusal
 
 
 @cpu_only
 def test_guesses_say_when_a_variant_cannot_run_here():
-    guess_a, guess_b, coverage = app.guesses("live", "sdpa_flash", "sdpa_cudnn", **SMALL)
+    guess_a, guess_b, coverage = app.guesses(*values(LIVE, "sdpa_flash", "sdpa_cudnn"))
     assert coverage == ""  # live: nothing to flag
     assert "fastest, so high occupancy" in guess_a and "cannot run here" not in guess_a
     assert "cannot run here" in guess_b
 
 
-# -- what the handlers and renderers do with progress, errors and refusals ---------------------------
+def test_a_bad_value_in_the_controls_still_shows_the_guesses():
+    guess_a, guess_b, coverage = app.guesses(*values(RECORDING, "naive", "<img src=x>", dtype="BF16"))
+    assert guess_a.startswith("**A · Naive (masked_fill)**") and guess_b == "**B**: unknown variant `<img src=x>`"
+    assert coverage == ""
+
+
+# -- handlers: progress, refusals before anything runs ---------------------------------------------------------------
 @cpu_only
-def test_progress_reports_the_real_stages_of_a_then_b():
+def test_progress_reports_the_real_stages_of_a_then_b_and_the_kept_result_is_the_answer():
     stages = []
-    app.run_comparison("live", "naive", "sdpa_math", **SMALL, progress=lambda f, desc: stages.append((f, desc)))
+    answer, result_id = handle("compare", values(LIVE, "naive", "sdpa_math"),
+                               progress=lambda f, desc: stages.append((f, desc)))
     descriptions = [desc for _, desc in stages]
     for side, key in (("A", "naive"), ("B", "sdpa_math")):
         for stage in ("warm-up", "timing", "profiling"):
-            assert f"{side} · {key}: {stage}" in descriptions
+            assert f"{side} · {key}: {stage}" in descriptions, (side, stage, descriptions)
     assert [f for f, _ in stages] == sorted(f for f, _ in stages) and stages[-1][0] == 1.0
+    kept = json.loads(app.RESULTS.get(result_id))
+    assert json_of(Comparison.from_dict(kept["result"]).without_files().to_dict()) == {k: answer[k] for k in "ab"}
+    assert kept["explanation"]["headline"] == answer["headline"]
+    assert not app.RUNNING  # the run's cancel is gone with it
 
 
-def test_a_workload_over_the_cpu_budget_is_refused_before_it_runs():
-    if app.ENV.device != "cpu":
-        pytest.skip("the GFLOP limit is a CPU one")
-    with pytest.raises(gr.Error, match="would take about .* over the 60 s a live run may hold the machine"):
-        app.run_comparison("live", "naive", "sdpa_math", seq_len=4096, heads=16, dtype="fp32", batch=1,
-                           head_dim=64, causal=False, rank=4, progress=lambda f, desc: None)
+@pytest.mark.parametrize("fields, title, says", [
+    (dict(seq_len=4096, heads=16, causal=False, head_dim=64), "Too long for this machine",
+     "would take about .* over the 60 s a live run may hold the machine"),
+    (dict(seq_len=131072, heads=1, head_dim=64), "Too large for this machine",
+     r"naive at B=1, H=1, S=131072, D=64, fp32, causal.* needs about .* GiB .* free on the CPU"),
+])
+@cpu_only
+def test_a_workload_over_the_cpus_budget_is_refused_before_anything_runs(monkeypatch, fields, title, says):
+    def measured(*args, **kwargs):
+        raise AssertionError("a refused request must not measure")
+    monkeypatch.setattr(session, "measure_runs", measured)
+    with pytest.raises(gr.Error, match=says) as error:
+        handle("compare", values(LIVE, "naive", "sdpa_math", **fields))
+    assert error.value.title == title
+
+
+def test_run_starts_the_live_or_the_replay_event_by_source():
+    live_started, replay_started = app.route(LIVE)
+    assert isinstance(live_started, int) and replay_started == gr.skip()
+    live_started, replay_started = app.route(RECORDING)
+    assert isinstance(replay_started, int) and live_started == gr.skip()
+    assert app.route(RECORDING)[1] != replay_started  # a fresh number: the same preset twice runs twice
+
+
+# -- replays have their own queue -----------------------------------------------------------------------------------
+def test_a_replay_never_waits_for_a_live_run_holding_the_gpu(app_url, monkeypatch):
+    held, release = threading.Event(), threading.Event()
+
+    def held_live(kind, request, run_id, progress):  # a live run that holds the GPU's queue until released
+        held.set()
+        release.wait(60)
+        raise app.refused("released", "Stopped")
+    monkeypatch.setattr(app, "serve_live", held_live)
+    live = threading.Thread(target=queued, args=(app_url, fn_index("run_compare"), values(), "live-session"))
+    live.start()
+    try:
+        assert held.wait(30)
+        started = time.monotonic()
+        message = queued(app_url, fn_index("run_compare_replay"), values(RECORDING, "sdpa_flash", "sdpa_cudnn"),
+                         "replay-session")
+        took = time.monotonic() - started
+    finally:
+        release.set()
+        live.join(30)
+    assert message["success"], message
+    assert took < 3, f"the replay took {took:.1f} s behind a live run"
+
+
+# -- what the screen draws: cards, charts, tables ---------------------------------------------------------------------
+def _runs(a: str, b: str) -> Comparison:
+    return Comparison(find_recorded(RECORDING, a, BLOG), find_recorded(RECORDING, b, BLOG))
 
 
 @pytest.mark.parametrize("status, reason, says", [
-    ("error", "out of memory on NVIDIA H200: CUDA out of memory. Tried to allocate 64.00 GiB", "❌ **Error.**"),
+    ("error", "out of memory on NVIDIA H200: CUDA out of memory. Tried to allocate 64.00 GiB", "⚠️ **Error.**"),
     ("unsupported", "No available kernel. Aborting execution.", "⚠️ **Unsupported on the H200.**"),
 ])
-def test_a_run_without_numbers_renders_its_reason(status, reason, says):
-    ok = find_recorded(RECORDING, "sdpa_flash", Workload.blog())
+def test_a_run_without_numbers_renders_its_reason_and_never_says_here(status, reason, says):
+    ok = find_recorded(RECORDING, "sdpa_flash", BLOG)
     failed = Run(variant="sdpa_math", workload=ok.workload, environment=ok.environment, status=status, reason=reason)
     card = reports.run_card("B", failed, "SDPA · math")
-    assert says in card and reason in card
-    figure = reports.timing_figure(Comparison(ok, failed))
+    assert says in card and reason in card and "here" not in card.lower()
+    figure = figures.timing_figure(Comparison(ok, failed))
     assert status in [t.get_text().strip() for axes in figure.axes for t in axes.texts]
     assert reports.kernel_table(failed).empty
 
 
-# -- the default: real GPU runs where there is no GPU ---------------------------------------------------------
-def test_the_page_starts_live_with_a_gpu_and_on_the_h200_recording_without_one():
-    expected = "live" if app.ENV.device == "cuda" else next(iter(app.RECORDINGS))
-    assert app.DEFAULT_SOURCE == expected
-    values, problems = app.parse_query({})
-    assert values["source"] == expected and not problems
-    if expected != "live":
-        assert app.workload_of(expected, *[values[k] for k in app.QUERY_KEYS[3:]]) == Workload.blog()
-        assert "recorded GPU runs" in app.machine_line() and "live on this CPU" in app.LIVE_LABEL
-        for name in app.PRESETS:  # every preset replays from the recording
-            a, b, *workload = app.apply_preset(name, expected)
-            assert find_recorded(expected, a, app.workload_of(expected, *workload))
-
-
-def test_a_replay_speaks_of_the_gpu_it_ran_on_never_here():
-    ok = find_recorded(RECORDING, "sdpa_flash", Workload.blog())
-    refused = Run(variant="sdpa_cudnn", workload=ok.workload, environment=ok.environment, status="unsupported",
-                  reason="No available kernel.")
-    card = reports.run_card("B", refused, "SDPA · cuDNN")
-    assert "on the H200" in card and "here" not in card.lower()
-
-
-# -- replays have their own queue ------------------------------------------------------------------------
-def test_a_replay_never_waits_for_a_live_run_holding_the_gpu(app_url, client, monkeypatch):
-    import threading
-    import time
-
-    from conftest import queued
-
-    held = threading.Event()
-
-    def slow_live(*args, **kwargs):  # a live run that holds the GPU's queue for 8 s
-        held.set()
-        time.sleep(8)
-        raise app.refused("slow run over", "Slow")
-    monkeypatch.setattr(app, "measure_live", slow_live)
-    live_event = next(i for i, fn in app.demo.fns.items() if fn.name == "run_comparison")
-    live = threading.Thread(target=lambda: queued(app_url, live_event, ["live", "naive", "sdpa_flash", *SMALL.values()],
-                                                  "live-session"))
-    live.start()
-    assert held.wait(30)
-    blog = Workload.blog()
-    replay = next(i for i, fn in app.demo.fns.items() if fn.name == "run_replay")
-    started = time.monotonic()
-    message = queued(app_url, replay, [RECORDING, "sdpa_flash", "sdpa_cudnn", blog.seq_len, blog.heads, blog.dtype,
-                                       blog.batch, blog.head_dim, blog.causal, blog.rank], "replay-session")
-    took = time.monotonic() - started
-    live.join(30)
-    assert message["success"], message
-    assert took < 3, f"the replay took {took:.1f} s behind a live run"
-    print(f"\nreplay while a live run holds the GPU: {took:.2f} s")
-
-
-def test_the_replays_event_refuses_a_live_run():
-    with pytest.raises(gr.Error, match="GPU's queue"):
-        app.run_replay("live", "naive", "sdpa_flash", *SMALL.values())
-
-
-def test_run_starts_the_live_or_the_replay_event_by_source():
-    live_started, replay_started = app.route("live")
-    assert isinstance(live_started, int) and replay_started == gr.skip()
-    live_started, replay_started = app.route(RECORDING)
-    assert isinstance(replay_started, int) and live_started == gr.skip()
-
-
-# -- legible at 760 px, in either theme ---------------------------------------------------------------
-@pytest.mark.parametrize("dark", [False, True, None])
 @pytest.mark.parametrize("a, b", [("naive", "naive_inplace"), ("sdpa_flash", "sdpa_cudnn")])
-def test_chart_text_is_at_least_12_px_when_shown_760_px_wide(a, b, dark):
-    blog = Workload.blog()
-    figure = reports.timing_figure(Comparison(find_recorded(RECORDING, a, blog), find_recorded(RECORDING, b, blog)),
-                                   dark=dark)
+def test_chart_text_is_at_least_12_px_when_shown_760_px_wide(a, b):
+    figure = figures.timing_figure(_runs(a, b), dark=None)  # the page's: transparent, on a light or dark page
     png_width_px = figure.get_figwidth() * figure.dpi
     texts = [t for t in figure.findobj(lambda o: hasattr(o, "get_fontsize") and hasattr(o, "get_text"))
              if t.get_text().strip() and t.get_visible()]
     assert texts
     smallest_px = min(t.get_fontsize() for t in texts) * figure.dpi / 72 * 760 / png_width_px
     assert smallest_px >= 12, f"{smallest_px:.1f} px at 760 px wide"
-    background = figure.get_facecolor()
-    assert (background[3] == 0) if dark is None else ((sum(background[:3]) < 0.5) == bool(dark))
+    assert figure.get_facecolor()[3] == 0
 
 
 def test_one_colour_means_one_thing_in_the_chart():
-    used = set(reports.CATEGORY_COLOURS.values()) | {reports.OTHER_COLOUR}
-    assert reports.DEVICE_TIME_COLOUR not in used and reports.HOST_TIME_COLOUR not in used
-    assert len(used) == len(reports.CATEGORY_COLOURS) + 1
+    used = set(figures.CATEGORY_COLOURS.values()) | {figures.OTHER_COLOUR}
+    assert figures.DEVICE_TIME_COLOUR not in used and figures.HOST_TIME_COLOUR not in used
+    assert len(used) == len(figures.CATEGORY_COLOURS) + 1
 
 
 def test_the_kernel_table_on_screen_keeps_the_numbers_and_the_download_every_column():
-    run = find_recorded(RECORDING, "naive", Workload.blog())
-    assert list(reports.kernel_summary(run).columns) == ["kernel", "category", "calls/fwd", "GPU µs/fwd", "share %"]
-    assert "full name" in reports.kernel_table(run).columns
+    run = find_recorded(RECORDING, "naive", BLOG)
+    table, shown = reports.kernel_table(run), reports.kernel_summary(run)
+    assert list(shown.columns) == list(table.columns[:5]) and len(shown) == len(table) == len(run.kernels)
+    assert len(set(shown.iloc[:, 0])) == len(shown)  # a label each, told apart
+    assert list(shown.iloc[:, 3]) == [round(k.us_per_forward, 1) for k in run.kernels]  # the µs, in launch order
+    assert list(shown.iloc[:, 4]) == [round(100 * k.share, 1) for k in run.kernels]
+    assert table.columns[-1] == "full name" and list(table["full name"]) == [k.name for k in run.kernels]
+
+
+# -- the default: real GPU runs where there is no GPU ------------------------------------------------------------------
+def test_the_page_starts_live_with_a_gpu_and_on_the_h200_recording_without_one():
+    expected = LIVE if app.ENV.device == "cuda" else next(iter(app.RECORDINGS))
+    assert app.DEFAULT_SOURCE == expected
+    controls = app.prefill(fake_request())[:len(KEYS) + 1]
+    assert controls == [*Request.build(expected, "naive", "sdpa_flash", {}, app.ENV.device).values(), ""]
+    if expected != LIVE:
+        assert Request.build(expected, "naive", "sdpa_flash", {}, "cpu").workload == BLOG
+        assert "recorded GPU runs" in app.machine_line() and "live on this CPU" in app.LIVE_LABEL
+        for name in app.PRESETS:  # every preset replays from the recording
+            a, b, *fields = app.apply_preset(name, expected)
+            assert session.plan(Request.build(expected, a, b, dict(zip(KEYS[3:], fields)), "cpu"))

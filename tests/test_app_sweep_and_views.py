@@ -1,25 +1,41 @@
 """The app's sweep tab, its views and its links: through the public API (gradio_client against the app served
-in-process) and through the handlers. Replays use the real H200 recording shipped with the app."""
+in-process), the page's own events and the handlers. Replays use the real H200 recording shipped with the app."""
 from __future__ import annotations
 
+import asyncio
+import json
+import re
 from types import SimpleNamespace
 from urllib.parse import parse_qsl, urlsplit
 
 import gradio as gr
+import httpx
 import pytest
 from gradio_client.exceptions import AppError
 
 import app
+from attention_variants import VARIANTS
+from conftest import fn_index, queued, read_fact
+from profiling import reports, text
+from profiling.environment import Environment
 from profiling.recording import find_recorded_sweep
-from profiling.sweep import Sweep
+from profiling.request import KEYS, LIVE, Request
+from profiling.results import Sweep
 from profiling.workload import Workload
 
 RECORDING = "h200-torch2.11"
 BLOG = Workload.blog()
-BLOG_CONTROLS = dict(seq_len=BLOG.seq_len, heads=BLOG.heads, dtype=BLOG.dtype, batch=BLOG.batch,
-                     head_dim=BLOG.head_dim, causal=BLOG.causal, rank=BLOG.rank)
-SMALL = dict(seq_len=64, heads=2, dtype="fp32", batch=1, head_dim=32, causal=True, rank=4)
+SMALL = dict(batch=1, heads=2, seq_len=64, head_dim=32, dtype="fp32", causal=True, rank=4)
+SWEEP_KEYS = {"source", "variants", "workload", "seq_lens", "environment", "runs", "available_bytes", "budget_s",
+              "predicted_s", "stopped", "verdict", "headline", "notes"}
 cpu_only = pytest.mark.skipif(app.ENV.device != "cpu", reason="checks what a CPU run looks like")
+
+
+def values(source=LIVE, a="naive", b="sdpa_flash", **changes) -> list:
+    """KEYS' values in order (every field the workload has): a live run tiny, a replay the blog's workload."""
+    base = Request.build(source, "naive", "sdpa_flash", SMALL if source == LIVE else {}, app.ENV.device).values()
+    sent = dict(zip(KEYS, base)) | {"a": a, "b": b} | changes
+    return [sent[key] for key in KEYS]
 
 
 def fake_request(query: dict | None = None, session: str = "s1"):
@@ -27,133 +43,228 @@ def fake_request(query: dict | None = None, session: str = "s1"):
                            session_hash=session)
 
 
-# -- the sweep endpoints --------------------------------------------------------------------------------
+def handle(kind: str, data: list, *, live: bool = True, progress=None, http=None):
+    """The page's handler of `kind` called as gradio calls it: (the answer, the kept result's id)."""
+    return asyncio.run(app.endpoint(kind, live, True)(*data, http or fake_request(),
+                                                      progress or (lambda *a, **k: None)))
+
+
+def sweep_of(answer: dict) -> Sweep:
+    return Sweep.from_dict({k: answer[k] for k in SWEEP_KEYS - {"source", "verdict", "headline", "notes"}})
+
+
+def check_sweep(answer: dict) -> str:
+    """The sweep's headline and notes, checked against its own points: both variants and the device named (never
+    "here"), the length it speaks of the longest where both ran, and every figure read from the point it names."""
+    a, b = answer["variants"][:2]
+    title = answer["headline"]["title"]
+    assert answer["verdict"] == title
+    assert f"{VARIANTS[a].label} [A]" in title and f"{VARIANTS[b].label} [B]" in title, title
+    assert text.on_device(Environment.from_dict(answer["environment"])) in title and " here" not in title, title
+    both = sorted({r["workload"]["seq_len"] for r in answer["runs"] if r["variant"] == a and r["status"] == "ok"}
+                  & {r["workload"]["seq_len"] for r in answer["runs"] if r["variant"] == b and r["status"] == "ok"})
+    at = re.search(r"At S=([\d,]+) ", title)
+    assert at and int(at.group(1).replace(",", "")) == both[-1], title
+    facts = answer["headline"]["facts"]
+    for side, variant in (("a", a), ("b", b)):
+        run = read_fact(answer, facts[side]["source"].rsplit(".", 2)[0])
+        assert (run["variant"], run["workload"]["seq_len"]) == (variant, both[-1])
+    ranked = re.search(r"\[(A|B)\] is \S+× faster than .* \[(A|B)\]", title)
+    if ranked:  # a winner only where its figure is the lower one
+        assert facts[ranked.group(1).lower()]["value"] < facts[ranked.group(2).lower()]["value"], title
+    for note in [answer["headline"], *answer["notes"]]:
+        for name, fact in note["facts"].items():
+            if re.fullmatch(r"sweep\.runs\[\d+\][\w.]*", fact["source"]):
+                assert read_fact(answer, fact["source"]) == fact["value"], (note["title"], name, fact)
+    return title
+
+
+# -- the sweep endpoints -------------------------------------------------------------------------------------------
 def test_a_recorded_sweep_replays_through_the_api_as_json(client):
-    answer = client.predict(source=RECORDING, a="sdpa_flash", b="sdpa_cudnn", **BLOG_CONTROLS,
-                            seq_lens="1024, 4096,16384", api_name="/sweep_replay")
-    result = Sweep.from_dict({k: answer[k] for k in ("variants", "workload", "seq_lens", "environment", "points",
-                                                     "available_bytes", "budget_s", "predicted_s", "stopped")})
+    answer = client.predict(*values(RECORDING, "sdpa_flash", "sdpa_cudnn"), "1024, 4096,16384",
+                            api_name="/sweep_replay")
+    assert set(answer) == SWEEP_KEYS and answer["source"] == RECORDING
+    result = sweep_of(answer)
     assert result.seq_lens == [1024, 4096, 16384] and result.variants == ["sdpa_flash", "sdpa_cudnn"]
-    recorded = find_recorded_sweep(RECORDING, "sdpa_flash", "sdpa_cudnn", BLOG)
-    for point in result.points:  # the recorded numbers, unchanged
-        twin = next(p for p in recorded.points if (p.variant, p.seq_len) == (point.variant, point.seq_len))
-        assert point.gpu_ms == twin.gpu_ms and point.status == twin.status
-    assert "H200" in answer["headline"] and answer["notes"]
-    assert all(n["title"] for n in answer["notes"])
+    recorded = find_recorded_sweep(RECORDING, "sdpa_flash", "sdpa_cudnn", BLOG).select(
+        ["sdpa_flash", "sdpa_cudnn"], [1024, 4096, 16384])
+    assert result.runs == recorded.runs and len(result.runs) == 6  # the recorded numbers, unchanged
+    title = check_sweep(answer)
+    assert title.startswith("At S=16,384 ")
+    if not any(r.timing.kept for r in result.runs):  # a recording that kept no samples: nothing it can rank
+        assert "too few samples to rank on the H200" in title and "faster" not in title
+    assert answer["notes"] and all(n["title"] for n in answer["notes"])
 
 
-def test_the_sweep_endpoint_replays_too_and_refuses_what_is_not_recorded(client):
-    answer = client.predict(source=RECORDING, a="naive", b="sdpa_flash", **BLOG_CONTROLS, seq_lens="",
-                            api_name="/sweep")
-    stops = [p for p in answer["points"] if p["variant"] == "naive" and p["status"] != "ok"]
-    assert stops and "GiB" in (stops[0]["reason"] or "")  # naive stops fitting, said with needed vs free
-    with pytest.raises(AppError, match="has no sweep of sdpa_flash and sdpa_cudnn"):
-        client.predict(source=RECORDING, a="sdpa_flash", b="sdpa_cudnn", **(BLOG_CONTROLS | {"heads": 8}),
-                       seq_lens="", api_name="/sweep")
+def test_the_sweep_endpoint_replays_every_recorded_length_and_says_where_one_stops_fitting(client):
+    answer = client.predict(*values(RECORDING, "naive", "sdpa_flash"), "", api_name="/sweep")
+    recorded = find_recorded_sweep(RECORDING, "naive", "sdpa_flash", BLOG)
+    assert answer["seq_lens"] == recorded.seq_lens
+    stops = [r for r in answer["runs"] if r["variant"] == "naive" and r["status"] != "ok"]
+    assert [r["status"] for r in stops] == ["does not fit"]  # naive stops at its first point that does not fit
+    assert f"{text.size(stops[0]['needed_bytes'])}" in stops[0]["reason"]  # needed vs free, in its own numbers
+    assert f"{text.size(stops[0]['available_bytes'])} free" in stops[0]["reason"]
+    naive_ran = [r["workload"]["seq_len"] for r in answer["runs"] if r["variant"] == "naive" and r["status"] == "ok"]
+    assert check_sweep(answer).startswith(f"At S={max(naive_ran):,} ")  # the longest length both ran
+
+
+def test_a_sweep_the_recording_lacks_is_refused_saying_what_it_holds(client):
+    with pytest.raises(AppError) as error:
+        client.predict(*values(RECORDING, "sdpa_flash", "sdpa_cudnn", heads=8), "", api_name="/sweep")
+    assert str(error.value).startswith("The recording 'h200-torch2.11' has no sweep of sdpa_flash and sdpa_cudnn "
+                                       f"at {BLOG.replace(heads=8).family()}. It holds: {BLOG.family()} for ")
+    assert error.value.title == "Not in the recording"
+
+
+def test_a_recorded_sweep_asked_for_lengths_it_lacks_is_refused_naming_them(client):
+    with pytest.raises(AppError) as error:
+        client.predict(*values(RECORDING, "sdpa_flash", "sdpa_cudnn"), "1024, 2000, 3000", api_name="/sweep_replay")
+    held = find_recorded_sweep(RECORDING, "sdpa_flash", "sdpa_cudnn", BLOG).seq_lens
+    assert str(error.value) == (f"The recorded sweep has no S=2,000, 3,000; it holds "
+                                f"{', '.join(f'{s:,}' for s in held)}.")
+    assert error.value.title == "Not in the recording"
 
 
 @pytest.mark.parametrize("seq_lens, says", [
-    ("abc", "seq_lens='abc' is not allowed: each length must be a whole number"),
-    ("0", "seq_lens=0 is not allowed: each length must be between"),
-    (", ".join(str(128 * i) for i in range(1, 20)), "seq_lens=19 is not allowed: at most 12 lengths"),
+    ("abc", "seq_lens='abc' is not allowed: must be a whole number between 1 and 131072"),
+    ("0", "seq_lens=0 is not allowed: must be between 1 and 131072"),
+    ("128, １２８", "seq_lens='１２８' is not allowed: must be a whole number"),
+    ("1_024", "seq_lens='1_024' is not allowed: must be a whole number"),
+    ("128.0", "seq_lens='128.0' is not allowed: must be a whole number"),
+    (", ".join(str(128 * i) for i in range(1, 20)), "is not allowed: at most 12 lengths per sweep (19 given)"),
     (12, "seq_lens=12 is not allowed: a text of lengths"),
 ])
 def test_bad_lengths_are_refused_naming_the_field(client, seq_lens, says):
     with pytest.raises(AppError) as error:
-        client.predict(source=RECORDING, a="sdpa_flash", b="sdpa_cudnn", **BLOG_CONTROLS, seq_lens=seq_lens,
-                       api_name="/sweep_replay")
-    assert says in str(error.value)
+        client.predict(*values(RECORDING, "sdpa_flash", "sdpa_cudnn"), seq_lens, api_name="/sweep_replay")
+    assert says in str(error.value) and str(error.value).startswith("seq_lens=")
 
 
 @cpu_only
 def test_a_small_live_sweep_gives_a_point_per_length_per_variant(client):
-    answer = client.predict(source="live", a="naive", b="sdpa_flash", **SMALL, seq_lens="64,128",
-                            api_name="/sweep")
-    assert sorted((p["variant"], p["seq_len"], p["status"]) for p in answer["points"]) == [
+    answer = client.predict(*values(LIVE, "naive", "sdpa_flash"), "128,64", api_name="/sweep")
+    assert sorted((r["variant"], r["workload"]["seq_len"], r["status"]) for r in answer["runs"]) == [
         ("naive", 64, "ok"), ("naive", 128, "ok"), ("sdpa_flash", 64, "ok"), ("sdpa_flash", 128, "ok")]
-    assert answer["environment"]["device"] == "cpu" and answer["headline"]
+    assert answer["environment"]["device"] == "cpu" and answer["stopped"] is None
+    assert answer["workload"] == Request.build(LIVE, "naive", "sdpa_flash", SMALL, "cpu").workload.__dict__
+    assert check_sweep(answer).startswith("At S=128 ")
 
 
 @cpu_only
-def test_stop_ends_a_live_sweep_with_the_points_done(monkeypatch):
-    request = fake_request(session="stopper")
-    seen = []
+def test_stop_ends_a_live_sweep_with_the_points_done_and_never_stops_the_next():
+    http = fake_request(session="stopper")
+    stages = []
 
     def progress(fraction, desc=""):
-        seen.append(desc)
-        if "S=128" in desc:  # the second length has begun: ask to stop
-            app.stop_sweep(request)
+        stages.append(desc)
+        if desc.startswith("S=128"):  # the second length has begun: Stop
+            app.stop_sweep(http)
 
-    answer, _ = app.run_sweep("live", "naive", "sdpa_flash", *SMALL.values(), "64,128,256", request, progress)
-    assert answer["stopped"].startswith("cancelled after")
-    assert {p["seq_len"] for p in answer["points"]} <= {64, 128} and answer["points"]
-    assert "stopper" not in app.STOPPING and "stopper" not in app.SWEEPING  # nothing left behind
-    app.stop_sweep(request)  # a stop with no sweep running is a no-op
-    assert "stopper" not in app.STOPPING
+    answer, _ = handle("sweep", [*values(LIVE, "naive", "sdpa_flash"), "64,128,256"], progress=progress, http=http)
+    assert "cancelled" in answer["stopped"]
+    assert {r["workload"]["seq_len"] for r in answer["runs"]} <= {64, 128}
+    assert [(r["variant"], r["status"]) for r in answer["runs"] if r["workload"]["seq_len"] == 64] == [
+        ("naive", "ok"), ("sdpa_flash", "ok")]  # the points done are kept
+    assert not any(s.startswith("S=256") for s in stages)
+    assert "stopped early" in answer["verdict"] and "cancelled" in answer["verdict"]
+    assert not app.RUNNING and "stopper" not in app.SWEEPS  # nothing left behind
+    app.stop_sweep(http)  # a Stop with no sweep running is a no-op, and is not kept for the next sweep
+    answer, _ = handle("sweep", [*values(LIVE, "naive", "sdpa_flash"), "64"], http=http)
+    assert answer["stopped"] is None and [r["status"] for r in answer["runs"]] == ["ok", "ok"]
 
 
 def test_the_sweep_replays_event_refuses_a_live_sweep():
-    with pytest.raises(gr.Error, match="GPU's queue"):
-        app.run_sweep_replay("live", "naive", "sdpa_flash", *SMALL.values(), "", fake_request())
+    with pytest.raises(gr.Error, match="a live run joins the GPU's queue"):
+        handle("sweep", [*values(LIVE), ""], live=False)
 
 
 def test_the_sweep_plan_says_the_budget_live_and_what_is_recorded():
-    assert f"{app.LIVE_BUDGET_S[app.ENV.device]:.0f} s" in app.sweep_plan("live")
+    assert f"after {text.seconds(app.LIVE_BUDGET_S[app.ENV.device])}" in app.sweep_plan(LIVE)
     recorded = app.sweep_plan(RECORDING)
-    assert "H200" in recorded and "B=8, H=16" in recorded and "8 variants" in recorded
+    assert recorded.startswith(f"Recorded sweeps on the H200: {BLOG.family()}, S=128…16,384 (10 variants); ")
+    assert "window 1024" in recorded and "forward + backward" in recorded
 
 
-# -- links: a sweep, a view ---------------------------------------------------------------------------
+# -- the page's sweep: its event keeps the answer, show_sweep renders it ---------------------------------------------
+def test_the_pages_sweep_renders_every_point_its_link_and_its_files(app_url):
+    session = "sweep-page"
+    ran = queued(app_url, fn_index("run_sweep_replay"), [*values(RECORDING, "naive", "sdpa_flash"), "2048,16384"],
+                 session)
+    assert ran["success"], ran
+    answer, sweep_id = ran["output"]["data"]
+    assert set(answer) == SWEEP_KEYS
+    shown = queued(app_url, fn_index("show_sweep"), [sweep_id], session)
+    assert shown["success"], shown
+    link, views_line, verdict, chart, table, json_file, png_file = shown["output"]["data"]
+    query = dict(parse_qsl(urlsplit(link).query, keep_blank_values=True))
+    asked = Request.build(RECORDING, "naive", "sdpa_flash", {}, "cpu", (2048, 16384)).to_query() | {"mode": "sweep"}
+    assert query.pop("seq") == str(answer["workload"]["seq_len"])  # S alone is the sweep's, not the control's
+    assert query == {k: v for k, v in asked.items() if k != "seq"}  # the same sweep, on its tab
+    assert "view=present" in views_line and "view=embed" in views_line
+    assert reports._md(answer["verdict"]).split(" (")[0] in verdict
+    assert chart["visible"] and chart["value"]["plot"].startswith("data:image/png;base64,")
+    rows = table["value"]["data"]
+    headers = table["value"]["headers"]
+    seen = [(row[headers.index("S")], row[headers.index("variant")], row[headers.index("status")]) for row in rows]
+    points = [(r["workload"]["seq_len"], r["variant"], r["status"]) for r in answer["runs"]]
+    assert seen == sorted(points, key=lambda p: (p[0], answer["variants"].index(p[1])))  # every point, S by S
+    assert seen == [(2048, "naive", "ok"), (2048, "sdpa_flash", "ok"), (16384, "naive", "does not fit"),
+                    (16384, "sdpa_flash", "ok")]
+    gpu_ms = [row[headers.index("GPU ms")] for row in rows]
+    assert gpu_ms[0] == round(answer["runs"][0]["timing"]["median_ms"], 4) and gpu_ms[2] is None
+    downloaded = json.loads(httpx.get(json_file["value"]["url"], timeout=30).content)
+    assert downloaded == {k: v for k, v in answer.items() if k != "source"}
+    assert httpx.get(png_file["value"]["url"], timeout=30).content[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- links: a sweep, a view --------------------------------------------------------------------------------------
 def test_a_sweep_link_reproduces_the_sweep_and_opens_its_tab():
-    controls = [RECORDING, "sdpa_flash", "sdpa_cudnn", *BLOG_CONTROLS.values()]
-    link = app.share_link(fake_request(), *controls, mode="sweep", seqs="1024,2048")
-    query = dict(parse_qsl(urlsplit(link).query))
+    request = Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {}, "cpu", (1024, 2048))
+    link = app.share_link(fake_request(), request, mode="sweep")
+    query = dict(parse_qsl(urlsplit(link).query, keep_blank_values=True))
     assert query["mode"] == "sweep" and query["seqs"] == "1024,2048"
-    values = app.prefill(fake_request(query))
-    assert values[:10] == controls and (values[11], values[12].selected, values[13]) == ("1024,2048", "sweep", "sweep")
+    controls, (notice, seqs, tabs, mode) = (lambda v: (v[:len(KEYS)], v[len(KEYS):]))(app.prefill(fake_request(query)))
+    assert controls == request.values() and (notice, seqs, tabs.selected, mode) == ("", "1024,2048", "sweep", "sweep")
 
 
-def test_view_and_mode_in_a_link_are_checked():
-    values, problems = app.parse_query({"view": "present", "mode": "sweep", "seqs": "256, 128"})
-    assert (values["view"], values["mode"], values["seqs"], problems) == ("present", "sweep", "128,256", [])
-    values, problems = app.parse_query({"view": "<b>x</b>", "mode": "race", "seqs": "x"})
-    assert (values["view"], values["mode"], values["seqs"]) == ("page", "compare", "")
-    assert len(problems) == 3 and all(p.startswith("`") for p in problems)  # quoted as literal text
+def test_view_mode_and_lengths_in_a_link_are_checked():
+    n = len(KEYS)
+    notice, seqs, tabs, mode = app.prefill(fake_request({"view": "present", "mode": "sweep", "seqs": "256, 128"}))[n:]
+    assert (notice, seqs, tabs.selected, mode) == ("", "128,256", "sweep", "sweep")
+    notice, seqs, tabs, mode = app.prefill(fake_request({"view": "<b>x</b>", "mode": "race", "seqs": "x"}))[n:]
+    for quoted in ("`view=<b>x</b>`", "`mode=race`", "`seqs=x`"):  # quoted as literal text
+        assert quoted in notice
+    assert (seqs, tabs.selected, mode) == ("", "compare", "compare")
 
 
 def test_view_links_offer_the_presentation_and_the_embed_of_the_same_result():
-    link = app.share_link(fake_request(), RECORDING, "sdpa_flash", "sdpa_cudnn", *BLOG_CONTROLS.values())
+    request = Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {}, "cpu")
+    link = app.share_link(fake_request(), request)
     line = app.view_links(link)
     assert f"({link}&view=present)" in line and f"({link}&view=embed)" in line
+    assert app.share_link(fake_request(), request, view="present") == f"{link}&view=present"
+    assert app.share_link(fake_request(), request, mode="sweep", view="embed") == f"{link}&mode=sweep&view=embed"
 
 
-def test_a_forged_forwarded_host_never_reaches_a_link():
-    request = SimpleNamespace(query_params={}, base_url="http://127.0.0.1:7860/",
-                              headers={"x-forwarded-host": "evil.example/)[x](javascript:alert(1)"})
-    assert app.share_link(request, RECORDING, "naive", "sdpa_flash", *BLOG_CONTROLS.values()).startswith(
-        "http://127.0.0.1:7860/?")
-
-
-# -- a workload the recording lacks, flagged as it is chosen ---------------------------------------------
+# -- a workload the recording lacks, flagged as it is chosen ------------------------------------------------------
 def test_an_unrecorded_workload_is_flagged_with_the_nearest_recorded_in_words():
-    *_, coverage = app.guesses(RECORDING, "sdpa_flash", "sdpa_cudnn", **(BLOG_CONTROLS | {"seq_len": 2048}))
-    assert "no run of B=8, H=16, S=2048, D=64, bf16, causal" in coverage
-    assert "Nearest recorded: B=8, H=16, S=1024, D=64, bf16, causal" in coverage
-    *_, coverage = app.guesses(RECORDING, "sdpa_flash", "sdpa_cudnn", **BLOG_CONTROLS)
+    *_, coverage = app.guesses(*values(RECORDING, "sdpa_flash", "sdpa_cudnn", seq_len=2048))
+    assert coverage.startswith(f"⚠️ The H200 recording has no run of {BLOG.replace(seq_len=2048).words()}. "
+                               f"Nearest recorded: {BLOG.words()}")
+    *_, coverage = app.guesses(*values(RECORDING, "sdpa_flash", "sdpa_cudnn"))
     assert coverage == ""
+
+
+def test_switching_to_a_recording_moves_an_unrecorded_workload_to_the_blogs_and_says_so():
+    moved = app.switch_source(RECORDING, "naive", *values(LIVE)[3:])
+    assert moved[:-1] == [getattr(BLOG, name) for name in KEYS[3:]]
+    assert moved[-1].startswith(f"The recording holds {BLOG.words()}") and \
+        moved[-1].endswith("Moved to the blog's workload.")
+    kept = app.switch_source(RECORDING, "naive", *values(RECORDING)[3:])  # recorded already: nothing moves
+    assert all(v == gr.skip() for v in kept)
 
 
 @cpu_only
 def test_a_compiled_variant_says_its_first_compile_up_front():
-    guess_a, guess_b, _ = app.guesses("live", "flex", "sdpa_flash", **SMALL)
-    assert "compiles" in guess_a and "estimated" in guess_a and "compiles" not in guess_b
-
-
-# -- the screen's outputs for a recorded result -------------------------------------------------------
-def test_a_recorded_comparison_shows_its_timeline_and_the_view_links(client):
-    kept = app.run_replay(RECORDING, "naive", "naive_inplace", *BLOG_CONTROLS.values())[1]
-    figure = app.timeline_of(app.Comparison.from_dict(__import__("json").loads(kept)))
-    assert figure is not None
-    labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
-    assert any("A · naive CPU" in label for label in labels) and any("B · naive_inplace GPU" in label
-                                                                     for label in labels)
+    guess_a, guess_b, _ = app.guesses(*values(LIVE, "flex", "sdpa_flash"))
+    assert "its first call compiles: estimated" in guess_a and "compiles" not in guess_b

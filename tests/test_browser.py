@@ -1,20 +1,29 @@
 """The page in a real browser: headless Chromium (the system's, nothing downloaded) driven by Playwright.
 
-The app runs as a newcomer runs it, `python app.py` in a fresh process, so the click-to-rendered
-time printed here includes every first-request cost a visitor would pay.
+The app runs as a host runs it, `python app.py` in a fresh process (one for this module), so the times printed
+here include every first-request cost a visitor would pay. What the page shows is checked against what the core
+answers for the request in the page's own link: the headline a visitor reads is the explainer's, word for word.
+Screenshots go to artifacts/.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
+import app
 from conftest import free_port
+from profiling import session
+from profiling.recording import find_recorded
+from profiling.reports import kernel_summary
+from profiling.request import LIVE, Request
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -23,27 +32,47 @@ ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
-PHONE = {"width": 390, "height": 844}
+RECORDING = "h200-torch2.11"
+SIZES = {"1280x720": {"width": 1280, "height": 720}, "1024x768": {"width": 1024, "height": 768},
+         "iframe-760": {"width": 800, "height": 1000}, "phone-390x844": {"width": 390, "height": 844}}
+IFRAME = {"width": 760, "height": 1400}  # the README's embed, in a blog's 760 px column
+LINK = "?source=h200-torch2.11&a=sdpa_flash&b=sdpa_cudnn"
+LINK_BOX = "#link textarea, #link input"
+ROWS = "rows => rows.map(r => Array.from(r.querySelectorAll('[role=gridcell]')).map(c => c.innerText.trim()))"
 RENDERED = """() => {
-    const rows = id => document.querySelectorAll(`#${id} tbody tr`).length;
-    const verdict = document.querySelector('#verdict');
+    const rows = id => document.querySelectorAll(`#${id} .virtual-row`).length;  // gradio's rows (the tbody sizes)
     return rows('a-table') > 0 && rows('b-table') > 0 && document.querySelector('#chart img') !== null
-        && verdict !== null && verdict.querySelectorAll('ol strong').length > 0;
+        && document.querySelector('#verdict strong') !== null;
 }"""
+HEADLINE_IN_VIEW = """([a, b]) => {
+    const link = document.querySelector('#link textarea, #link input')?.value || '';
+    const headline = document.querySelector('#verdict strong');
+    if (!link.includes(`a=${a}&b=${b}&`) || !headline) return false;
+    const box = headline.getBoundingClientRect();
+    return box.height > 0 && box.top >= 0 && box.bottom <= window.innerHeight;
+}"""
+NO_SIDEWAYS_SCROLL = "document.documentElement.scrollWidth <= window.innerWidth"
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}")
 
 
 @pytest.fixture(scope="module")
-def served():
-    """`python app.py` on a free port given through $PORT, as a host would start it."""
+def served(tmp_path_factory):
+    """`python app.py` on a free port given through $PORT, as a host would start it; its temp dir holds a
+    scratch folder a dead process left an hour ago (the app removes it at start-up)."""
     port = free_port()
     ARTIFACTS.mkdir(exist_ok=True)
+    tmp = tmp_path_factory.mktemp("app-tmp")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp / f"attention_profiler_{dead.pid}"
+    stale.mkdir()
+    os.utime(stale, (time.time() - 3600,) * 2)
     log = open(ARTIFACTS / "app.log", "w")
-    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env={**os.environ, "PORT": str(port)},
-                               stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                               env={**os.environ, "PORT": str(port), "TMPDIR": str(tmp)})
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 90
     while True:
         try:
             urllib.request.urlopen(url, timeout=1)
@@ -53,7 +82,9 @@ def served():
                 process.kill()
                 pytest.fail(f"app.py did not start: see {log.name}")
             time.sleep(0.2)
-    yield url
+    config = json.load(urllib.request.urlopen(url + "config"))
+    events = {d["api_name"]: d["id"] for d in config["dependencies"] if d.get("api_name")}
+    yield type("Served", (), {"url": url, "stale": stale, "events": events})
     process.terminate()
     process.wait(timeout=10)
     log.close()
@@ -76,199 +107,198 @@ def browser(chromium):
         context.close()
 
 
-def test_a_preset_renders_both_sides_with_chart_and_notes(served, browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(served)
-    page.wait_for_selector("#preset-0")
-    page.wait_for_function("document.querySelector('#link textarea, #link input')?.value.includes('seq=')")
+def open_page(browser, served, size: str, query: str = ""):
+    """The page at `size`: a browser tab of that viewport, or, for the iframe size, a blog page holding the app
+    in a 760×1400 iframe. Returns (page, surface): the surface is where the app's own document is."""
+    page = browser.new_page(viewport=SIZES[size])
+    if size.startswith("iframe"):
+        page.set_content(f'<body style="margin:0"><iframe src="{served.url}{query}" width="{IFRAME["width"]}" '
+                         f'height="{IFRAME["height"]}" style="border:0"></iframe></body>')
+        surface = page.wait_for_selector("iframe").content_frame()
+    else:
+        page.goto(served.url + query)
+        surface = page
+    return page, surface
+
+
+def answer_to(link: str, sweep: bool = False) -> session.Answer:
+    """What the core answers for the request a link names: what the page must show for it."""
+    params = dict(parse_qsl(urlsplit(link).query, keep_blank_values=True))
+    request, problems = Request.from_query(params, app.ENV.device, app.DEFAULT_SOURCE, app.PAGE_KEYS)
+    assert not problems, problems
+    return (session.sweep if sweep else session.compare)(request)
+
+
+def is_join(request) -> bool:
+    """An event the page queued (its URL carries the page's own query)."""
+    return request.method == "POST" and urlsplit(request.url).path.endswith("/gradio_api/queue/join")
+
+
+def headline(surface, selector: str = "#verdict strong") -> str:
+    return " ".join(surface.inner_text(selector).split())
+
+
+def chart_text_px(surface, selector: str) -> float:
+    """The smallest chart text as drawn on screen: its size on the PNG (points at the figure's dpi) times the
+    scale the page shows the PNG at."""
+    from profiling.figures import DPI, SMALL_PT
+    scale = surface.evaluate(f"(() => {{ const i = document.querySelector('{selector} img'); "
+                             "return i.getBoundingClientRect().width / i.naturalWidth; })()")
+    return SMALL_PT * DPI / 72 * scale
+
+
+# -- the first impression --------------------------------------------------------------------------------------
+def test_the_app_started_as_a_host_starts_it_removed_what_a_dead_process_left(served):
+    assert not served.stale.exists()
+
+
+def test_the_page_opens_on_the_recorded_h200_runs_and_a_preset_renders_both_sides(served, browser):
+    page = browser.new_page(viewport=SIZES["1280x720"], accept_downloads=True)
+    started = time.perf_counter()
+    page.goto(served.url)
+    if app.ENV.device == "cuda":
+        playwright.expect(page.get_by_label("live on this machine", exact=False)).to_be_checked(timeout=20_000)
+        return
+    page.wait_for_function(HEADLINE_IN_VIEW, arg=["naive", "sdpa_flash"], timeout=30_000)
+    print(f"\npage load to headline in view (fresh process): {time.perf_counter() - started:.2f} s")
+    playwright.expect(page.get_by_label("recorded: NVIDIA H200", exact=False)).to_be_checked()
+    assert "live on this CPU" in page.inner_text("body")  # one click away, named as what it is
+    expected = answer_to(page.input_value(LINK_BOX)).explanation.headline.title
+    assert headline(page) == expected and "on the H200" in expected
+    assert "here" not in page.inner_text("#verdict").split()
+    page.screenshot(path=ARTIFACTS / "default-1280x720.png")
 
     started = time.perf_counter()
     page.click("#preset-0")  # naive vs in-place (the hidden Memcpy)
     page.wait_for_function("document.querySelector('#link textarea, #link input')?.value.includes('b=naive_inplace')"
-                           f" && ({RENDERED})()", timeout=30_000)  # a recorded page opened on another result
+                           f" && ({RENDERED})()", timeout=30_000)
     elapsed = time.perf_counter() - started
-    print(f"\nclick to rendered (preset 'naive vs in-place', fresh process): {elapsed:.2f} s")
-
-    assert "naive_inplace" in page.inner_text("#b-card")
-    gemm = "nvjet" if "Recorded" in page.inner_text("#measured-on") else "bmm"  # a replay without a GPU
-    assert gemm in page.inner_text("#a-table") and gemm in page.inner_text("#b-table")
-    assert "Verdict" in page.inner_text("#verdict")
-    assert page.locator("#json").is_visible() and page.locator("#a-trace").is_visible()
-    assert "a=naive&b=naive_inplace" in page.input_value("#link textarea, #link input")
-    page.screenshot(path=ARTIFACTS / "app.png", full_page=True)
+    print(f"click to rendered (preset 'naive vs in-place'): {elapsed:.2f} s")
     assert elapsed < 10, f"click to rendered took {elapsed:.1f} s"
+    link = page.input_value(LINK_BOX)
+    answer = answer_to(link)
+    assert headline(page) == answer.explanation.headline.title
+    assert page.inner_text("#measured-on").startswith("Recorded on NVIDIA H200")
+    assert f"workload {answer.result.a.workload.words()}" in page.inner_text("#measured-on")
+    for side, run in (("a", answer.result.a), ("b", answer.result.b)):  # the kernel tables as recorded
+        rows = page.eval_on_selector_all(f"#{side}-table .virtual-row", ROWS)
+        table = kernel_summary(run)
+        assert [r[0] for r in rows] == list(table.iloc[:, 0])  # label, category, calls, µs, share
+        assert [float(r[3]) for r in rows] == list(table.iloc[:, 3])
+    assert "naive_inplace" in page.inner_text("#b-card")
+    assert page.locator("#json").is_visible()
+    with page.expect_download() as download:  # the recorded trace, as recorded
+        page.click("#a-trace")
+    assert Path(download.value.path()).read_bytes() == Path(find_recorded(RECORDING, "naive", answer.result.a.workload)
+                                                            .trace_path).read_bytes()
+    page.screenshot(path=ARTIFACTS / "app.png", full_page=True)
+
+    page.get_by_label("heads H").fill("8")  # an edit by hand: the result on screen is no longer the controls'
+    page.wait_for_function("document.querySelector('#stale')?.innerText.includes('Controls changed')")
+    assert page.input_value(LINK_BOX) == link  # the link is the result's, not the edited controls'
 
 
-def test_phone_width_stacks_the_columns_and_scrolls_the_tables(served, browser):
-    page = browser.new_page(viewport=PHONE)
-    page.goto(served + "?source=h200-torch2.11&a=sdpa_math&b=sdpa_flash")
-    page.wait_for_function("document.querySelector('#guess-a')?.innerText.includes('SDPA')")
+def test_a_live_link_waits_for_a_click_then_runs_live_on_this_cpu(served, browser):
+    page = browser.new_page(viewport=SIZES["1024x768"])
+    joined = []  # (when, event) of every event the page queued
+    page.on("request", lambda r: joined.append((time.perf_counter(), json.loads(r.post_data)["fn_index"]))
+            if is_join(r) else None)
+    query = {"source": LIVE, "a": "naive", "b": "sdpa_math", "batch": 1, "heads": 2, "seq": 128, "head_dim": 32,
+             "dtype": "fp32"}
+    opening = served.events["open_link"]
+    with page.expect_request(lambda r: is_join(r) and json.loads(r.post_data)["fn_index"] == opening):
+        page.goto(served.url + "?" + urlencode(query))  # the page's opening ran (it waits for a click)
+    page.wait_for_function("document.querySelector('#guess-b')?.innerText.includes('math')", timeout=20_000)
+    assert "appears here after a run" in page.inner_text("#verdict")
+    started = time.perf_counter()
     page.click("#run")
-    page.wait_for_function("document.querySelectorAll('#b-table tbody tr').length > 0", timeout=30_000)
-    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # nothing overflows the page
+    page.wait_for_function("document.querySelector('#measured-on')?.innerText.includes('Measured live')"
+                           f" && ({RENDERED})()", timeout=60_000)
+    print(f"\nclick to rendered (a live run on this CPU): {time.perf_counter() - started:.2f} s")
+    live_runs = [when for when, event in joined if event == served.events["run_compare"]]
+    assert len(live_runs) == 1 and live_runs[0] > started  # one live run, the one asked for
+    title = headline(page)
+    assert "Naive (masked_fill) [A]" in title and "SDPA · math [B]" in title and "on the CPU" in title
+    assert "bmm" in page.inner_text("#a-table") and page.locator("#a-trace").is_visible()
+    assert "workload B=1, H=2, S=128, D=32, fp32, causal" in page.inner_text("#measured-on")
+    page.screenshot(path=ARTIFACTS / "live-1024x768.png", full_page=True)
+
+
+def test_switching_source_moves_the_workload_and_says_so_until_the_controls_change(served, browser):
+    page = browser.new_page(viewport=SIZES["1280x720"])
+    page.goto(served.url + "?source=h200-torch2.11&a=naive&b=sdpa_flash")
+    page.wait_for_selector("#preset-0")
+    page.get_by_label("live on this", exact=False).check()
+    page.wait_for_function("document.querySelector('#notice')?.innerText.includes('CPU-sized workload')",
+                           timeout=20_000)
+    assert page.input_value("#field-seq_len input") == "512"  # the CPU's workload, B=1, H=8, S=512
+    page.get_by_label("heads H").fill("3")
+    page.wait_for_function("document.querySelector('#notice')?.innerText.trim() === ''", timeout=10_000)
+
+
+def test_after_each_preset_the_headline_is_in_view_and_is_the_explainers_then_on_a_phone(served, browser):
+    """At 1024x768 after each preset, then at a phone's width after one: the headline inside the viewport, the
+    explainer's word for word, and nothing wider than the page; the click-to-headline times printed, a screenshot
+    of each kept."""
+    page = browser.new_page(viewport=SIZES["1024x768"])
+    page.goto(served.url)
+    page.wait_for_selector("#preset-0")
+    if app.DEFAULT_SOURCE != LIVE:  # the page opens on a replay: a click lands after it, not under it
+        page.wait_for_function(HEADLINE_IN_VIEW, arg=["naive", "sdpa_flash"], timeout=30_000)
+    timings = []
+    for size, presets in (("1024x768", list(app.PRESETS)), ("phone-390x844", list(app.PRESETS)[1:2])):
+        page.set_viewport_size(SIZES[size])
+        for name in presets:
+            i, (a, b, _) = list(app.PRESETS).index(name), app.PRESETS[name]
+            page.evaluate("window.scrollTo(0, 0)")
+            started = time.perf_counter()
+            page.click(f"#preset-{i}")
+            page.wait_for_function(HEADLINE_IN_VIEW, arg=[a, b], timeout=60_000)
+            timings.append(f"{name} at {size}: {time.perf_counter() - started:.2f} s")
+            assert headline(page) == answer_to(page.input_value(LINK_BOX)).explanation.headline.title
+            assert page.evaluate(NO_SIDEWAYS_SCROLL), f"the page scrolls sideways at {size}"
+            page.screenshot(path=ARTIFACTS / f"preset-{i}-{size}.png")
+    print("\nclick to headline in view: " + "; ".join(timings))
     a, b = page.locator("#a-card").bounding_box(), page.locator("#b-card").bounding_box()
-    assert b["y"] >= a["y"] + a["height"]  # B below A, not beside it
+    assert b["y"] >= a["y"] + a["height"]  # on a phone, B below A, not beside it
+    for picker in ("#pick-a", "#pick-b"):
+        field = page.locator(f"{picker} input").first
+        assert field.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), f"{picker} cuts its choice on a phone"
     page.screenshot(path=ARTIFACTS / "app-phone.png", full_page=True)
 
 
-def test_the_app_works_inside_an_iframe(served, browser):
-    page = browser.new_page(viewport={"width": 1000, "height": 900})
-    page.set_content(f'<iframe src="{served}?a=sdpa_math&b=sdpa_flash" width="980" height="880"></iframe>')
-    guess = page.frame_locator("iframe").locator("#guess-a")
-    playwright.expect(guess).to_contain_text("SDPA · math", timeout=20_000)  # prefilled from the iframe's URL
-
-
 def test_a_crafted_link_shows_its_text_as_text_and_fetches_nothing(served, browser):
-    """Backticks, an <img>, a Markdown link and a 5,000-digit number in a shared link: the page loads, the
-    notice quotes each as plain text, and the browser never requests the image."""
-    from urllib.parse import urlencode
-
-    marker = f"{served}gradio_api/file=/injected-marker"
+    """Backticks, an <img>, a Markdown link, a dtype in capitals and a 5,000-digit number in a shared link: the
+    page loads, the notice quotes each as plain text, and the browser never requests the image."""
+    marker = f"{served.url}gradio_api/file=/injected-marker"
     query = urlencode({"seq": f"`<img src={marker}1>`", f"x`<img src={marker}2>": "1",
-                       "dtype": "[click](http://127.0.0.1:9/)", "heads": "9" * 5000})
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                       "dtype": "[click](http://127.0.0.1:9/)", "heads": "9" * 5000, "causal": "True"})
+    page = browser.new_page(viewport=SIZES["1280x720"])
     requested = []
     page.on("request", lambda request: requested.append(request.url))
-    page.goto(f"{served}?{query}")
+    page.goto(f"{served.url}?{query}")
     page.wait_for_function("document.querySelector('#notice')?.innerText.includes('Ignored from the link')",
                            timeout=20_000)
     notice = page.locator("#notice")
     assert notice.locator("img").count() == 0 and notice.locator("a").count() == 0
     text = notice.inner_text()
     assert f"seq=`<img src={marker}1>`" in text and "dtype=[click](http://127.0.0.1:9/)" in text
-    assert "heads='99999" in text or "heads=9999" in text
+    assert "heads=9999" in text and "causal=True" in text
     assert not any(url.startswith(marker) for url in requested)  # (the page's own URL quotes it)
-    assert page.input_value("#link textarea, #link input").startswith(served)  # the page works on
+    page.wait_for_function(f"document.querySelector('{LINK_BOX}')?.value.startsWith('{served.url}')",
+                           timeout=30_000)  # the page works on: the default replay renders
 
 
-# -- the first impression: the right source, the answer in view, links that render ---------------------------
-SIZES = {"1280x720": {"width": 1280, "height": 720}, "1024x768": {"width": 1024, "height": 768},
-         "iframe-760x1400": {"width": 800, "height": 1000}, "phone-390x844": PHONE}
-IFRAME = {"width": 760, "height": 1400}  # the README's embed, in a blog's 760 px column
-HEADLINE_IN_VIEW = """([a, b]) => {
-    const link = document.querySelector('#link textarea, #link input')?.value || '';
-    const headline = document.querySelector('#verdict strong');
-    if (!link.includes(`a=${a}&b=${b}`) || !headline) return false;
-    const box = headline.getBoundingClientRect();
-    return box.height > 0 && box.top >= 0 && box.bottom <= window.innerHeight;
-}"""
-NO_SIDEWAYS_SCROLL = "document.documentElement.scrollWidth <= window.innerWidth"
-
-
-def open_page(browser, served: str, size: str, query: str = ""):
-    """The page at `size`: a browser tab of that viewport, or, for the iframe size, a blog page holding the app
-    in a 760×1400 iframe. Returns (page, surface): the surface is where the app's own document is."""
-    page = browser.new_page(viewport=SIZES[size])
-    if size.startswith("iframe"):
-        page.set_content(f'<body style="margin:0"><iframe src="{served}{query}" width="{IFRAME["width"]}" '
-                         f'height="{IFRAME["height"]}" style="border:0"></iframe></body>')
-        surface = page.wait_for_selector("iframe").content_frame()
-    else:
-        page.goto(served + query)
-        surface = page
-    return page, surface
-
-
-def headline(page) -> str:
-    return page.inner_text("#verdict strong")
-
-
-def test_without_a_gpu_the_page_opens_on_the_recorded_h200_runs(served, browser):
-    import app
-    page = browser.new_page(viewport=SIZES["1280x720"])
-    page.goto(served)
-    if app.ENV.device == "cuda":
-        playwright.expect(page.get_by_label("live on this machine", exact=False)).to_be_checked(timeout=20_000)
-        return
-    page.wait_for_function("document.querySelector('#measured-on')?.innerText.includes('Recorded')", timeout=30_000)
-    playwright.expect(page.get_by_label("recorded: NVIDIA H200", exact=False)).to_be_checked()
-    assert "live on this CPU" in page.inner_text("body")  # one click away, named as what it is
-    assert "on the H200" in headline(page) and "here" not in page.inner_text("#verdict").split("\n")[1]
-    page.screenshot(path=ARTIFACTS / "default-1280x720.png")
-
-
-@pytest.mark.parametrize("size", SIZES)
-def test_after_each_preset_the_headline_is_in_view(served, browser, size):
-    """At each size, after each preset: the headline inside the viewport, nothing wider than the page; the
-    click-to-headline time printed for the closing note, a screenshot of each kept."""
-    import app
-    page, surface = open_page(browser, served, size)
-    surface.wait_for_selector("#preset-0")
-    surface.wait_for_function("document.querySelector('#link textarea, #link input')?.value.includes('seq=')")
-    if app.DEFAULT_SOURCE != "live":  # the page opens on a replay: a click lands after it, not under it
-        surface.wait_for_function("document.querySelector('#measured-on')?.innerText.trim()", timeout=30_000)
-    timings = []
-    for i, name in enumerate(app.PRESETS):
-        a, b, _ = app.PRESETS[name]
-        surface.evaluate("window.scrollTo(0, 0)")
-        started = time.perf_counter()
-        surface.click(f"#preset-{i}")
-        surface.wait_for_function(HEADLINE_IN_VIEW, arg=[a, b], timeout=60_000)
-        timings.append((name, time.perf_counter() - started))
-        assert surface.evaluate(NO_SIDEWAYS_SCROLL), f"the page scrolls sideways at {size}"
-        page.screenshot(path=ARTIFACTS / f"preset-{i}-{size}.png")
-    print(f"\nclick to headline in view at {size}: "
-          + "; ".join(f"{name}: {seconds:.2f} s" for name, seconds in timings))
-
-
-@pytest.mark.parametrize("size", SIZES)
-def test_a_recorded_link_renders_on_load_and_edits_mark_it_stale(served, browser, size):
-    started = time.perf_counter()
-    page, surface = open_page(browser, served, size, "?source=h200-torch2.11&a=sdpa_flash&b=sdpa_cudnn")
-    surface.wait_for_function(HEADLINE_IN_VIEW, arg=["sdpa_flash", "sdpa_cudnn"], timeout=30_000)
-    print(f"\npage load to headline in view at {size}: {time.perf_counter() - started:.2f} s")
-    assert "faster" in headline(surface) and "on the H200" in headline(surface)
-    assert surface.evaluate(NO_SIDEWAYS_SCROLL)
-    page.screenshot(path=ARTIFACTS / f"link-{size}.png")
-    if size.startswith(("iframe", "phone")):
-        return  # the edit below is the same at every size
-    page = surface
-
-    assert page.inner_text("#stale").strip() == ""
-    page.locator("#component-0").page.get_by_label("heads H").fill("8")  # an edit by hand
-    page.wait_for_function("document.querySelector('#stale')?.innerText.includes('Controls changed')")
-    link = page.input_value("#link textarea, #link input")
-    assert "heads=16" in link and "heads=8" not in link  # the link is the result's, not the edited controls'
-
-
-def test_a_live_link_shows_the_guess_and_waits_for_a_click(served, browser):
-    page = browser.new_page(viewport=SIZES["1024x768"])
-    page.goto(served + "?source=live&a=naive&b=sdpa_math")
-    page.wait_for_function("document.querySelector('#guess-b')?.innerText.includes('math')", timeout=20_000)
-    time.sleep(2)
-    assert "appears here after a run" in page.inner_text("#verdict")
-
-
-def test_notices_are_cleared_when_the_controls_change(served, browser):
-    page = browser.new_page(viewport=SIZES["1280x720"])
-    page.goto(served + "?source=h200-torch2.11&a=naive&b=sdpa_flash")
-    page.wait_for_selector("#preset-0")
-    page.get_by_label("live on this", exact=False).check()
-    page.wait_for_function("document.querySelector('#notice')?.innerText.length > 0", timeout=20_000)
-    page.get_by_label("heads H").fill("3")
-    page.wait_for_function("document.querySelector('#notice')?.innerText.trim() === ''", timeout=10_000)
-
-
-# -- the views: a talk, a blog ---------------------------------------------------------------------------------
-LINK = "?source=h200-torch2.11&a=sdpa_flash&b=sdpa_cudnn"
-
-
-def chart_text_px(surface, selector: str) -> float:
-    """The smallest chart text as drawn on screen: its size on the PNG (points at the figure's dpi) times the
-    scale the page shows the PNG at."""
-    from profiling.reports import DPI, SMALL_PT
-    scale = surface.evaluate(f"(() => {{ const i = document.querySelector('{selector} img'); "
-                             "return i.getBoundingClientRect().width / i.naturalWidth; })()")
-    return SMALL_PT * DPI / 72 * scale
-
-
+# -- the views: a talk, a blog -----------------------------------------------------------------------------------
 def test_the_presentation_view_fits_one_screen_in_large_type(served, browser):
     page = browser.new_page(viewport=SIZES["1280x720"])
     started = time.perf_counter()
-    page.goto(served + LINK + "&view=present")
-    page.wait_for_function("document.querySelector('#present h2')?.innerText.includes('faster')", timeout=30_000)
+    page.goto(served.url + LINK + "&view=present")
+    page.wait_for_function("document.querySelector('#present h2')?.innerText.includes('cuDNN')", timeout=30_000)
     page.wait_for_selector("#chart img")
     print(f"\npage load to headline, presentation view at 1280x720: {time.perf_counter() - started:.2f} s")
+    expected = answer_to(page.url.split("&view=")[0])
+    assert headline(page, "#present h2") == expected.explanation.headline.title
     page.evaluate("window.scrollTo(0, 0)")
     for selector in ("#present h2", "#chart img", "#pick-a", "#preset-0", "#run"):
         box = page.locator(selector).first.bounding_box()
@@ -276,15 +306,14 @@ def test_the_presentation_view_fits_one_screen_in_large_type(served, browser):
     assert page.evaluate("parseFloat(getComputedStyle(document.querySelector('#present h2')).fontSize)") >= 28
     for hidden in ("#machine", "#verdict", "#guess-a", "#a-card", "#link"):
         assert not page.locator(hidden).is_visible(), f"{hidden} shows in the presentation view"
-    assert page.get_by_label("Source").count() == 0 or not page.get_by_label("Source").first.is_visible()
     page.screenshot(path=ARTIFACTS / "view-present-1280x720.png")
     page.click("#preset-1")  # math vs flash: the presets work in the view
-    page.wait_for_function("document.querySelector('#present h2')?.innerText.includes('FlashAttention')"
-                           " && document.querySelector('#present h2').innerText.includes('math')", timeout=30_000)
+    page.wait_for_function("document.querySelector('#present h2')?.innerText.includes('SDPA · math [A]')",
+                           timeout=30_000)
 
 
-def test_the_embed_view_puts_the_answer_first_in_a_760_px_column(served, browser):
-    page, surface = open_page(browser, served, "iframe-760x1400", LINK + "&view=embed")
+def test_the_embed_view_puts_the_answer_first_in_a_760_px_column_with_its_timeline(served, browser):
+    page, surface = open_page(browser, served, "iframe-760", LINK + "&view=embed")
     surface.wait_for_function(HEADLINE_IN_VIEW, arg=["sdpa_flash", "sdpa_cudnn"], timeout=30_000)
     surface.wait_for_selector("#chart img")
     assert surface.evaluate(NO_SIDEWAYS_SCROLL)
@@ -292,55 +321,36 @@ def test_the_embed_view_puts_the_answer_first_in_a_760_px_column(served, browser
     answer, controls = surface.locator("#verdict").bounding_box(), surface.locator("#pick-a").bounding_box()
     assert answer["y"] < controls["y"], "the answer comes after the controls in the embed view"
     assert chart_text_px(surface, "#chart") >= 12
+    hrefs = surface.eval_on_selector_all("#views a", "links => links.map(a => a.href)")
+    assert any(h.endswith("view=present") and "a=sdpa_flash&b=sdpa_cudnn" in h for h in hrefs)
+    assert any(h.endswith("view=embed") for h in hrefs)
+    surface.get_by_text("One forward on a timeline").click()
+    surface.wait_for_selector("#timeline img", state="visible")
+    assert surface.locator("#timeline-png").is_visible() and chart_text_px(surface, "#timeline") >= 12
     page.screenshot(path=ARTIFACTS / "view-embed-iframe-760.png", full_page=True)
 
 
-def test_the_link_box_offers_both_views_of_the_result_on_screen(served, browser):
+# -- the sweep tab ---------------------------------------------------------------------------------------------------
+def test_a_sweep_link_renders_its_chart_and_every_point_and_a_missing_length_is_refused(served, browser):
     page = browser.new_page(viewport=SIZES["1280x720"])
-    page.goto(served + LINK)
-    page.wait_for_function("document.querySelector('#views')?.innerText.includes('presentation')", timeout=30_000)
-    hrefs = page.eval_on_selector_all("#views a", "links => links.map(a => a.href)")
-    assert any(h.endswith("view=present") and "a=sdpa_flash&b=sdpa_cudnn" in h for h in hrefs)
-    assert any(h.endswith("view=embed") for h in hrefs)
-
-
-def test_dropdowns_fit_their_choices_on_a_phone(served, browser):
-    page = browser.new_page(viewport=PHONE)
-    page.goto(served + "?source=h200-torch2.11&a=naive_inplace&b=sdpa_efficient")
-    page.wait_for_function("document.querySelector('#guess-a')?.innerText.length > 0", timeout=20_000)
-    for picker in ("#pick-a", "#pick-b"):
-        field = page.locator(f"{picker} input").first
-        assert field.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), f"{picker} cuts its choice on a phone"
-    assert page.evaluate(NO_SIDEWAYS_SCROLL)
-
-
-# -- the sweep tab and the timeline --------------------------------------------------------------------------
-@pytest.mark.parametrize("size", ["1280x720", "iframe-760x1400"])
-def test_a_sweep_link_renders_its_chart_and_notes(served, browser, size):
     started = time.perf_counter()
-    page, surface = open_page(browser, served, size, LINK + "&mode=sweep&seqs=1024,4096,16384,65536")
-    surface.wait_for_function("document.querySelector('#sweep-verdict strong')?.innerText.includes('S=65536')",
-                              timeout=30_000)
-    surface.wait_for_selector("#sweep-chart img")
-    print(f"\npage load to sweep headline at {size}: {time.perf_counter() - started:.2f} s")
-    table = surface.inner_text("#sweep-table")
-    assert all(str(s) in table for s in (1024, 4096, 65536)) and "sdpa_flash" in table and "sdpa_cudnn" in table
-    assert surface.evaluate(NO_SIDEWAYS_SCROLL)
-    if size.startswith("iframe"):
-        assert chart_text_px(surface, "#sweep-chart") >= 12
-    link = surface.input_value("#sweep-link textarea, #sweep-link input")
-    assert "mode=sweep" in link and "seqs=1024%2C4096%2C16384%2C65536" in link
-    page.screenshot(path=ARTIFACTS / f"sweep-{size}.png", full_page=True)
-
-
-@pytest.mark.parametrize("size", ["1280x720", "iframe-760x1400"])
-def test_the_timeline_of_a_recorded_comparison_renders(served, browser, size):
-    page, surface = open_page(browser, served, size, "?source=h200-torch2.11&a=naive&b=naive_inplace")
-    surface.wait_for_function(HEADLINE_IN_VIEW, arg=["naive", "naive_inplace"], timeout=30_000)
-    surface.get_by_text("One forward on a timeline").click()
-    surface.wait_for_selector("#timeline img", state="visible")
-    assert surface.locator("#timeline-png").is_visible()
-    if size.startswith("iframe"):
-        assert chart_text_px(surface, "#timeline") >= 12
-    surface.locator("#timeline").scroll_into_view_if_needed()
-    page.screenshot(path=ARTIFACTS / f"timeline-{size}.png")
+    page.goto(served.url + LINK + "&mode=sweep&seqs=1024,4096,16384")
+    page.wait_for_function("document.querySelector('#sweep-verdict strong')?.innerText.includes('S=16,384')",
+                           timeout=30_000)
+    page.wait_for_selector("#sweep-chart img")
+    print(f"\npage load to sweep headline at 1280x720: {time.perf_counter() - started:.2f} s")
+    link = page.input_value("#sweep-link textarea, #sweep-link input")
+    assert "mode=sweep" in link and "seqs=1024%2C4096%2C16384" in link
+    answer = answer_to(link, sweep=True)
+    assert headline(page, "#sweep-verdict strong") == answer.explanation.headline.title
+    rows = page.eval_on_selector_all("#sweep-table .virtual-row", ROWS)
+    assert [(int(r[0].replace(",", "")), r[1], r[2]) for r in rows] == [
+        (s, v, "ok") for s in (1024, 4096, 16384) for v in ("sdpa_flash", "sdpa_cudnn")]
+    assert [float(r[3]) for r in rows] == [round(answer.result.at(v, s).gpu_ms, 4) for s in (1024, 4096, 16384)
+                                           for v in ("sdpa_flash", "sdpa_cudnn")]
+    assert page.evaluate(NO_SIDEWAYS_SCROLL)
+    page.screenshot(path=ARTIFACTS / "sweep-1280x720.png", full_page=True)
+    page.fill("#seqs textarea, #seqs input", "1024, 2000")
+    page.click("#sweep-run")
+    playwright.expect(page.get_by_text("The recorded sweep has no S=2,000", exact=False)).to_be_visible(
+        timeout=20_000)  # said on the page, in one line

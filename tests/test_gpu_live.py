@@ -1,33 +1,41 @@
 """Live GPU behaviour. Collected only where CUDA is available (tests/conftest.py deselects it elsewhere);
 run on the lent H200 with `python -m pytest tests/test_gpu_live.py`."""
 import json
+import threading
 
 import pytest
 import torch
+from conftest import check_headline
 
-from profiling import dispatch
-from profiling.environment import detect
-from profiling.measurement import compare, measure
-from profiling.results import Comparison
-from profiling.environment import torch_release
-from profiling.workload import Workload, WorkloadError
+from attention_variants import VARIANTS
+from profiling import dispatch, session
+from profiling.environment import detect, torch_release
+from profiling.measurement import HOST_BOUND, HOST_ROUNDS, MIN_SAMPLES, measure_runs
+from profiling.request import LIVE, Request
+from profiling.results import OUT_OF_MEMORY, UNSUPPORTED, Comparison, Run
+from profiling.workload import Refusal, Workload
 
 pytestmark = pytest.mark.gpu
 BLOG = Workload.blog()
 TORCH_RELEASE = torch_release()
 
 
+def measure(key: str, workload: Workload = BLOG) -> Run:
+    return measure_runs([VARIANTS[key]], workload)[0]
+
+
 def test_the_hidden_memcpy_live():
-    result = compare("naive", "naive_inplace", BLOG)
-    naive, inplace = result.a, result.b
+    naive, inplace = measure_runs([VARIANTS["naive"], VARIANTS["naive_inplace"]], BLOG)
     assert [k for k in naive.kernels if k.category == "memcpy"]
     assert not [k for k in inplace.kernels if k.category == "memcpy"]
     assert naive.kernels_per_forward == inplace.kernels_per_forward + 1
-    assert Comparison.from_dict(json.loads(result.to_json())) == result
+    assert naive.session == inplace.session  # one session: their timings interleaved
+    comparison = Comparison(naive, inplace)
+    assert Comparison.from_dict(json.loads(json.dumps(comparison.to_dict()))) == comparison
 
 
 def test_sdpa_math_live():
-    run = measure("sdpa_math", BLOG)
+    run = measure("sdpa_math")
     assert run.backend == "math" and run.kernels_per_forward >= 15
     assert any(k.precision == "FP32 on CUDA cores (ffma)" for k in run.kernels if k.category == "gemm")
     assert any(k.short_name == "triu_tril_kernel" for k in run.kernels)
@@ -37,13 +45,22 @@ def test_sdpa_math_live():
 
 @pytest.mark.parametrize("key", ["sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_auto", "flex"])
 def test_fused_variants_live(key):
-    run = measure(key, BLOG)
+    run = measure(key)
     assert run.ok, run.reason
     fused = [k for k in run.kernels if k.category in ("fused attention", "triton")]
     assert len(fused) == 1 and run.kernels_per_forward <= 3
     assert run.peak_extra_bytes < BLOG.scores_bytes()
     assert run.accuracy.max_abs_error <= 2 * run.accuracy.naive_max_abs_error
-    assert run.timing.method.startswith("cuda events") and run.timing.spread_pct < 50
+    t = run.timing
+    assert t.method.startswith("cuda events") and t.spread_pct < 50 and t.kept == t.samples >= MIN_SAMPLES
+
+
+def test_a_live_comparison_ranks_by_the_test_and_says_so_in_the_headline():
+    answer = session.compare(Request.build(LIVE, "sdpa_math", "sdpa_flash", {}, "cuda"))
+    a, b = answer.result.a, answer.result.b
+    assert a.ok and b.ok and a.session == b.session
+    title = check_headline(json.loads(json.dumps(answer.to_dict())))
+    assert "SDPA · FlashAttention [B] is " in title and " faster than SDPA · math [A] on the H200" in title
 
 
 def test_rank3_follows_the_running_torch():
@@ -58,13 +75,15 @@ def test_rank3_follows_the_running_torch():
 
 def test_fp32_flash_is_refused_with_pytorchs_reason():
     run = measure("sdpa_flash", BLOG.replace(dtype="fp32"))
-    assert run.status == "unsupported" and "dtype" in run.reason and "No available kernel" in run.reason
+    assert run.status == UNSUPPORTED and "dtype" in run.reason and "No available kernel" in run.reason
 
 
 def test_out_of_memory_is_predicted_before_allocating():
     free_before = torch.cuda.mem_get_info()[0]
-    with pytest.raises(WorkloadError, match="GiB"):
-        measure("sdpa_math", BLOG.replace(seq_len=131072))
+    request = Request.build(LIVE, "sdpa_math", "sdpa_flash", {"seq_len": 131072}, "cuda")
+    with pytest.raises(Refusal, match="GiB") as refused:
+        session.compare(request)
+    assert refused.value.kind == "memory" and refused.value.needed > refused.value.available
     assert torch.cuda.mem_get_info()[0] >= free_before - 2**20
 
 
@@ -74,13 +93,12 @@ def test_out_of_memory_is_recovered_from():
         run = measure("naive", BLOG.replace(seq_len=2048))
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
-    assert run.status == "error" and "out of memory" in run.reason
-    assert measure("sdpa_flash", BLOG).ok
+    assert run.status == OUT_OF_MEMORY and "out of memory" in run.reason and run.stops
+    assert measure("sdpa_flash").ok
 
 
 def test_measuring_from_a_worker_thread_still_sees_the_kernels():
     """Gradio runs handlers on worker threads; Kineto registered its client on the main thread."""
-    import threading
     runs = []
     worker = threading.Thread(target=lambda: runs.append(measure("sdpa_flash", BLOG.replace(seq_len=2048))))
     worker.start()
@@ -91,24 +109,26 @@ def test_measuring_from_a_worker_thread_still_sees_the_kernels():
 
 @pytest.mark.parametrize("key", ["sdpa_flash", "sdpa_auto", "naive_inplace"])
 def test_host_figures_live(key):
-    """Host cost per call is unprofiled and smaller than the profiled range; back-to-back never beats the
-    GPU; the bound follows back-to-back; a pinned variant's pin is costed apart."""
-    run = measure(key, BLOG)
-    assert run.ok and run.host_cost.samples >= 20 and run.host_cost.method.startswith("perf_counter")
-    assert 0 < run.host_cost.median_ms < run.profiled_host_ms
+    """Host cost per call is unprofiled and smaller than the profiled range; back-to-back is one sample per round
+    and never beats the GPU; the bound follows back-to-back; a pinned variant's pin is costed apart."""
+    run = measure(key)
+    host = run.host_cost
+    assert run.ok and host.kept == host.samples >= 2 * HOST_ROUNDS and host.method.startswith("perf_counter")
+    assert 0 < host.median_ms < run.profiled_host_ms
+    assert run.back_to_back.samples == HOST_ROUNDS and run.back_to_back_ms == run.back_to_back.median_ms
     assert run.back_to_back_ms >= 0.95 * run.gpu_ms
-    assert run.bound == ("host" if run.back_to_back_ms > 1.10 * run.gpu_ms else "gpu")
-    assert (run.pin_cost_ms is not None) == (key == "sdpa_flash")
+    assert run.bound == ("host" if run.back_to_back_ms > HOST_BOUND * run.gpu_ms else "gpu")
+    assert (run.pin_cost_ms is not None) == VARIANTS[key].pinned
 
 
 def test_two_threads_measuring_at_once_do_not_crash():
     """Two overlapping profiler sessions segfault libtorch: the core's lock serialises them."""
-    import threading
     runs = []
-    threads = [threading.Thread(target=lambda: runs.append(compare("sdpa_flash", "sdpa_cudnn", BLOG)))
-               for _ in range(2)]
+    pair = [VARIANTS["sdpa_flash"], VARIANTS["sdpa_cudnn"]]
+    threads = [threading.Thread(target=lambda: runs.append(measure_runs(pair, BLOG))) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(runs) == 2 and all(c.a.ok and c.b.ok for c in runs)
+    assert len(runs) == 2 and all(a.ok and b.ok for a, b in runs)
+    assert runs[0][0].session != runs[1][0].session

@@ -36,7 +36,7 @@ ZEROGPU_TORCH = {"2.8.0", "2.9.1", "2.10.0", "2.11.0"}  # what ZeroGPU accepts (
 # The CUDA each release's PyPI wheel for Linux x86_64 is built with, read from the wheel's metadata
 # (Requires-Dist: cuda-toolkit==13.0.2 for 2.11.0). sm_120 kernels need CUDA 12.8 or newer; cu126 has none.
 PYPI_LINUX_CUDA = {"2.11.0": (13, 0)}
-LOCAL_CPU_TORCH = "2.13.0"  # the CPU build this project's machines keep on disk
+LOCAL_CPU_TORCH = "2.14.1"  # the CPU build this project's machines keep on disk
 
 
 def requirements(path: Path = ROOT / "requirements.txt") -> list[Requirement]:
@@ -131,3 +131,19 @@ def test_requirements_files_parse_and_dev_includes_the_app_s():
     dev = (ROOT / "requirements-dev.txt").read_text().splitlines()
     assert "-r requirements.txt" in dev
     assert Version(pinned_gradio())
+
+
+def test_what_only_the_tests_import_is_a_dev_requirement_and_never_the_spaces():
+    """scipy is the verdict's independent oracle in the tests: installed by requirements-dev.txt, imported by no
+    module the Space runs (app.py, serving.py, profiling/, attention_variants/), so the Space needs no scipy."""
+    dev = [Requirement(line.split(" #")[0].strip()) for line in (ROOT / "requirements-dev.txt").read_text().splitlines()
+           if line.strip() and not line.startswith(("#", "-"))]
+    assert "scipy" in {r.name for r in dev} and "scipy" not in {r.name for r in requirements()}
+    served = [ROOT / "app.py", ROOT / "serving.py", *(ROOT / "profiling").rglob("*.py"),
+              *(ROOT / "attention_variants").rglob("*.py")]
+    for path in served:
+        imported = {alias.name.split(".")[0] for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module.split(".")[0] for node in ast.walk(ast.parse(path.read_text()))
+                     if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+        assert "scipy" not in imported, path

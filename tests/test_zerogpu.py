@@ -1,21 +1,29 @@
-"""The GPU function as ZeroGPU runs it: in another process, its arguments, its progress and its result
-(or its error) pickled across; and flex refused where ZeroGPU has no torch.compile."""
+"""The GPU function as ZeroGPU runs it (`app.serve_live`): in another process, its arguments, its progress and its
+result (or its refusal) pickled across; the app turning a refusal that came back into the error it shows; and flex
+refused where ZeroGPU has no torch.compile."""
 from __future__ import annotations
 
+import asyncio
+import json
 import multiprocessing
 import pickle
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 import torch
+from conftest import check_headline
 
 import app
 from attention_variants import VARIANTS
+from profiling import session
+from profiling.budget import LIVE_BUDGET_S
 from profiling.environment import detect
+from profiling.explain import explain
+from profiling.request import LIVE, Request
 from profiling.results import Comparison
-from profiling.workload import Workload
+from profiling.workload import Refusal, Workload
 
-SMALL = Workload.cpu_default(seq_len=128, heads=2, head_dim=32)
+TINY = {"batch": 1, "heads": 2, "seq_len": 128, "head_dim": 32, "dtype": "fp32"}
 
 
 class ProgressAcross:
@@ -33,9 +41,9 @@ def in_worker(payload: bytes) -> bytes:
     """The worker's side: nothing shared with the parent but these bytes (a spawned process)."""
     import app as worker_app
 
-    a, b, workload, progress = pickle.loads(payload)
+    kind, request, run_id, progress = pickle.loads(payload)
     try:
-        return pickle.dumps(("ok", worker_app.measure_live(a, b, workload, progress)))
+        return pickle.dumps(("ok", worker_app.serve_live(kind, request, run_id, progress)))
     except Exception as error:  # what ZeroGPU pickles back instead of a result
         return pickle.dumps(("error", error))
 
@@ -47,35 +55,61 @@ def worker():
         yield pool, manager
 
 
-def across(worker, a: str, b: str, workload: Workload):
+def across(worker, kind: str, request: Request, run_id: str = "r1"):
     pool, manager = worker
     queue = manager.Queue()
-    payload = pickle.dumps((a, b, workload, ProgressAcross(queue)))
-    kind, value = pickle.loads(pool.submit(in_worker, payload).result(timeout=600))
+    payload = pickle.dumps((kind, request, run_id, ProgressAcross(queue)))
+    outcome, value = pickle.loads(pool.submit(in_worker, payload).result(timeout=600))
     reports = []
     while not queue.empty():
         reports.append(queue.get())
-    return kind, value, reports
+    return outcome, value, reports
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="runs the CPU workload; the GPU one is test_gpu_live's")
 def test_the_gpu_function_runs_across_a_process_boundary(worker):
-    kind, result, reports = across(worker, "naive", "sdpa_flash", SMALL)
-    assert kind == "ok", result
-    comparison = Comparison.from_dict(result)  # plain data came back
-    assert comparison.a.ok and comparison.b.ok and comparison.a.workload == SMALL
-    assert comparison.verdict
+    request = Request.build(LIVE, "naive", "sdpa_flash", TINY, "cpu")
+    outcome, answer, reports = across(worker, "compare", request)
+    assert outcome == "ok", answer
+    assert isinstance(answer, session.Answer) and answer.request == request  # plain data came back
+    comparison = answer.result
+    assert comparison.a.ok and comparison.b.ok and comparison.a.workload == request.workload
+    assert comparison.a.session == comparison.b.session and comparison.a.timing.kept >= 20
+    # the explanation made in the worker is the explainer's on the runs that came back
+    assert answer.explanation.headline.title == explain(comparison).headline.title
+    client = json.loads(json.dumps(answer.to_dict()))
+    check_headline(client)
+    assert client["a"]["trace_path"] is None and Comparison.from_dict(client).b.variant == "sdpa_flash"
     stages = [desc for _, desc in reports]
     assert "A · naive: warm-up" in stages and "B · sdpa_flash: profiling" in stages
     assert [f for f, _ in reports] == sorted(f for f, _ in reports) and reports[-1][0] == 1.0
 
 
-def test_a_refusal_in_the_worker_comes_back_as_the_error_the_app_shows(worker):
-    too_long = Workload(batch=1, heads=16, seq_len=4096, head_dim=64, dtype="fp32", device=SMALL.device)
-    kind, error, _ = across(worker, "naive", "sdpa_math", too_long)
-    assert kind == "error" and isinstance(error, app.gr.Error)
-    assert error.title == "Too large for this machine" and "seq_len=4096 is not allowed" in error.message
-    assert error.print_exception is False
+def test_a_refusal_in_the_worker_comes_back_as_the_error_the_app_shows(worker, monkeypatch):
+    """Too long for a live CPU run: refused in the worker before anything is allocated; the Refusal crosses with its
+    kind and amounts, and the app shows it under its kind's title, without a traceback."""
+    request = Request.build(LIVE, "naive", "sdpa_math", TINY | {"heads": 16, "seq_len": 4096, "head_dim": 64}, "cpu")
+    with pytest.raises(Refusal) as here:
+        session.plan(request, budget_s=LIVE_BUDGET_S["cpu"])
+    assert here.value.kind == "time"
+    outcome, error, _ = across(worker, "compare", request)
+    assert outcome == "error" and isinstance(error, Refusal)
+    assert (error.kind, error.field, error.needed, error.available, str(error)) == (
+        here.value.kind, here.value.field, here.value.needed, here.value.available, str(here.value))
+
+    def serve_live_in_worker(kind, request_, run_id, progress):
+        outcome_, value, _ = across(worker, kind, request_, run_id)
+        if outcome_ == "error":
+            raise value
+        return value
+    monkeypatch.setattr(app, "serve_live", serve_live_in_worker)
+    running = dict(app.RUNNING)
+    with pytest.raises(app.gr.Error) as shown:
+        asyncio.run(app.serve("compare", request, progress=lambda *args, **kwargs: None))
+    assert shown.value.title == app.TITLES["time"] == "Too long for this machine"
+    assert shown.value.message == str(here.value) and "would take about" in shown.value.message
+    assert shown.value.print_exception is False
+    assert app.RUNNING == running  # nothing left behind
 
 
 def test_flex_is_refused_with_its_reason_where_zero_gpu_has_no_compile(monkeypatch):
