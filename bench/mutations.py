@@ -42,7 +42,7 @@ FAULTS = [
     ("a unit off by 1000: ms written as µs figures", "profiling/text.py",
      'return f"{value:,.0f} ms" if value >= 1000 else f"{value:.3f} ms"',
      'return f"{value * 1000:,.0f} ms" if value >= 1 else f"{value * 1000:.3f} ms"'),
-    ("a unit off by 1000: CPU timings in seconds", "profiling/measurement.py",
+    ("a unit off by 1000: CPU timings in seconds", "profiling/timing.py",
      "samples.append((time.perf_counter() - t0) * 1000.0)", "samples.append(time.perf_counter() - t0)"),
     ("accuracy against fp32, not fp64", "profiling/accuracy.py",
      "self.out = attention(x, torch.float64, self.rows)", "self.out = attention(x, torch.float32, self.rows).double()"),

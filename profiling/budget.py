@@ -152,7 +152,7 @@ COSTS = {
 # and timed ones: on a CPU at least 20 interleaved rounds, more while the spread is wide (the pair's 1 s
 # budget, half each); on a GPU at least 8 event samples, and the host figures' back-to-back and parked
 # calls (20 each at least); a GPU forward of a millisecond or more: 2 probes, 8 samples and 4 host rounds of
-# 1 settling, 2 back-to-back and 2 parked calls (measurement.LONG_CALL_S).
+# 1 settling, 2 back-to-back and 2 parked calls (timing.LONG_CALL_S).
 _UNTIMED_CALLS = 3 + 4 * 1.2
 _MIN_TIMED_CALLS = {"cpu": 20, "cuda": 48}
 _LONG_CALL_S, _LONG_TIMED_CALLS = 1e-3, {"cpu": 20, "cuda": 30}

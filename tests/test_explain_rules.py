@@ -12,7 +12,8 @@ from explain_helpers import RUNS, apply, recorded, with_env
 
 from attention_variants import VARIANTS, guess_for
 from profiling import text
-from profiling.explain import blog_rules, environment_rules, explain, facts, guess_rules, verdict
+from profiling.explain import (blog_rules, environment_rules, explain, facts, guess_rules, ledger, timing_rules,
+                               verdict)
 from profiling.measurement import measure_runs
 from profiling.reference import BLOG
 from profiling.results import Comparison, Kernel, Launch, Timing
@@ -241,16 +242,16 @@ def host_figures(run, host_ms: float, bound: str):
 
 def test_host_bound_uses_the_unprofiled_host_cost():
     flex = host_figures(recorded("flex"), 0.122, "host")
-    note = apply(guess_rules.host_bound, flex)
+    note = apply(timing_rules.host_bound, flex)
     assert note.facts["host"].value == pytest.approx(0.122) and "TorchDynamo" in note.body
     assert all("profiled_host_ms" not in q.source for q in note.facts.values())
     for run in RUNS:  # the recording's own figures: a note exactly where the back-to-back pace is the host's ...
         host_bound = run.ok and run.bound == "host"
         adds_up = run.host_cost is None or run.host_cost.median_ms >= run.timing.median_ms
-        assert (apply(guess_rules.host_bound, run) is not None) == (host_bound and adds_up)
+        assert (apply(timing_rules.host_bound, run) is not None) == (host_bound and adds_up)
         # ... and where the host cost is under the GPU time, the figures do not add up: flagged instead
-        assert (apply(guess_rules.host_figures_disagree, run) is not None) == (host_bound and not adds_up)
-    assert apply(guess_rules.host_bound, host_figures(recorded("sdpa_flash"), 0.047, "gpu")) is None
+        assert (apply(timing_rules.host_figures_disagree, run) is not None) == (host_bound and not adds_up)
+    assert apply(timing_rules.host_bound, host_figures(recorded("sdpa_flash"), 0.047, "gpu")) is None
 
 
 @pytest.mark.parametrize("variant, changes, materialised, wrong", [
@@ -279,10 +280,10 @@ def test_math_peak_does_not_claim_an_s_by_s_mask():
 
 def test_first_call():
     flex = recorded("flex")
-    note = apply(guess_rules.first_call, flex)
+    note = apply(timing_rules.first_call, flex)
     assert note.facts["first"].value == flex.first_call_ms / 1000 and note.facts["first"].unit == "s" and "Triton" in note.body
-    assert apply(guess_rules.first_call, dataclasses.replace(flex, first_call_ms=None)) is None
-    assert apply(guess_rules.first_call, dataclasses.replace(recorded("sdpa_cudnn"), first_call_ms=0.2)) is None
+    assert apply(timing_rules.first_call, dataclasses.replace(flex, first_call_ms=None)) is None
+    assert apply(timing_rules.first_call, dataclasses.replace(recorded("sdpa_cudnn"), first_call_ms=0.2)) is None
 
 
 def test_profiled_and_event_times_are_named_when_they_part():
@@ -291,28 +292,28 @@ def test_profiled_and_event_times_are_named_when_they_part():
     slow = copy.deepcopy(cudnn)
     for k in slow.kernels:
         k.us_per_forward *= 1.3
-    note = apply(guess_rules.profiled_vs_events, slow)
+    note = apply(timing_rules.profiled_vs_events, slow)
     assert note.facts["ratio"].value == pytest.approx(1.3 * sum(k.us_per_forward for k in cudnn.kernels)
                                                       / (cudnn.gpu_ms * 1000))
     assert "profiled" in note.title and "CUDA events" in note.title
     parted = abs(sum(k.us_per_forward for k in cudnn.kernels) / (cudnn.gpu_ms * 1000) - 1) > 0.10
-    assert (apply(guess_rules.profiled_vs_events, cudnn) is not None) == parted
+    assert (apply(timing_rules.profiled_vs_events, cudnn) is not None) == parted
 
 
 # -- the ledger ------------------------------------------------------------------------------------------
 def test_every_unpredicted_kernel_is_in_the_ledger_with_its_launching_op():
     math = recorded("sdpa_math")
-    note = guess_rules.unpredicted_kernels(math, explained=set())
+    note = ledger.unpredicted_kernels(math, explained=set())
     predicted, unpredicted, missing = facts.match_guess(math, guess_for("sdpa_math", math.workload))
     assert {u.kernel.name for u in unpredicted} == set(note.kernels) and not missing
     assert note.facts["rows"].value == 8 and "add" in note.body  # nothing else explains add_ here
     assert any("from scaled_dot_product_attention → _scaled_dot_product_attention_math → add_" in e
                for e in note.evidence)
-    assert guess_rules.unpredicted_kernels(recorded("sdpa_flash"), set()) is None  # one kernel, as guessed
+    assert ledger.unpredicted_kernels(recorded("sdpa_flash"), set()) is None  # one kernel, as guessed
 
 
 def test_the_ledger_names_what_did_not_run():
-    note = guess_rules.unpredicted_kernels(recorded("sdpa_auto", rank=3), set())
+    note = ledger.unpredicted_kernels(recorded("sdpa_auto", rank=3), set())
     assert "Guessed but not run" in note.body and note.facts["rows"].value == note.facts["table"].value
 
 

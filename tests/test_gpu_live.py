@@ -10,9 +10,10 @@ from conftest import check_headline
 from attention_variants import VARIANTS
 from profiling import dispatch, session
 from profiling.environment import detect, torch_release
-from profiling.measurement import HOST_BOUND, HOST_ROUNDS, MIN_SAMPLES, measure_runs
+from profiling.measurement import measure_runs
 from profiling.request import LIVE, Request
 from profiling.results import OUT_OF_MEMORY, UNSUPPORTED, Comparison, Run
+from profiling.timing import HOST_BOUND, HOST_ROUNDS, MIN_SAMPLES
 from profiling.workload import Refusal, Workload
 
 pytestmark = pytest.mark.gpu

@@ -13,7 +13,7 @@ import torch
 from oracles import attention_fp64, gradients_fp64
 
 from attention_variants import VARIANTS, Variant, get_variant
-from profiling import accuracy, budget, measurement, text
+from profiling import accuracy, budget, capture, measurement, text
 from profiling.environment import torch_release
 from profiling.measurement import Guard, measure_runs, other_work
 from profiling.results import Run
@@ -175,7 +175,7 @@ def test_a_pinned_call_is_timed_without_its_pin_and_the_pin_is_costed_apart():
 def test_two_threads_measuring_at_once_take_turns(monkeypatch):
     """The profiler crashes when two sessions overlap: measurements hold one process-wide lock."""
     inside, most = [0], [0]
-    original = measurement._profile
+    original = capture.profile_calls
 
     def counting(*args, **kwargs):
         inside[0] += 1
@@ -185,7 +185,7 @@ def test_two_threads_measuring_at_once_take_turns(monkeypatch):
         finally:
             inside[0] -= 1
 
-    monkeypatch.setattr(measurement, "_profile", counting)
+    monkeypatch.setattr(capture, "profile_calls", counting)
     results = []
     threads = [threading.Thread(target=lambda: results.append(measure("naive", small()))) for _ in range(3)]
     for t in threads:

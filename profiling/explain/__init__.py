@@ -13,18 +13,19 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..results import Comparison, Note, Run, Sweep
-from . import backward_rules, blog_rules, environment_rules, guess_rules, mask_rules, sweep_notes, verdict
+from . import (backward_rules, blog_rules, environment_rules, guess_rules, ledger, mask_rules, sweep_notes,
+               timing_rules, verdict)
 from .facts import Peers, Rule, peers_for
 
 TOP = 3  # notes shown before "more"
 
 RULES: tuple[Rule, ...] = (
-    # the guess against the trace
+    # the guess against the trace, and the time figures (in their old order: it breaks ties in the ranking)
     guess_rules.hidden_copy, guess_rules.in_place, guess_rules.library_memsets, guess_rules.split_launches,
     guess_rules.fp32_gemms, guess_rules.math_mask, guess_rules.math_guard, guess_rules.math_cast_back,
     guess_rules.softmax_kernel, guess_rules.flex_mask_per_call, guess_rules.occupancy_by_design,
-    guess_rules.occupancy_not_zero, guess_rules.host_bound, guess_rules.host_figures_disagree,
-    guess_rules.scores_in_memory, guess_rules.first_call, guess_rules.profiled_vs_events,
+    guess_rules.occupancy_not_zero, timing_rules.host_bound, timing_rules.host_figures_disagree,
+    guess_rules.scores_in_memory, timing_rules.first_call, timing_rules.profiled_vs_events,
     # a training pass
     backward_rules.backward_ratio, backward_rules.fused_backward, backward_rules.saved_for_backward,
     backward_rules.gradient_accuracy,
@@ -60,8 +61,8 @@ def explain_run(run: Run, peers: Iterable[Run] = ()) -> list[Note]:
     others: Peers = peers_for(run, peers)
     notes = [n for rule in RULES if (n := rule(run, others)) is not None]
     explained = {name for n in notes for name in n.kernels}
-    ledger = guess_rules.unpredicted_kernels(run, explained)
-    return notes + ([ledger] if ledger else [])
+    unpredicted = ledger.unpredicted_kernels(run, explained)
+    return notes + ([unpredicted] if unpredicted else [])
 
 
 def explain(comparison: Comparison) -> Explanation:

@@ -1,15 +1,15 @@
 """The guess against the trace: where the kernels, their arithmetic, memory or occupancy differ from what
 reading the code suggests, and why. Each rule reads one run (and, for a ratio, a peer of the same workload)
-and returns a `Note` or None; every sentence is built from what this run's trace shows.
+and returns a `Note` or None; every sentence is built from what this run's trace shows. The time figures
+(host against GPU, the first call) are `timing_rules`'; the kernels nobody guessed go in the `ledger`.
 """
 from __future__ import annotations
 
 from ..results import Note, Run
 from .. import text
 from .facts import (ARCH, KINETO_SHARED_PER_BLOCK, NEGLIGIBLE, Peers, constant, difference, guess, host_op,
-                    innermost_op, instruction, kernels_in, launched_under, launches, match_guess, measured, note,
-                    of_kernel, of_launch, occupancy, on_gpu, ran, ratio, scaled, sixteen_bit, total, variant)
-from .verdict import adds_up
+                    instruction, kernels_in, launched_under, launches, measured, note, of_kernel, of_launch,
+                    occupancy, on_gpu, ran, ratio, sixteen_bit, total, variant)
 
 PYTORCH = "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native"
 
@@ -329,58 +329,7 @@ def occupancy_not_zero(run: Run, peers: Peers) -> Note | None:
                 links=["https://github.com/pytorch/kineto/blob/main/libkineto/src/DeviceProperties.cpp"])
 
 
-# -- host and memory -----------------------------------------------------------------------------------
-def host_bound(run: Run, peers: Peers) -> Note | None:
-    """When issuing a call costs the CPU more than the GPU takes to run it, back-to-back calls wait on the host.
-    Uses the unprofiled host figures; says nothing where the run does not have them."""
-    if not on_gpu(run) or run.bound != "host" or run.host_cost is None or run.back_to_back is None or not adds_up(run):
-        return None
-    gpu = _call_gpu(run)
-    facts = {"host": measured(run, "host_cost.median_ms", "ms"), "gpu": gpu,
-             "pace": measured(run, "back_to_back.median_ms", "ms")}
-    v = variant(run)
-    if v and v.compiled:
-        cause = "every call first runs TorchDynamo's guards and the compiled graph's wrapper in Python"
-    elif ran(run) == "cudnn":
-        cause = "cuDNN looks the call's shape up in its execution-plan cache and packs its arguments first"
-    elif ran(run) in ("flash", "efficient"):
-        cause = "the call goes through the dispatcher, SDPA's checks and its output allocations first"
-    else:
-        cause = f"each of its {text.count(len(run.host_ops))} aten ops goes through the dispatcher first"
-    pin = ""
-    if run.pin_cost_ms:
-        facts["pin"] = measured(run, "pin_cost_ms", "ms")
-        pin = " Entering the `sdpa_kernel` pin adds {pin} per call where it is entered each time."
-    call = "step" if run.workload.training else "forward"  # a backward view's host figures are its step's
-    return note("host_bound", "guess", "Host-bound: {host} of CPU per call for {gpu} of GPU",
-                f"Issuing one {call} costs the CPU {{host}} (unprofiled, GPU kept busy): {cause}. Back to back, "
-                "calls come every {pace}, the host's pace, not the GPU's." + pin,
-                weight=1 - gpu.value / run.host_cost.median_ms if run.host_cost.median_ms > gpu.value else 0.2,
-                facts=facts)
-
-
-def _call_gpu(run: Run):
-    """The GPU time of the call the host figures are of: a backward view's is its whole step's."""
-    if run.workload.passes == "bwd":
-        return total([measured(run, "forward_timing.median_ms", "ms"), measured(run, "backward_timing.median_ms", "ms")])
-    return measured(run, "timing.median_ms", "ms")
-
-
-def host_figures_disagree(run: Run, peers: Peers) -> Note | None:
-    """A host cost per call under the GPU time should give a GPU-bound loop; a host-bound pace beside it means the
-    loop waited on something neither figure measures. Flagged: the verdict ranks on such a pace only where the order
-    holds with the GPU time in its place."""
-    if not on_gpu(run) or adds_up(run):
-        return None
-    facts = {"host": measured(run, "host_cost.median_ms", "ms"), "gpu": _call_gpu(run),
-             "pace": measured(run, "back_to_back.median_ms", "ms")}
-    return note("host_figures_disagree", "guess", "Host figures disagree: {host} to issue, {gpu} of GPU, {pace} back "
-                "to back",
-                "Issuing costs less than the GPU time, yet the loop ran slower than both: it waited on something "
-                "neither measures, likely the first call's issue. The verdict uses this pace only where GPU time "
-                "gives the same order.", weight=0.15, facts=facts)
-
-
+# -- memory ------------------------------------------------------------------------------------------
 def scores_in_memory(run: Run, peers: Peers) -> Note | None:
     """Naive and math write the B·H·S×S scores to memory; fused kernels never do. The measured peak tells which."""
     w = run.workload
@@ -417,89 +366,3 @@ def scores_in_memory(run: Run, peers: Peers) -> Note | None:
                 "One S×S score matrix is {scores}; the peak is {peak}: " + alive + ". Memory grows with S², which "
                 "limits the sequence length" + (", and the guess expected a fused kernel." if wrong else "."),
                 weight=0.8 if wrong else 0.3, facts=facts)
-
-
-def first_call(run: Run, peers: Peers) -> Note | None:
-    """The first call pays one-time costs (compilation, cuDNN plans, lazy loading) that the timed calls do not."""
-    if not run.ok or run.first_call_ms is None or not run.gpu_ms or run.first_call_ms < max(50.0, 20 * run.gpu_ms):
-        return None
-    facts = {"first": scaled(measured(run, "first_call_ms", "ms"), 0.001, "s"),
-             "warm": measured(run, "timing.median_ms", "ms")}
-    v = variant(run)
-    if v and v.compiled:
-        made = "Triton kernels" if run.environment.device == "cuda" else "C++ code"
-        what = "the forward and, separately, the backward" if run.workload.training else "the forward"
-        cause = (f"torch.compile traced {what} and generated {made} on the first call; later calls reuse them "
-                 "while shape and dtype match.")
-    elif ran(run) == "cudnn":
-        cause = "cuDNN built an execution plan for this shape on the first call; later calls find it cached."
-    else:
-        cause = "Libraries load their kernels and create their handles on first use; the timed calls come after."
-    return note("first_call", "guess", "The first call took {first}", cause + " A warm forward takes {warm}.",
-                weight=0.25 if (v and v.compiled) else 0.05, facts=facts)
-
-
-def profiled_vs_events(run: Run, peers: Peers) -> Note | None:
-    """The kernel table sums the profiled forwards' kernel durations; the timing is CUDA events around unprofiled
-    calls. Where they part by more than 10%, say which is which."""
-    if not on_gpu(run) or not run.kernels or not run.gpu_ms:
-        return None
-    facts = {"table": total(of_kernel(run, k, "us_per_forward", "us") for k in run.kernels),
-             "events": measured(run, "timing.median_ms", "ms")}
-    facts["ratio"] = ratio(facts["table"], scaled(facts["events"], 1000, "us"))
-    if abs(facts["ratio"].value - 1) <= 0.10:
-        return None
-    return note("profiled_vs_events", "guess", "Two GPU times: {table} profiled, {events} by CUDA events",
-                "The kernel table adds up the kernels of {forwards} forwards recorded under the profiler; the "
-                "verdict's time is the median of CUDA events around unprofiled calls. They differ by more than "
-                "the timings' spread: read ratios from one of them, never across.",
-                weight=0.2, facts=facts | {"forwards": measured(run, "profiled_forwards", "count")})
-
-
-# -- the ledger: every kernel the guess did not predict ------------------------------------------------
-def unpredicted_kernels(run: Run, explained: set[str]) -> Note | None:
-    """Every row of the table the guess did not predict (or a launch beyond what it predicted), with the op that
-    launched it and its share of the time. `explained`: kernels other notes already explain; the visible words
-    name only the largest of the rest."""
-    g = guess(run)
-    if not run.ok or g is None or not run.kernels:
-        return None
-    _, unpredicted, missing = match_guess(run, g)
-    whole = [u.kernel for u in unpredicted if u.whole]
-    extra = [u for u in unpredicted if not u.whole]
-    if not unpredicted and not missing:
-        return None
-    unit = "kernels" if run.environment.device == "cuda" else "ops"
-    facts = {"rows": constant(len(whole), "count", "unpredicted_rows(run)"),
-             "table": constant(len(run.kernels), "count", "rows(run)")}
-    if whole:
-        facts["share"] = total(of_kernel(run, k, "share", "share") for k in whole)
-    rest = sorted((k for k in whole if k.name not in explained), key=lambda k: -k.share)
-    named = [k for k in rest if k.share >= NEGLIGIBLE][:2]
-    sentences = []
-    if whole:
-        sentences.append("They take {share} of the time; the evidence lists each with the op that launched it.")
-    if named:
-        for i, k in enumerate(named):
-            facts[f"k{i}"] = of_kernel(run, k, "share", "share")
-        sentences.append("Not explained elsewhere: " + ", ".join(
-            (f"{text.kernel(k, 40)} from `{text.op(innermost_op(k) or '?')}`" if k.launched_by else f"`{text.op(k.name)}`")
-            + f" ({{k{i}}})" for i, k in enumerate(named)) + ".")
-    elif whole:
-        sentences.append("The notes explain the ones that matter.")
-    if extra:
-        sentences.append(f"{text.plural(len(extra), unit[:-1])} ran more often than guessed.")
-    if missing:
-        sentences.append("Guessed but not run: " + ", ".join(f"“{what}”" for what in missing) + ".")
-    title = ("{rows} of {table} " + unit + (" was" if len(whole) == 1 else " were") + " not in the guess") \
-        if whole else f"The {unit} differ from the guess"
-    unexplained = sum(k.share for k in rest)
-    return note("unpredicted_kernels", "guess", title, " ".join(sentences),
-                weight=unexplained + (0.3 if missing else 0), facts=facts, kernels=whole + [u.kernel for u in extra],
-                evidence=[f"{text.kernel(u.kernel, 64)} · ×{text.count(u.extra_calls)}"
-                          f"{' unpredicted' if u.whole else ' more than guessed'} · {text.share(u.kernel.share)} · "
-                          + ("; ".join(f"from {text.chain(launch.ops)}" for launch in (u.kernel.launched_by or []))
-                             or "a CPU op, by self time")
-                          + (" · explained in a note" if u.kernel.name in explained else "")
-                          for u in unpredicted]
-                + [f"guessed, did not run: “{what}”" for what in missing])

@@ -1,0 +1,94 @@
+"""What a measurement records beside its timings: a call's peak memory, what autograd saves for the backward,
+and the profiled window of a few calls, exported to a named trace file (without a trace_dir, in a per-process
+folder that keeps the newest few).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from attention_variants import Variant
+
+from . import trace as trace_mod
+from .timing import sync
+from .workload import Inputs, Workload
+
+KEPT_TRACES = 64              # traces kept in the temporary folder when no trace_dir is given
+_trace_counter = itertools.count()
+
+
+def peak_extra_bytes(call: Callable[[], None], x: Inputs) -> int | None:
+    """A call's peak beyond what was allocated before it (a training step's gradients of the last call freed
+    first, as the step itself frees them). On a CPU the profiled window's memory events give it instead."""
+    if x.workload.device != "cuda":
+        return None
+    for t in (x.q, x.k, x.v):
+        t.grad = None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    call()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
+
+
+def saved_bytes(variant: Variant, x: Inputs) -> int | None:
+    """What autograd keeps from one forward for its backward, beyond q, k and v themselves: the storages of every
+    tensor it saves, each counted once (read by a saved-tensors hook, the same on any device). None where the hook
+    cannot see them."""
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+        return t
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = variant.forward(x)
+    except Exception:  # a compiled graph that will not trace under the hook: not measured, not guessed
+        return None
+    del out
+    leaves = {t.untyped_storage().data_ptr() for t in (x.q, x.k, x.v)}
+    return sum(n for ptr, n in seen.items() if ptr not in leaves)
+
+
+def profile_calls(fn: Callable[[], None], device: str, calls: int, path: Path) -> None:
+    """`calls` calls of `fn` under the profiler, each in its own named range, after one unrecorded warm-up; the
+    Chrome trace goes to `path`."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the profiler's own chatter is not the user's business
+        with profile(activities=activities, profile_memory=device == "cpu",
+                     schedule=schedule(wait=0, warmup=1, active=calls, repeat=1),
+                     on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+            for i in range(calls + 1):  # one unrecorded warm-up step, then the active ones
+                with record_function(f"{trace_mod.CALL_RANGE}#{i}"):
+                    fn()
+                sync(device)
+                prof.step()
+
+
+def trace_path(key: str, w: Workload, trace_dir: str | Path | None) -> Path:
+    """A named trace file; without a trace_dir, in a per-process folder that keeps the newest few."""
+    kv = f"kv{w.kv_heads}" if w.kv_heads else ""
+    mask = {"flag": "", "bool": "_bool", "bias": "_bias", "window": f"_w{w.window}"}[w.mask]
+    step = {"fwd": "", "fwd+bwd": "_train", "bwd": "_bwd"}[w.passes]
+    name = (f"{key}_B{w.batch}H{w.heads}{kv}S{w.seq_len}D{w.head_dim}_{w.dtype}_{'causal' if w.causal else 'full'}"
+            f"{mask}_r{w.rank}{step}")
+    if trace_dir:
+        directory = Path(trace_dir)
+    else:  # a long-running app must not fill the disk with traces nobody downloads
+        directory = Path(tempfile.gettempdir()) / f"attention_profiler_{os.getpid()}"
+        name = f"{time.strftime('%H%M%S')}_{next(_trace_counter)}_{name}"
+        for old in sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEPT_TRACES]:
+            old.unlink(missing_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"{name}.json"
