@@ -8,6 +8,7 @@ alters a row the notes read shows up as a difference, and the recording is re-re
 import dataclasses
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -218,7 +219,7 @@ def test_recorded_bound_follows_the_back_to_back_figure():
     """Host-bound means a plain loop of calls runs slower than the GPU needs; the host cost per call is the
     unprofiled figure, well under the profiled range, and a loop is never faster than one call's GPU time."""
     from attention_variants import VARIANTS
-    from profiling.measurement import HOST_BOUND
+    from profiling.timing import HOST_BOUND
     for run in (r for r in RUNS if r.ok):
         where = f"{run.variant} · {run.workload.words()}"
         assert run.back_to_back_ms == run.back_to_back.median_ms, where
@@ -251,3 +252,34 @@ def test_each_kernel_knows_the_aten_ops_that_launched_it():
 
 def test_a_kernel_name_tells_the_instruction_family_not_the_dtype():
     assert {k.precision for k in parsed("sdpa_flash").kernels} == {None}  # "bf16" in a template is no precision
+
+
+# -- the backward, attributed --------------------------------------------------------------------------------------
+FLASH_BWD = ["flash_bwd_dot_do_o_kernel", "flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel", "flash_bwd_convert_dq_kernel"]
+
+
+def test_every_backward_kernel_is_attributed_to_the_autograd_op_that_launched_it():
+    """torch.profiler puts no GPU range on the backward; each kernel is filed by the autograd engine's
+    `evaluate_function: <Op>Backward0` event (a Python Function's `<Name>Backward`, or AccumulateGrad) above its
+    launch. 0 unattributed rows, in every recorded step."""
+    steps = [r for r in RUNS if r.ok and r.workload.training and r.kernels]
+    assert {r.variant for r in steps} >= {"naive", "sdpa_math", "sdpa_flash", "sdpa_cudnn", "flex", "fa4"}
+    for run in steps:
+        backward = [k for k in run.kernels if k.phase == "backward"]
+        assert backward, run.variant
+        for k in backward:
+            assert all(any(re.fullmatch(r"autograd::engine::evaluate_function: \S*(Backward\d*|AccumulateGrad)", op)
+                           for op in launch.ops) for launch in k.launched_by), (run.variant, k.short_name)
+        for k in run.kernels:
+            if k.phase == "forward":
+                assert not any("evaluate_function" in op for launch in k.launched_by for op in launch.ops)
+
+
+def test_flash_s_backward_is_its_three_kernels_under_its_backward_op():
+    run = next(r for r in RUNS if r.variant == "sdpa_flash" and r.workload == Workload.blog(passes="fwd+bwd"))
+    fused = [k for k in run.kernels if k.phase == "backward" and k.category == "fused attention"]
+    assert [k.short_name.split("::")[-1] for k in fused] == FLASH_BWD
+    assert all(l.ops[0] == "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0"
+               for k in fused for l in k.launched_by)
+    assert [k.short_name for k in run.kernels if k.phase == "forward" and k.category == "fused attention"] == [
+        "pytorch_flash::flash_fwd_kernel"]

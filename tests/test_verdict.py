@@ -146,3 +146,15 @@ def test_the_headline_and_the_why_note_agree_on_winner_and_ratio():
 def test_text_never_writes_a_ranked_ratio_as_1_0x():
     assert text.times(1.03) == "1.03×" and text.times(1.094) == "1.09×" and text.times(1.1) == "1.1×"
     assert all("1.0×" != text.times(1 + k / 1000) for k in range(30, 200))
+
+
+def test_a_run_stopped_after_its_timing_still_has_a_verdict_and_says_it_stopped():
+    """A budget or a cancel that lands during the profile leaves the timing rounds whole: the headline compares them
+    and says the profile is missing; stopped before its timing, the side could not run."""
+    a, b = run(FLASH, 0.096, seed=1), run(CUDNN, 0.060, seed=2)
+    late = dataclasses.replace(b, status="stopped", reason="stopped after 61.0 s: over the time budget of 60 s")
+    title = headline(a, late).title
+    assert title.startswith("SDPA · cuDNN [B] is 1.6× faster than SDPA · FlashAttention [A] on the H200")
+    assert title.endswith("SDPA · cuDNN [B] stopped after timing, before the profile.")
+    early = dataclasses.replace(late, timing=None)
+    assert headline(a, early).title.startswith("SDPA · cuDNN [B] could not run on the H200")

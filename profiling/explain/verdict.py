@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import stats, text
-from ..results import Note, Run, Timing
+from ..results import STOPPED, Note, Run, Timing
 from .environment_rules import refusal
 from .facts import (ampere_design, constant, difference, guess, instruction, kernels_in, label, main_kernel, measured,
                     note, of_kernel, on_gpu, pinned, ran, ratio)
@@ -107,7 +107,7 @@ def headline(a: Run, b: Run) -> Note:
     """One sentence: who wins, by how much, on which figure; or which of level, no practical difference, too few
     samples holds; or who could not run and why."""
     name = {id(a): f"{label(a)} [A]", id(b): f"{label(b)} [B]"}
-    failed = [r for r in (a, b) if not r.ok]
+    failed = [r for r in (a, b) if not (r.ok or timed_then_stopped(r))]
     if failed:
         why = {f"why_{i}": refusal(r)[0] for i, r in enumerate(failed)}
         said = "; ".join(f"{name[id(r)]} could not run {_where(r)} ({{why_{i}}})" for i, r in enumerate(failed))
@@ -157,7 +157,15 @@ def headline(a: Run, b: Run) -> Note:
     for run, side in ((a, "a"), (b, "b")):
         clause, more = _fallback(run, side)
         title, facts = title + clause, facts | more
+    stopped = [r for r in (a, b) if timed_then_stopped(r)]
+    if stopped:  # timed in full, then stopped: the figures stand, the profile is missing
+        title += " " + " and ".join(name[id(r)] for r in stopped) + " stopped after timing, before the profile."
     return note("verdict", "verdict", title, "", weight=1.0, facts=facts, evidence=evidence)
+
+
+def timed_then_stopped(run: Run) -> bool:
+    """Stopped (cancel or budget) after its timing rounds finished: its figures can still be compared."""
+    return run.status == STOPPED and run.timing is not None and run.timing.kept > 0
 
 
 def _fallback(run: Run, side: str) -> tuple[str, dict]:
