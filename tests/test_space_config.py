@@ -147,3 +147,17 @@ def test_what_only_the_tests_import_is_a_dev_requirement_and_never_the_spaces():
         imported |= {node.module.split(".")[0] for node in ast.walk(ast.parse(path.read_text()))
                      if isinstance(node, ast.ImportFrom) and node.module and not node.level}
         assert "scipy" not in imported, path
+
+
+def test_flash_attention_4_is_pinned_for_the_space_only_as_the_variant_says():
+    """The Space (Python 3.10, Linux x86_64) installs the pair seen working on the H200; this machine and a laptop on
+    another Python do not, and the app and tests run without it."""
+    from attention_variants import fa4
+    space = {"python_version": "3.10", "sys_platform": "linux", "platform_machine": "x86_64"}
+    pins = {r.name: r for r in requirements() if r.name in ("flash-attn-4", "nvidia-cutlass-dsl")}
+    assert str(pins["flash-attn-4"].specifier) == f"=={fa4.PIN}" and pins["flash-attn-4"].extras == {"cu13"}
+    assert str(pins["nvidia-cutlass-dsl"].specifier) == f"=={fa4.CUTLASS_PIN}"
+    for r in pins.values():
+        assert r.marker.evaluate(space)
+        assert not r.marker.evaluate(space | {"python_version": "3.11"})
+        assert not r.marker.evaluate(space | {"sys_platform": "darwin", "platform_machine": "arm64"})
