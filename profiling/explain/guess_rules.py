@@ -32,7 +32,7 @@ def hidden_copy(run: Run, peers: Peers) -> Note | None:
     return note("hidden_copy", "guess", "A copy nobody wrote: out-of-place masked_fill clones the scores",
                 "`masked_fill` must leave its input untouched, so it first copies the {size} S×S scores "
                 f"({what}, {{time}}, {{share}} of the forward). `masked_fill_` writes in place: no copy.",
-                weight=facts["share"].value, facts=facts, kernels=copies,
+                weight=0.2 + facts["share"].value / 2, facts=facts, kernels=copies,  # a line the user can change
                 ops=["aten::masked_fill", "aten::clone", "aten::copy_"],
                 evidence=[text.kernel_line(k) for k in copies]
                 + [text.host_line(h) for h in (host_op(run, "aten::clone"), host_op(run, "aten::copy_")) if h])
@@ -302,7 +302,7 @@ def occupancy_by_design(run: Run, peers: Peers) -> Note | None:
                 expected + "With {registers} registers a thread and {smem} of shared memory a block, {blocks} "
                 f"{'blocks fit' if occ.blocks != 1 else 'block fits'} on an {run.environment.sm} SM (limited by {occ.limiter}). "
                 "A fused kernel keeps its tiles on chip and hides latency with asynchronous copies, not more warps.",
-                weight=0.2 if expected else 0.05, facts=facts, names={"kernel": text.kernel(k, 40)},
+                weight=0.15 if expected else 0.05, facts=facts, names={"kernel": text.kernel(k, 40)},
                 kernels=[k], evidence=[text.kernel_line(k)])
 
 

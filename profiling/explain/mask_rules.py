@@ -67,7 +67,7 @@ def kv_expansion(run: Run, peers: Peers) -> Note | None:
                 + (" ({time})" if copies else ""),
                 f"{who} repeats each kv head for its query heads (`repeat_interleave`) before the GEMMs: full-size "
                 "copies of k and v, which grouped-query kernels (flash, cuDNN, flex) read in place.",
-                weight=0.2, facts=facts, kernels=[k for k, _ in copies], ops=["aten::repeat_interleave"])
+                weight=0.3, facts=facts, kernels=[k for k, _ in copies], ops=["aten::repeat_interleave"])
 
 
 def kv_savings(run: Run, peers: Peers) -> Note | None:
