@@ -13,184 +13,73 @@ explainer and profiling/reports.py, charts from profiling/figures.py.
 """
 from __future__ import annotations
 
-try:  # ZeroGPU wants `spaces` imported before torch touches CUDA; elsewhere GPU() is a no-op
-    import spaces
-    on_gpu = spaces.GPU(duration=120)
-except ImportError:
-    def on_gpu(fn):
-        return fn
+import handlers  # noqa: F401  (first: it imports ZeroGPU's `spaces` before anything touches CUDA)
 
-import asyncio
-import inspect
 import json
 import os
-import secrets
 import shutil
-import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, urlencode
 
 import gradio as gr
 from starlette.middleware import Middleware
 
 from attention_variants import VARIANTS, guess_for
+from handlers import (DEFAULT_SOURCE, ENV, MAX_REQUEST_BYTES, RECORDINGS, REPLAYS_AT_ONCE, SESSIONS_KEPT, endpoint,
+                      kept, request_of, serve, served_trace, stop_sweep)
+from links import MODES, prefill, share_link, view_links
 from profiling import figures, reports, scratch, session, text
 from profiling.budget import LIVE_BUDGET_S, compile_clock
-from profiling.environment import detect
 from profiling.explain import Explanation
 from profiling.measurement import other_work
-from profiling.recording import RECORDED_DIR, find_recorded, recorded_runs, recorded_sweeps, recorded_workloads
-from profiling.recording import recordings, unrecorded_message
+from profiling.recording import find_recorded, recorded_sweeps, recorded_workloads, unrecorded_message
 from profiling.request import KEYS, LIVE, MAX_LENGTHS, Request
 from profiling.results import Comparison, Sweep
 from profiling.timeline import run_timeline
-from profiling.workload import FIELDS, Refusal, choice
-from serving import (TITLES, RequestGuard, ResultStore, limit_malloc_arenas, page_address, refuse_short_requests,
-                     refused)
+from profiling.workload import FIELDS, Refusal
+from serving import RequestGuard, limit_malloc_arenas, refuse_short_requests
 
 scratch.clean_stale_folders()  # what a crashed or restarted process left in the temp dir
 limit_malloc_arenas()  # before gradio starts its worker threads
 os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "1000")  # gradio keeps this many events' timings (10,000)
 
-ENV = detect()
-RECORDINGS = {name: recorded_runs(name)[0].environment for name in recordings()}
-LIVE_LABEL = (f"live on this machine ({ENV.device_name})" if ENV.device == "cuda" else
-              f"live on this CPU ({ENV.device_name}): small workloads, CPU ops, no GPU kernels")
+LIVE_LABEL = "live on this machine" if ENV.device == "cuda" else "live on this CPU"
 SOURCES = [(LIVE_LABEL, LIVE)] + [(f"recorded: {env.device_name}, torch {env.torch_version.split('+')[0]}", name)
                                   for name, env in RECORDINGS.items()]
 VARIANT_CHOICES = [(f"{v.label}  ({v.key})", v.key) for v in VARIANTS.values()]
-# With a GPU the page measures live; without one it starts on the first recording's real GPU runs.
-DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else next(iter(RECORDINGS))
 
-# name -> (A, B, changes to the source's base workload). No flex here: it compiles ~15 s on a CPU.
+@dataclass(frozen=True)
+class Preset:
+    """A lesson in one click: A and B, and changes to the source's base workload (`recorded`: the changes on a
+    recording, where it holds the lesson at another size; `cpu`: the A and B a CPU runs live, where a compile of
+    ~15 s or a GPU-only kernel would teach nothing)."""
+    a: str
+    b: str
+    changes: dict = field(default_factory=dict)
+    recorded: dict | None = None
+    cpu: tuple[str, str] | None = None
+
+
+LLAMA = {"batch": 4, "heads": 32, "kv_heads": 8, "seq_len": 2048, "head_dim": 128}  # recorded: Llama-style GQA
 PRESETS = {
-    "naive vs in-place (the hidden Memcpy)": ("naive", "naive_inplace", {}),
-    "math vs flash": ("sdpa_math", "sdpa_flash", {}),
-    "flash vs cuDNN": ("sdpa_flash", "sdpa_cudnn", {}),
-    "the rank-3 trap": ("sdpa_auto", "sdpa_flash", {"rank": 3}),
-    "fp32: who can run it": ("sdpa_efficient", "sdpa_flash", {"dtype": "fp32"}),
+    "hidden copy": Preset("naive", "naive_inplace"),
+    "math vs flash": Preset("sdpa_math", "sdpa_flash"),
+    "flash vs cuDNN": Preset("sdpa_flash", "sdpa_cudnn"),
+    "rank-3 trap": Preset("sdpa_auto", "sdpa_flash", {"rank": 3}),
+    "fp32": Preset("sdpa_efficient", "sdpa_flash", {"dtype": "fp32"}),
+    "training step": Preset("sdpa_flash", "sdpa_cudnn", {"passes": "fwd+bwd"}, cpu=("naive", "sdpa_flash")),
+    "GQA": Preset("sdpa_efficient", "sdpa_cudnn", {"kv_heads": 2}, recorded=LLAMA, cpu=("naive", "sdpa_math")),
+    "sliding window": Preset("sdpa_auto", "flex", {"mask": "window", "window": 256}, cpu=("naive", "sdpa_auto")),
+    "FA4 vs cuDNN": Preset("sdpa_cudnn", "fa4"),
 }
-MODES = {"compare": "A vs B", "sweep": "A vs B over S"}
-VIEWS = {"page": "the whole page", "present": "presentation: large type, one screen",
-         "embed": "blog embed: no header, the answer first"}
-PAGE_KEYS = ("mode", "view")
-
-# What one visitor may cost the server. A result is kept by an id the page holds, half an hour, in a store
-# bounded by bytes (compressed JSON, tens of KB a result), never in gradio's sessions, so other visitors cannot
-# push it out. gradio keeps each session's last output values (~1.5 MB once a result is shown): 16 sessions.
-MAX_REQUEST_BYTES = 64 * 1024
-KEPT_FOR_S = 30 * 60
-RESULTS = ResultStore(max_bytes=256 * 2**20, max_age_s=KEPT_FOR_S)
-SESSIONS_KEPT = 16
-REPLAYS_AT_ONCE = 4  # a replay reads JSON and draws a chart (~1 s of CPU): it never waits for a live run
-NOT_KEPT = f"This result is no longer kept (results are kept {KEPT_FOR_S // 60} minutes); run it again."
-
-
 def machine_line() -> str:
     line = f"**This machine:** {ENV.summary()}"
     if ENV.device == "cpu":
         cpu = Request.build(LIVE, "naive", "naive", {}, "cpu").workload.words()
-        line += ("  \nNo GPU here, so the page shows **recorded GPU runs**. Choose **Source → live on this CPU** to "
-                 f"measure here, on a CPU-sized workload ({cpu}) with CPU ops instead of kernels.") \
-            if DEFAULT_SOURCE != LIVE else f"  \nNo GPU here, so live runs use a CPU-sized workload ({cpu})."
+        line += (" — no GPU: the page shows **recorded GPU runs**; **Source → live on this CPU** measures here, "
+                 "smaller.") if DEFAULT_SOURCE != LIVE else f" — no GPU: live runs use a CPU-sized workload ({cpu})."
     return line
-
-
-# -- serving a request: every one goes through profiling.session ----------------------------------------
-RUNNING: dict[str, threading.Event] = {}  # run id -> its cancel, while it runs
-SWEEPS: dict[str, str] = {}               # session -> the run id of its live sweep (Stop sets that run's cancel)
-
-
-def request_of(values, seq_lens=None, *, live: bool = True) -> Request:
-    """The client's values as a Request (checked as sent), or a gr.Error naming the field, the value and what is
-    allowed."""
-    try:
-        request = Request.from_values(dict(zip(KEYS, values)), ENV.device, seq_lens)
-        if request.live and not live:
-            raise Refusal("source", LIVE, "a live run joins the GPU's queue (the compare and sweep endpoints), not "
-                                          "the replays'; choose a recording")
-        return request
-    except Refusal as error:
-        raise refused(str(error), TITLES[error.kind]) from None
-
-
-@on_gpu
-def serve_live(kind: str, request: Request, run_id: str, progress) -> session.Answer:
-    """The only function that touches the GPU: returns plain data, so ZeroGPU can pickle it out of its worker.
-    There, in another process, no cancel reaches the run: it ends at its budget."""
-    cancel = RUNNING.get(run_id)
-    serve = session.compare if kind == "compare" else session.sweep
-    return serve(request, budget_s=LIVE_BUDGET_S[request.workload.device],
-                 cancelled=cancel.is_set if cancel else (lambda: False),
-                 progress=lambda fraction, message: progress(fraction, desc=message))
-
-
-async def serve(kind: str, request: Request, progress, run_id: str | None = None,
-                keep: bool = True) -> tuple[dict, str | None]:
-    """Serve `request` ("compare" or "sweep") in a worker thread: (what the client is sent, the id of what the
-    server keeps, its files included; None unless `keep`: an API client gets no id, so nothing is kept for it
-    that would crowd out the pages' results). A cancel by the client ends a live run at its next safe point, and
-    the queue's slot is held until it has: nothing runs on that the queue cannot see."""
-    run_id = run_id or secrets.token_hex(8)
-    cancel = RUNNING.setdefault(run_id, threading.Event())
-
-    def work() -> session.Answer:
-        try:
-            if request.live:
-                return serve_live(kind, request, run_id, progress)
-            return (session.compare if kind == "compare" else session.sweep)(request)
-        except Refusal as error:
-            raise refused(str(error), TITLES[error.kind]) from None
-
-    task = asyncio.ensure_future(asyncio.to_thread(work))
-    try:
-        answer = await asyncio.shield(task)
-    except asyncio.CancelledError:
-        cancel.set()
-        await asyncio.wait({task})
-        raise
-    finally:
-        if task.done():
-            RUNNING.pop(run_id, None)
-    kept = {"kind": kind, "source": request.source, "seqs": ",".join(map(str, request.seq_lens or ())),
-            "result": answer.result.to_dict(), "explanation": answer.explanation.to_dict()}
-    return answer.to_dict(), RESULTS.put(json.dumps(kept)) if keep else None
-
-
-def endpoint(kind: str, live: bool, page: bool):
-    """A handler of the API (`page` False: returns the answer) or of the page (returns it and the kept result's
-    id): A vs B ("compare") or a sweep, live and recorded (`live`) or recorded only."""
-    extra = ("seq_lens",) if kind == "sweep" else ()
-
-    async def handler(*args):
-        *values, http, progress = args
-        seq_lens = values.pop() if kind == "sweep" else None
-        request = request_of(values, seq_lens, live=live)
-        run_id = None
-        if kind == "sweep" and request.live and http.session_hash:
-            run_id = SWEEPS[http.session_hash] = secrets.token_hex(8)  # a fresh Stop for each sweep
-        try:
-            client, kept = await serve(kind, request, progress, run_id, keep=page)
-        finally:
-            if run_id and SWEEPS.get(http.session_hash) == run_id:  # its Stop is spent: nothing left behind
-                del SWEEPS[http.session_hash]
-        return (client, kept) if page else client
-
-    params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in (*KEYS, *extra)]
-    params += [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request),
-               inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress())]
-    handler.__signature__ = inspect.Signature(params)  # the API's named parameters: the request's own fields
-    handler.__annotations__ = {"request": gr.Request}
-    handler.__name__ = f"{'run_' if page else ''}{kind}{'' if live else '_replay'}"
-    return handler
-
-
-def stop_sweep(request: gr.Request) -> None:
-    """Stop this session's running live sweep at its next point; it returns with the points done."""
-    cancel = RUNNING.get(SWEEPS.get(request.session_hash, ""))
-    if cancel:
-        cancel.set()
 
 
 def route(source: str) -> list:
@@ -250,13 +139,18 @@ def switch_source(source, a, *fields) -> list:
 
 
 def apply_preset(name: str, source: str) -> list:
-    a, b, changes = PRESETS[name]
-    w = Request.build(source if source in (LIVE, *RECORDINGS) else DEFAULT_SOURCE, a, b, changes, ENV.device).workload
+    preset = PRESETS[name]
+    source = source if source in (LIVE, *RECORDINGS) else DEFAULT_SOURCE
+    a, b = preset.cpu if source == LIVE and ENV.device == "cpu" and preset.cpu else (preset.a, preset.b)
+    changes = preset.recorded if source != LIVE and preset.recorded else preset.changes
+    w = Request.build(source, a, b, changes, ENV.device).workload
     return [a, b, *(getattr(w, f.name) for f in FIELDS)]
 
 
 def sweep_plan(source) -> str:
     """What a sweep from this source will do, said before it starts: its budget live, what is recorded."""
+    if not isinstance(source, str):
+        return ""
     if source == LIVE:
         device = "GPU" if ENV.device == "cuda" else "CPU"
         return (f"Live on this {device}: powers of two from 128 up to the longest it can measure in its memory and "
@@ -269,67 +163,7 @@ def sweep_plan(source) -> str:
     return ""
 
 
-# -- links -----------------------------------------------------------------------------------------
-def share_link(http: gr.Request, request: Request, mode: str = "compare", view: str = "page") -> str:
-    """A link that reproduces a comparison (or sweep): the app's address plus the request as a query."""
-    query = request.to_query() | ({"mode": mode} if mode != "compare" else {}) | ({"view": view} if view != "page" else {})
-    return f"{page_address(http)}?{urlencode(query)}"
-
-
-def view_links(link: str) -> str:
-    """The same result in the other views, one click away (the link is the server's own, percent-encoded)."""
-    safe = quote(link, safe=":/?&=,%+")
-    joiner = "&" if "?" in safe else "?"
-    return (f"Open this result as a [presentation]({safe}{joiner}view=present) (large type, one screen) · "
-            f"a [blog embed]({safe}{joiner}view=embed) (no header, the answer first; in an iframe 760 px wide)")
-
-
-MAX_NOTED = 8  # problems listed from one link; the rest are counted
-
-
-def prefill(http: gr.Request) -> list:
-    """Page load: the controls, the tab and a sweep's lengths from the URL's query (bad parameters ignored, with a
-    visible note quoting them as literal text: a link is anyone's to write), and the tab the link opens on."""
-    params = dict(http.query_params)
-    request, problems = Request.from_query(params, ENV.device, DEFAULT_SOURCE, PAGE_KEYS)
-    page = {"mode": "compare", "view": "page"}
-    for key, allowed in (("mode", MODES), ("view", VIEWS)):
-        if key in params:
-            try:
-                page[key] = choice(key, params[key], allowed)
-            except Refusal as error:
-                problems.append((f"{key}={params[key]}", error.limit))
-    said = [f"{reports.literal(what)}: {why}" for what, why in problems]
-    if len(said) > MAX_NOTED:
-        said[MAX_NOTED:] = [f"and {len(said) - MAX_NOTED} more"]
-    notice = ("⚠️ Ignored from the link: " + "; ".join(said)) if said else ""
-    seqs = ",".join(map(str, request.seq_lens or ()))
-    return [*request.values(), notice, seqs, gr.Tabs(selected=page["mode"]), page["mode"]]
-
-
 # -- rendering a kept result ---------------------------------------------------------------------------
-def kept(result_id, kind: str) -> dict:
-    """The result kept under `result_id` if it is a `kind` ("compare" or "sweep"); else refused (an id is the
-    client's to send: one of the other tab's, or made up, fetches nothing)."""
-    text_ = RESULTS.get(result_id)
-    data = json.loads(text_) if text_ is not None else None
-    if data is None or data.get("kind") != kind:
-        raise refused(NOT_KEPT, "Result expired")
-    return data
-
-
-def _served_trace(path: str | None) -> Path | None:
-    """A trace the server itself wrote (a measurement's scratch folder) or shipped (a recording); nothing else."""
-    if not path:
-        return None
-    trace = Path(path)
-    try:
-        recorded = trace.resolve(strict=True).is_relative_to(RECORDED_DIR.resolve()) and trace.is_file()
-    except (OSError, RuntimeError):
-        recorded = False
-    return trace if recorded or scratch.is_scratch_file(trace) else None
-
-
 def show(result_id, http: gr.Request) -> list:
     """Render a kept comparison onto every output of the "A vs B" tab, with the link to it. Rendering shares the
     CPU with any live measurement, which marks its run when it does (`other_work`)."""
@@ -341,22 +175,24 @@ def show(result_id, http: gr.Request) -> list:
         sent = {"source": data["source"], **comparison.without_files().to_dict(), **explanation.to_dict()}
         files = reports.export(sent, comparison, chart, folder)
         for side, run in (("a", comparison.a), ("b", comparison.b)):
-            trace = _served_trace(run.trace_path)
+            trace = served_trace(run.trace_path)
             if trace:
                 files[f"{side}_trace"] = Path(shutil.copy(trace, folder / f"{side}_{trace.name}"))
         try:
-            lanes = figures.timeline_figure(run_timeline(comparison.a), run_timeline(comparison.b), dark=None)
+            ta, tb = run_timeline(comparison.a), run_timeline(comparison.b)
+            lanes, caption = figures.timeline_figure(ta, tb, dark=None), reports.timeline_caption(ta, tb)
             files["timeline"] = folder / f"timeline_{comparison.a.variant}_vs_{comparison.b.variant}.png"
             lanes.savefig(files["timeline"], format="png")
         except ValueError:  # a side that did not run, or a trace pruned since
-            lanes = None
+            lanes, caption = None, "No timeline: a side has no trace (it did not run, or its trace is gone)."
         a, w = comparison.a, comparison.a.workload
         where = (f"**{'Measured live' if data['source'] == LIVE else 'Recorded'}** on {a.environment.summary()} · "
                  f"workload {w.words()}")
         link = share_link(http, Request(data["source"], a.variant, comparison.b.variant, w))
         return [link, view_links(link), "", where,
-                f"### Verdict\n\n{reports.verdict_markdown(explanation, reports.comparison_table(comparison))}",
+                reports.verdict_markdown(explanation, reports.comparison_table(comparison)),
                 reports.present_markdown(explanation), gr.Plot(chart, visible=True),
+                gr.Plot(figures.present_figure(comparison), visible=True), caption,
                 gr.Plot(lanes, visible=lanes is not None),
                 gr.DownloadButton(value=files.get("timeline"), visible="timeline" in files),
                 *side_a.render(comparison, explanation, files), *side_b.render(comparison, explanation, files),
@@ -377,7 +213,8 @@ def show_sweep(result_id, http: gr.Request) -> list:
         lengths = tuple(int(s) for s in data["seqs"].split(",")) if data["seqs"] else None
         request = Request(data["source"], result.a, result.b, result.workload, lengths)
         link = share_link(http, request, mode="sweep")
-        return [link, view_links(link), reports.sweep_markdown(explanation), gr.Plot(chart, visible=True),
+        return [link, view_links(link), reports.sweep_markdown(explanation), reports.present_markdown(explanation),
+                gr.Plot(chart, visible=True), gr.Plot(figures.present_sweep_figure(result), visible=True),
                 gr.Dataframe(reports.sweep_table(result), visible=True),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
 
@@ -435,18 +272,25 @@ def control(f):
     if spec.boolean:
         return gr.Checkbox(default, label=spec.label, elem_id=f"field-{f.name}")
     if spec.limits:
-        return gr.Number(default, precision=0, label=spec.label, info=f"{spec.limits[0]}–{spec.limits[1]}",
+        return gr.Number(default, precision=0, label=spec.label, placeholder=spec.empty or None,
                          elem_id=f"field-{f.name}")
-    return gr.Radio(list(zip(spec.labels, spec.choices)) if spec.labels else list(spec.choices), value=default,
-                    label=spec.label, elem_id=f"field-{f.name}")
+    labels = spec.labels or spec.choices
+    wide = max(len(str(x)) for x in labels) > 8  # spans two columns of the grid (page.css)
+    return gr.Dropdown(list(zip(labels, spec.choices)), value=default, label=spec.label, elem_id=f"field-{f.name}",
+                       elem_classes="wide" if wide else None)
 
 
 def scroll_to(*selectors: str) -> str:
-    """JS: the answer first, bring the first rendered, visible one of `selectors` to the top of the view."""
+    """JS, after a click: bring the first rendered, visible one of `selectors` into view only if it is not, only as
+    far as needed, and only within this document (never scrollIntoView: in an iframe it scrolls the host page)."""
     return f"""() => {{
     for (const selector of {list(selectors)!r}) {{
         const top = document.querySelector(selector);
-        if (top && top.offsetParent !== null && top.innerText.trim()) {{ top.scrollIntoView({{block: 'start'}}); return; }}
+        if (!top || top.offsetParent === null || !top.innerText.trim()) continue;
+        const box = top.getBoundingClientRect(), fits = Math.min(box.height, 64);  // its first lines
+        if (box.top < 0) window.scrollBy(0, box.top - 8);
+        else if (box.top + fits > window.innerHeight) window.scrollBy(0, box.top + fits - window.innerHeight + 8);
+        return;
     }}
 }}"""
 
@@ -455,23 +299,23 @@ CSS = (Path(__file__).parent / "page.css").read_text()
 HEAD = (Path(__file__).parent / "page_head.html").read_text()
 
 with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  # gradio's copies of downloads
-    gr.Markdown("# Attention Profiler\nTwo attention implementations on the same inputs under `torch.profiler`: "
-                "the kernels they launch, GPU and CPU time, memory, accuracy — and a note wherever the trace "
-                "differs from the guess. After the blog post *Profiling in PyTorch (Part 3): Attention is all you "
-                "profile*.", elem_classes="page-only")
-    gr.Markdown(machine_line(), elem_id="machine", elem_classes="page-only")
+    gr.Markdown("# Attention Profiler\nTwo attention implementations, the same inputs, under `torch.profiler`: "
+                "what the trace shows against the guess.  \n" + machine_line(),
+                elem_id="machine", elem_classes="page-only")
 
     # controls and presets: shared by both tabs
     with gr.Row():
         source = gr.Radio(SOURCES, value=DEFAULT_SOURCE, label="Source", scale=2, elem_classes="not-in-present")
         a = gr.Dropdown(VARIANT_CHOICES, value="naive", label="Variant A", min_width=240, elem_id="pick-a")
         b = gr.Dropdown(VARIANT_CHOICES, value="sdpa_flash", label="Variant B", min_width=240, elem_id="pick-b")
-    with gr.Row(elem_classes="not-in-present"):
+        run_button = gr.Button("Run A vs B", variant="primary", elem_id="run", scale=0, min_width=130)
+    with gr.Row(elem_id="fields", elem_classes="not-in-present"):
         fields = [control(f) for f in FIELDS]
     controls = [source, a, b, *fields]
-    with gr.Row():
-        run_button = gr.Button("Run A vs B", variant="primary", elem_id="run", scale=0, min_width=160)
-        preset_buttons = [gr.Button(name, size="sm", elem_id=f"preset-{i}") for i, name in enumerate(PRESETS)]
+    with gr.Row(elem_id="presets"):
+        gr.Markdown("One click, one lesson:", elem_id="presets-label")
+        preset_buttons = [gr.Button(name, size="sm", elem_id=f"preset-{i}", min_width=60, scale=0)
+                          for i, name in enumerate(PRESETS)]
     notice = gr.Markdown(elem_id="notice")
     coverage = gr.Markdown(elem_id="coverage")  # a workload the recording lacks, flagged as it is chosen
 
@@ -486,8 +330,9 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                 present = gr.Markdown(elem_id="present")  # the headline and top notes in large type (?view=present)
                 chart = gr.Plot(label="time per call, A vs B", show_label=False, format="png", visible=False,
                                 elem_id="chart")
-            with gr.Accordion("One forward on a timeline: CPU and GPU lanes", open=False,
-                              elem_classes="not-in-present"):
+                present_chart = gr.Plot(show_label=False, format="png", visible=False, elem_id="present-chart")
+            with gr.Accordion("One call on a timeline: CPU and GPU lanes", open=True, elem_classes="not-in-present"):
+                timeline_caption = gr.Markdown(elem_id="timeline-caption")
                 timeline = gr.Plot(show_label=False, format="png", visible=False, elem_id="timeline")
                 timeline_file = gr.DownloadButton("timeline (PNG)", visible=False, size="sm", elem_id="timeline-png")
             with gr.Group(elem_classes="not-in-present"):
@@ -509,16 +354,21 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                     result = gr.JSON(label="comparison", elem_id="result")
 
         with gr.Tab(MODES["sweep"], id="sweep"):
-            with gr.Row():
+            with gr.Row(elem_classes="not-in-present"):
                 seqs = gr.Textbox(label="sequence lengths S", elem_id="seqs", scale=3, min_width=260,
                                   placeholder="empty: 128, 256, … up to the largest that fits",
                                   info=f"A and B at each, the other controls fixed; up to {MAX_LENGTHS} lengths")
                 with gr.Column(scale=1, min_width=200):
                     sweep_button = gr.Button("Sweep A and B over S", variant="primary", elem_id="sweep-run")
                     stop_button = gr.Button("Stop the sweep", size="sm", elem_id="sweep-stop")
-            plan = gr.Markdown(sweep_plan(DEFAULT_SOURCE), elem_id="sweep-plan")
-            sweep_verdict = gr.Markdown("*The sweep's verdict appears here after a sweep.*", elem_id="sweep-verdict")
-            sweep_chart = gr.Plot(show_label=False, format="png", visible=False, elem_id="sweep-chart")
+            plan = gr.Markdown(sweep_plan(DEFAULT_SOURCE), elem_id="sweep-plan", elem_classes="not-in-present")
+            with gr.Column(elem_id="sweep-answer"):
+                sweep_verdict = gr.Markdown("*The sweep's verdict appears here after a sweep.*",
+                                            elem_id="sweep-verdict")
+                sweep_present = gr.Markdown(elem_id="sweep-present")
+                sweep_chart = gr.Plot(show_label=False, format="png", visible=False, elem_id="sweep-chart")
+                sweep_present_chart = gr.Plot(show_label=False, format="png", visible=False,
+                                              elem_id="sweep-present-chart")
             with gr.Group(elem_classes="not-in-present"):
                 sweep_link = gr.Textbox(label="Link to this sweep", buttons=["copy"], interactive=False,
                                         elem_id="sweep-link")
@@ -538,9 +388,10 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     sweep_id = gr.Textbox(visible=False, elem_id="sweep-id")
     live_started, replay_started, sweep_live_started, sweep_replay_started, opening = (gr.State() for _ in range(5))
 
-    views = [link, views_line, stale, measured_on, verdict, present, chart, timeline, timeline_file,
-             *side_a.outputs, *side_b.outputs, json_file, png_file]
-    sweep_outputs = [sweep_link, sweep_views, sweep_verdict, sweep_chart, sweep_table, sweep_json, sweep_png]
+    views = [link, views_line, stale, measured_on, verdict, present, chart, present_chart, timeline_caption, timeline,
+             timeline_file, *side_a.outputs, *side_b.outputs, json_file, png_file]
+    sweep_outputs = [sweep_link, sweep_views, sweep_verdict, sweep_present, sweep_chart, sweep_present_chart,
+                     sweep_table, sweep_json, sweep_png]
 
     # Events: every live measurement (a comparison or a sweep) shares one concurrency group of size 1, so runs
     # never overlap; replays have their own group, so they never wait behind a live run. The public endpoints
@@ -559,7 +410,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     replay_run = replay_started.change(endpoint("compare", False, True), controls, [result, result_id],
                                        api_visibility="private", show_progress_on=[verdict], **replays)
     for ran in (live_run, replay_run):
-        ran.success(show, result_id, views, **shows).then(None, js=scroll_to("#measured-on"))
+        ran.success(show, result_id, views, **shows).then(None, js=scroll_to("#verdict strong"))
     sweep_run = sweep_live_started.change(endpoint("sweep", True, True), [*controls, seqs], [sweep_result, sweep_id],
                                           api_visibility="private", show_progress_on=[sweep_verdict], **gpu)
     sweep_replay = sweep_replay_started.change(endpoint("sweep", False, True), [*controls, seqs],
@@ -580,6 +431,10 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                                preprocess=False
                      ).then(lambda: gr.Tabs(selected="compare"), None, modes, api_visibility="private", queue=False)
     gr.on([c.input for c in controls], stale_notice, result_id, stale, api_visibility="private", queue=False)
+    # a click on Run or a preset: the stale banner gives way, and the progress (drawn on the verdict) comes into view
+    gr.on([run_button.click, *(button.click for button in preset_buttons)], lambda: "", None, stale,
+          api_visibility="private", queue=False, js=scroll_to("#verdict"))
+    sweep_button.click(None, js=scroll_to("#sweep-verdict"), api_visibility="private", queue=False)
     gr.on([c.input for c in controls if c is not source], lambda: "", None, notice, api_visibility="private",
           queue=False)  # a notice about the last switch of source no longer describes these controls
     source.input(switch_source, [source, a, *fields], [*fields, notice], api_visibility="private", queue=False,
@@ -592,12 +447,18 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         """Page load: a recorded comparison or sweep renders at once, in the replays' queue (a click meanwhile
         cancels it); a live one waits for a click on Run."""
         compared, swept = 2 + len(views), 2 + len(sweep_outputs)
+        nothing = [gr.skip()] * (compared + swept)
         if values[0] == LIVE:
-            return [gr.skip()] * (compared + swept)
+            return nothing
+        try:
+            request = request_of(values, seq_lens if mode == "sweep" else None, live=False)
+            session.plan(request, sweep=mode == "sweep")
+        except (gr.Error, Refusal):  # a link to what the recording lacks: the page flags it, nothing to replay
+            return nothing
         if mode == "sweep":
-            answer, kept_id = await serve("sweep", request_of(values, seq_lens, live=False), None)
+            answer, kept_id = await serve("sweep", request, None)
             return [gr.skip()] * compared + [answer, kept_id, *show_sweep(kept_id, http)]
-        answer, kept_id = await serve("compare", request_of(values, live=False), None)
+        answer, kept_id = await serve("compare", request, None)
         return [answer, kept_id, *show(kept_id, http)] + [gr.skip()] * swept
 
     opened = demo.load(prefill, None, [*controls, notice, seqs, modes, opening], api_visibility="private",
@@ -607,7 +468,6 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                        ).then(open_link, [opening, seqs, *controls],
                               [result, result_id, *views, sweep_result, sweep_id, *sweep_outputs],
                               api_visibility="private", **replays)
-    opened.then(None, js=scroll_to("#measured-on", "#sweep-verdict strong"))
     for click in (run_button.click, sweep_button.click, *(button.click for button in preset_buttons)):
         click(None, cancels=[opened], api_visibility="private", queue=False)  # the page's opening is overtaken
 

@@ -61,6 +61,7 @@ class _Row:
     like_naive: bool = False            # the reader expects naive's arithmetic (the math path)
     occupancy: str = ""
     backward: tuple[Expected, ...] = ()  # what its backward should run (a training pass)
+    on_cpu: str = ""                     # the summary on a CPU, where the GPU's reasons do not hold
 
 
 MASK = "mask"  # marks the entries that exist only with a causal mask
@@ -80,22 +81,27 @@ GUESSES: dict[str, _Row] = {
                           Expected("fused attention (CUTLASS fmha)", "fused attention"),),
                            backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
     "sdpa_flash":     _Row("fastest, so high occupancy",                               1, 2, False, occupancy="high",
+                           on_cpu="SDPA's fused CPU op: no S×S scores in memory",
                            kernels=(Expected("flash attention", "fused attention"),),
                            backward=(Expected("flash attention backward", "fused attention", None, "backward"),)),
-    "sdpa_cudnn":     _Row("no transposes, so lightest on the CPU",                    2, 1, False, kernels=(
+    "sdpa_cudnn":     _Row("no transposes, so lightest on the CPU",                    2, 1, False,
+                           on_cpu="a GPU library: nothing to run on a CPU", kernels=(
                           Expected("cuDNN fused attention", "fused attention"),),
                            backward=(Expected("cuDNN fused attention backward", "fused attention", None,
                                               "backward"),)),
-    "sdpa_auto":      _Row("the fastest backend for this GPU",                         1, 2, False, kernels=(
+    "sdpa_auto":      _Row("the fastest backend for this GPU",                         1, 2, False,
+                           on_cpu="the best backend SDPA has for a CPU", kernels=(
                           Expected("whichever fused kernel is fastest on the GPU", "fused attention"),),
                            backward=(Expected("that kernel's backward", "fused attention", None, "backward"),)),
     "flex":           _Row("one generated {one}, close to flash; the first call compiles", 3, 2, False, kernels=(
                           Expected("flex_attention, generated", "triton"),),
                            backward=(Expected("flex_attention backward, generated", "triton", None, "backward"),)),
     "fa4":            _Row("written for Hopper and Blackwell: wgmma and TMA, as fast as cuDNN or faster", 1, 2, False,
+                           on_cpu="GPU-only (CuTe DSL): nothing to run on a CPU",
                            kernels=(Expected("FlashAttention-4 forward", "fused attention"),),
                            backward=(Expected("FlashAttention-4 backward", "fused attention", None, "backward"),)),
     "sdpa_fa4":       _Row("FlashAttention-4 in FlashAttention-2's place: one fused {one}", 1, 2, False,
+                           on_cpu="a GPU route of SDPA: nothing to run on a CPU",
                            kernels=(Expected("FlashAttention-4 forward", "fused attention"),),
                            backward=(Expected("FlashAttention-4 backward", "fused attention", None, "backward"),)),
 }
@@ -128,7 +134,7 @@ def guess_for(key: str, workload: Workload) -> Guess:
     forward = [e for e in kernels if e.phase == "forward"]
     count = {4: "four", 5: "five"}.get(len(forward), str(len(forward)))
     words = dict(units="aten ops" if cpu else "kernels", one="aten op" if cpu else "kernel", count=count)
-    return Guess(summary=row.summary.format(**words), kernels=tuple(kernels),
+    return Guess(summary=(row.on_cpu if cpu and row.on_cpu else row.summary).format(**words), kernels=tuple(kernels),
                  precision=_precision(workload, fused=not row.scores, like_naive=row.like_naive),
                  materialises_scores=row.scores, speed_rank=row.speed_rank, host_rank=row.host_rank,
                  occupancy="" if cpu else row.occupancy,

@@ -132,6 +132,70 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
 
 
 
+# -- the presentation view: the headline's figure alone, read from across a room ------------------------------
+# 4.6 in at 100 dpi: a 460 px PNG shown unscaled in half of a 1024 px screen; 14 pt is 19.4 px there.
+PRESENT_WIDTH_IN, PRESENT_PT = 4.6, 14
+_PRESENT_NAMES = {"timing": "GPU time", "back_to_back": "back-to-back pace"}
+
+
+def present_figure(comparison: Comparison, dark: bool | None = None) -> Figure:
+    """The one figure the headline compares (`verdict.figure`), a bar for each side that has it, its value
+    written at the bar's end."""
+    from .explain.verdict import figure as headline_figure
+    colours = theme(dark)
+    a, b = comparison.a, comparison.b
+    path, _ = headline_figure(a, b)
+    gpu = a.workload.device == "cuda"
+    name = _PRESENT_NAMES[path] if gpu else "wall time"
+    fig = Figure(figsize=(PRESENT_WIDTH_IN, 3.0), dpi=DPI, layout="constrained", facecolor=colours["bg"])
+    axes = fig.subplots()
+    for i, (side, run) in enumerate((("A", a), ("B", b))):
+        timing = getattr(run, path) if run.timing is not None else None
+        if timing is None:
+            axes.text(0, i, f" {run.status}", va="center", color="#c0392b", fontsize=PRESENT_PT)
+            continue
+        axes.barh(i, timing.median_ms, 0.6, color=DEVICE_TIME_COLOUR if side == "A" else "#dd8452")
+        axes.text(timing.median_ms, i, f" {text.ms(timing.median_ms)}", va="center", fontsize=PRESENT_PT,
+                  color=colours["fg"])
+    axes.set_yticks([0, 1], [f"A · {a.variant}", f"B · {b.variant}"])
+    axes.set_ylim(1.6, -0.6)
+    axes.set_xticks([])
+    axes.margins(x=0.45)
+    axes.set_title(f"{name} per {text.call(a.workload)}", fontsize=PRESENT_PT, loc="left", color=colours["fg"])
+    style_axes(axes, colours)
+    axes.tick_params(labelsize=PRESENT_PT, length=0)
+    axes.spines["bottom"].set_visible(False)
+    return fig
+
+
+def present_sweep_figure(result: Sweep, dark: bool | None = None) -> Figure:
+    """A's and B's GPU (or wall) time per call over S, log–log, in large type."""
+    colours = theme(dark)
+    fig = Figure(figsize=(PRESENT_WIDTH_IN, 3.6), dpi=DPI, layout="constrained", facecolor=colours["bg"])
+    axes = fig.subplots()
+    handles = []
+    for side, variant, colour in (("A", result.a, DEVICE_TIME_COLOUR), ("B", result.b, "#dd8452")):
+        runs = [r for r in result.of(variant) if r.ok and r.gpu_ms]
+        if runs:
+            axes.plot([r.workload.seq_len for r in runs], [r.gpu_ms for r in runs], marker="o", color=colour,
+                      linewidth=2.5, markersize=7)
+        handles.append(Line2D([], [], color=colour, marker="o", linewidth=2.5, label=f"{side} · {variant}"))
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda s, _: _seq_label(s)))
+    axes.xaxis.set_minor_locator(NullLocator())
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+    axes.set_xlabel("S", fontsize=PRESENT_PT)
+    device = "GPU" if result.workload.device == "cuda" else "wall"
+    axes.set_title(f"{device} ms per {text.call(result.workload)}", fontsize=PRESENT_PT, loc="left",
+                   color=colours["fg"])
+    axes.legend(handles=handles, fontsize=PRESENT_PT, frameon=False, labelcolor=colours["fg"])
+    style_axes(axes, colours)
+    axes.tick_params(labelsize=PRESENT_PT, which="both")
+    axes.grid(True, which="major", color=colours["grid"], linewidth=0.8)
+    return fig
+
+
 # -- a sweep ------------------------------------------------------------------------------------
 VARIANT_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#64b5cd")
 
@@ -246,7 +310,7 @@ def _memory_line(result: Sweep) -> tuple[float | None, str]:
 
 # -- one forward's timeline -------------------------------------------------------------------------
 _LABEL_PX = 8.0      # width of one 9-pt character, with a margin
-_AXES_PX = 470       # the lanes' width in the 700 px figure, less the lane labels
+_AXES_PX = 420       # the lanes' width in the 700 px figure, less the lane labels
 
 
 def timeline_figure(a: Timeline, b: Timeline, *, dark: bool = False) -> Figure:
@@ -261,9 +325,9 @@ def timeline_figure(a: Timeline, b: Timeline, *, dark: bool = False) -> Figure:
     labels = []
     for side, (timeline, cpu_y, gpu_y) in enumerate(((a, 3.0, 2.0), (b, 1.0, 0.0))):
         name = f"{'AB'[side]} · {timeline.label}"
-        labels += [(cpu_y, f"{name} CPU\nrange {text.us(timeline.range_us)}"),
-                   (gpu_y, f"{name} GPU\nbusy {text.us(timeline.gpu_busy_us)} · idle {text.us(timeline.gpu_idle_us)}"
-                    if timeline.gpu else f"{name} GPU\nnone (a CPU run)")]
+        labels += [(cpu_y, f"{name}\nCPU issues: {text.us(timeline.range_us)}"),
+                   (gpu_y, f"GPU runs: {text.us(timeline.gpu_busy_us)}\n(idle {text.us(timeline.gpu_idle_us)} between)"
+                    if timeline.gpu else "GPU: none (a CPU run)")]
         axes.barh(cpu_y, timeline.range_us, 0.9, left=0, color=colours["range"], edgecolor=colours["muted"],
                   linewidth=0.6)
         for span in (s for s in timeline.cpu if s.kind == "op" and s.depth == 0):
@@ -288,18 +352,20 @@ def timeline_figure(a: Timeline, b: Timeline, *, dark: bool = False) -> Figure:
     axes.set_yticks([y for y, _ in labels], [words for _, words in labels], fontsize=SMALL_PT)
     axes.set_ylim(-0.6, 3.55)
     axes.set_xlim(0, end)
-    axes.set_xlabel("µs from the start of one forward (its record_function range)", fontsize=TEXT_PT)
+    axes.set_xlabel("µs from the start of one call (its record_function range)", fontsize=TEXT_PT)
     axes.grid(True, axis="x", color=colours["grid"], linewidth=0.8)
     axes.set_axisbelow(True)
     style_axes(axes, colours)
-    handles = [Patch(color="#9db4d6", label="aten op"), Patch(color=colours["launch"], label="launch call")]
+    handles = [Patch(color="#9db4d6", label="aten op (CPU)"), Patch(color=colours["launch"], label="launch call"),
+               Line2D([], [], color=colours["link"], linewidth=0.9, label="launch → its GPU work")]
     handles += [Patch(color=c, label=n) for n, c in seen.items()]
-    _legend(axes, handles, colours, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(len(handles), 5))
+    _legend(axes, handles, colours, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4)
     return figure
 
 
 def _label(axes, span, y: float, end: float, colour: str) -> None:
-    room = int(_AXES_PX * span.dur_us / end / _LABEL_PX)  # characters the bar has room for
-    if room >= 4:
-        axes.text(span.start_us + span.dur_us / 2, y, text.clip(span.name, room), ha="center", va="center", fontsize=SMALL_PT,
+    room = int(_AXES_PX * span.dur_us / end / _LABEL_PX) - 1  # characters the bar has room for, a margin kept
+    if room >= 5:
+        name = text.kernel_label(span.name, room) if span.lane == "gpu" else text.clip(text.op(span.name), room)
+        axes.text(span.start_us + span.dur_us / 2, y, name, ha="center", va="center", fontsize=SMALL_PT,
                   color=colour, clip_on=True)

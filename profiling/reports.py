@@ -28,10 +28,10 @@ def kernel_table(run: Run) -> pd.DataFrame:
     rows = []
     for k in run.kernels:
         label = labels[id(k)]
-        row = {"kernel" if gpu else "op": label, "category": k.category if k.phase == "forward" else
-               f"{k.category} (bwd)", "calls": round(k.calls_per_forward, 2),
-               ("GPU µs" if gpu else "CPU self µs"): round(k.us_per_forward, 1),
-               "share %": round(100 * k.share, 1)}
+        row = {"kernel" if gpu else "op": label,  # the numbers next to the name: on a phone they stay in view
+               ("GPU µs" if gpu else "CPU self µs"): round(k.us_per_forward, 1), "share %": round(100 * k.share, 1),
+               "calls": round(k.calls_per_forward, 2),
+               "category": k.category if k.phase == "forward" else f"{k.category} (bwd)"}
         if gpu:
             row.update({"occupancy %": k.occupancy_pct, "regs/thread": k.registers_per_thread,
                         "smem B": k.shared_memory_bytes, "grid": _dims(k.grid), "block": _dims(k.block),
@@ -42,8 +42,13 @@ def kernel_table(run: Run) -> pd.DataFrame:
 
 
 def kernel_summary(run: Run) -> pd.DataFrame:
-    """The kernel table's first columns (label, category, calls, µs, share): the numbers fit a 760 px column."""
+    """The kernel table's first columns (label, µs, share, calls, category): they fit a 760 px column."""
     return kernel_table(run).iloc[:, :5]
+
+
+def _figures(value: float) -> float:
+    """One decimal from 1 up; under 1, three significant figures (0.00123 TFLOP/s on a CPU is not 0.0)."""
+    return round(value, 1) if abs(value) >= 1 else float(f"{value:.3g}")
 
 
 def _dims(dims) -> str:
@@ -68,8 +73,8 @@ def sweep_table(result: Sweep) -> pd.DataFrame:
                 "S": s, "variant": r.variant, "status": r.status,
                 time_label: round(r.gpu_ms, 4) if r.gpu_ms else None,
                 "host µs": round(r.host_cost.median_ms * 1000, 1) if r.host_cost else None, "bound": r.bound,
-                "peak MiB": round(r.peak_extra_bytes / 2**20, 1) if r.peak_extra_bytes is not None else None,
-                "TFLOP/s": round(r.tflops, 1) if r.tflops else None,
+                "peak MiB": _figures(r.peak_extra_bytes / 2**20) if r.peak_extra_bytes is not None else None,
+                "TFLOP/s": _figures(r.tflops) if r.tflops else None,
                 "% peak": round(100 * r.peak_share, 1) if r.peak_share else None,
                 "kernels/fwd": round(r.kernels_per_forward, 2) if r.kernels_per_forward is not None else None,
                 "kernels or reason": r.reason or ", ".join(k.short_name for k in r.kernels[:3])})
@@ -360,3 +365,20 @@ def export(answer_dict: dict, comparison: Comparison, figure, directory: str | P
     files["png"] = directory / f"chart_{comparison.a.variant}_vs_{comparison.b.variant}.png"
     figure.savefig(files["png"], format="png")
     return files
+
+
+# -- one call on a timeline ------------------------------------------------------------------------------
+def timeline_caption(a: "Timeline", b: "Timeline") -> str:
+    """One line under the timeline: for each side, when the CPU finished issuing the call and when the GPU finished
+    running it, and which waited on which."""
+    def said(side: str, t) -> str:
+        if not t.gpu:
+            return f"{side} ({t.label}): the CPU ran it all in {text.us(t.range_us)}"
+        gpu_end = max(s.end_us for s in t.gpu)
+        waited = gpu_end < 1.05 * t.range_us or t.gpu_idle_us > 0.1 * t.gpu_busy_us
+        who = "the GPU waited on the CPU" if waited else "the CPU ran ahead and the GPU worked through its queue"
+        return (f"{side} ({t.label}): the CPU finished issuing at {text.us(t.range_us)}, the GPU finished at "
+                f"{text.us(gpu_end)}; {who}")
+    return ("One profiled call of each (the profiler slows the CPU side): " + "; ".join((said("A", a), said("B", b)))
+            + ". "
+            "Thin lines join each launch to the GPU work it started.")

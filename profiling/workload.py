@@ -93,6 +93,7 @@ class Spec:
     boolean: bool = False
     optional: bool = False                       # may be None (the page and the link leave it empty)
     help: str = ""
+    empty: str = ""                              # what an optional field left empty means, in a word or two
 
     def check(self, name: str, value):
         if value is None and self.optional:
@@ -137,7 +138,7 @@ MASKS = ("flag", "bool", "bias", "window")
 class Workload:
     batch: int = spec(8, label="batch B", query="batch", limits=(1, 1024))
     heads: int = spec(16, label="heads H", query="heads", limits=(1, 1024))
-    seq_len: int = spec(1024, label="sequence length S", query="seq", limits=(1, 131072),
+    seq_len: int = spec(1024, label="seq length S", query="seq", limits=(1, 131072),
                         help="queries and keys alike")
     head_dim: int = spec(64, label="head dim D", query="head_dim", limits=(1, 512))
     dtype: str = spec("bf16", label="dtype", query="dtype", choices=tuple(DTYPES))
@@ -148,12 +149,12 @@ class Workload:
                        labels=("forward", "forward + backward", "backward only"),
                        help="a training step: inputs that require grad, gradients reset between steps")
     kv_heads: int | None = spec(None, label="kv heads", query="kv_heads", limits=(1, 1024), optional=True,
-                                help="fewer than H: grouped-query attention (1: multi-query); empty: as many as H")
+                                empty="as H", help="fewer than H: grouped-query attention (1: multi-query); empty: as many as H")
     mask: str = spec("flag", label="mask", query="mask", choices=MASKS,
                      labels=("is_causal flag", "explicit bool mask", "additive bias", "sliding window"),
                      help="how the causal pattern reaches the kernel; the bias adds a distance penalty")
     window: int | None = spec(None, label="window W", query="window", limits=(1, 131072), optional=True,
-                              help="mask=window: each query sees itself and the W-1 keys before it")
+                              empty="none", help="mask=window: each query sees itself and the W-1 keys before it")
     device: str = "cuda"    # cuda | cpu: where it runs (the source decides, not a control)
     seed: int = 0
 

@@ -21,6 +21,8 @@ import pytest
 from gradio_client.exceptions import AppError
 
 import app
+import links
+import handlers
 from attention_variants import VARIANTS
 from conftest import check_headline, fn_index, queued
 from profiling import figures, reports, session
@@ -187,12 +189,13 @@ def test_the_pages_event_keeps_the_answer_it_returns_and_show_renders_that_resul
     assert ran["success"], ran
     answer, result_id = ran["output"]["data"]
     assert set(answer) == ANSWER_KEYS and isinstance(result_id, str) and len(result_id) >= 20
-    kept = json.loads(app.RESULTS.get(result_id))
+    kept = json.loads(handlers.RESULTS.get(result_id))
     assert kept["kind"] == "compare" and kept["source"] == RECORDING
     assert json_of(Comparison.from_dict(kept["result"]).without_files().to_dict()) == {k: answer[k] for k in "ab"}
     shown = queued(app_url, fn_index("show"), [result_id], session_hash)
     assert shown["success"], shown
-    link, views_line, stale, measured_on, verdict, present, chart, *rest = shown["output"]["data"]
+    link, views_line, stale, measured_on, verdict, present, chart, present_chart, caption, *rest = \
+        shown["output"]["data"]
     asked = Request.build(RECORDING, "naive", "naive_inplace", {"seq_len": 4096}, "cpu")
     assert dict(parse_qsl(urlsplit(link).query, keep_blank_values=True)) == asked.to_query()
     assert stale == "" and measured_on.startswith("**Recorded** on NVIDIA H200")
@@ -201,6 +204,7 @@ def test_the_pages_event_keeps_the_answer_it_returns_and_show_renders_that_resul
     for note in answer["notes"][:3]:  # the top notes, in order, as the explainer ranked them
         assert note["title"] in as_read(verdict) and note["title"] in as_read(present)
     assert chart["visible"] and chart["value"]["plot"].startswith("data:image/png;base64,")
+    assert present_chart["visible"] and caption.startswith("One profiled call of each")
     timeline, timeline_file, card_a = rest[:3]
     assert timeline["visible"] and timeline_file["visible"] and timeline_file["value"]["path"].endswith(".png")
     assert card_a.startswith("### A · Naive (masked_fill) `naive`")
@@ -236,7 +240,7 @@ def test_bad_or_unknown_query_parameters_are_ignored_with_a_visible_message(quer
 
 def test_a_link_with_many_problems_lists_the_first_eight_and_counts_the_rest():
     notice = app.prefill(fake_request({f"k{i}": "v" for i in range(11)}))[len(KEYS)]
-    assert notice.count("not a parameter here") == app.MAX_NOTED and notice.endswith("; and 3 more")
+    assert notice.count("not a parameter here") == links.MAX_NOTED and notice.endswith("; and 3 more")
 
 
 def test_the_link_of_a_result_reproduces_its_request():
@@ -273,7 +277,8 @@ def test_presets_are_cpu_sized_live_and_recorded_on_replay(name):
 def test_guesses_say_when_a_variant_cannot_run_here():
     guess_a, guess_b, coverage = app.guesses(*values(LIVE, "sdpa_flash", "sdpa_cudnn"))
     assert coverage == ""  # live: nothing to flag
-    assert "fastest, so high occupancy" in guess_a and "cannot run here" not in guess_a
+    assert "SDPA's fused CPU op" in guess_a and "cannot run here" not in guess_a
+    assert "occupancy" not in guess_a  # a GPU's reason is no CPU's
     assert "cannot run here" in guess_b
 
 
@@ -294,10 +299,10 @@ def test_progress_reports_the_real_stages_of_a_then_b_and_the_kept_result_is_the
         for stage in ("warm-up", "timing", "profiling"):
             assert f"{side} · {key}: {stage}" in descriptions, (side, stage, descriptions)
     assert [f for f, _ in stages] == sorted(f for f, _ in stages) and stages[-1][0] == 1.0
-    kept = json.loads(app.RESULTS.get(result_id))
+    kept = json.loads(handlers.RESULTS.get(result_id))
     assert json_of(Comparison.from_dict(kept["result"]).without_files().to_dict()) == {k: answer[k] for k in "ab"}
     assert kept["explanation"]["headline"] == answer["headline"]
-    assert not app.RUNNING  # the run's cancel is gone with it
+    assert not handlers.RUNNING  # the run's cancel is gone with it
 
 
 @pytest.mark.parametrize("fields, title, says", [
@@ -331,8 +336,8 @@ def test_a_replay_never_waits_for_a_live_run_holding_the_gpu(app_url, monkeypatc
     def held_live(kind, request, run_id, progress):  # a live run that holds the GPU's queue until released
         held.set()
         release.wait(60)
-        raise app.refused("released", "Stopped")
-    monkeypatch.setattr(app, "serve_live", held_live)
+        raise handlers.refused("released", "Stopped")
+    monkeypatch.setattr(handlers, "serve_live", held_live)
     live = threading.Thread(target=queued, args=(app_url, fn_index("run_compare"), values(), "live-session"))
     live.start()
     try:
@@ -390,8 +395,8 @@ def test_the_kernel_table_on_screen_keeps_the_numbers_and_the_download_every_col
     table, shown = reports.kernel_table(run), reports.kernel_summary(run)
     assert list(shown.columns) == list(table.columns[:5]) and len(shown) == len(table) == len(run.kernels)
     assert len(set(shown.iloc[:, 0])) == len(shown)  # a label each, told apart
-    assert list(shown.iloc[:, 3]) == [round(k.us_per_forward, 1) for k in run.kernels]  # the µs, in launch order
-    assert list(shown.iloc[:, 4]) == [round(100 * k.share, 1) for k in run.kernels]
+    assert list(shown.iloc[:, 1]) == [round(k.us_per_forward, 1) for k in run.kernels]  # the µs, in launch order
+    assert list(shown.iloc[:, 2]) == [round(100 * k.share, 1) for k in run.kernels]
     assert table.columns[-1] == "full name" and list(table["full name"]) == [k.name for k in run.kernels]
 
 

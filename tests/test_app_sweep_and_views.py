@@ -14,6 +14,7 @@ import pytest
 from gradio_client.exceptions import AppError
 
 import app
+import handlers
 from attention_variants import VARIANTS
 from conftest import fn_index, queued, read_fact
 from profiling import reports, text
@@ -167,7 +168,7 @@ def test_stop_ends_a_live_sweep_with_the_points_done_and_never_stops_the_next():
         ("naive", "ok"), ("sdpa_flash", "ok")]  # the points done are kept
     assert not any(s.startswith("S=256") for s in stages)
     assert "stopped early" in answer["verdict"] and "cancelled" in answer["verdict"]
-    assert not app.RUNNING and "stopper" not in app.SWEEPS  # nothing left behind
+    assert not handlers.RUNNING and "stopper" not in handlers.SWEEPS  # nothing left behind
     app.stop_sweep(http)  # a Stop with no sweep running is a no-op, and is not kept for the next sweep
     answer, _ = handle("sweep", [*values(LIVE, "naive", "sdpa_flash"), "64"], http=http)
     assert answer["stopped"] is None and [r["status"] for r in answer["runs"]] == ["ok", "ok"]
@@ -195,7 +196,7 @@ def test_the_pages_sweep_renders_every_point_its_link_and_its_files(app_url):
     assert set(answer) == SWEEP_KEYS
     shown = queued(app_url, fn_index("show_sweep"), [sweep_id], session)
     assert shown["success"], shown
-    link, views_line, verdict, chart, table, json_file, png_file = shown["output"]["data"]
+    link, views_line, verdict, present, chart, present_chart, table, json_file, png_file = shown["output"]["data"]
     query = dict(parse_qsl(urlsplit(link).query, keep_blank_values=True))
     asked = Request.build(RECORDING, "naive", "sdpa_flash", {}, "cpu", (2048, 16384)).to_query() | {"mode": "sweep"}
     assert query.pop("seq") == str(answer["workload"]["seq_len"])  # S alone is the sweep's, not the control's
@@ -203,6 +204,7 @@ def test_the_pages_sweep_renders_every_point_its_link_and_its_files(app_url):
     assert "view=present" in views_line and "view=embed" in views_line
     assert reports._md(answer["verdict"]).split(" (")[0] in verdict
     assert chart["visible"] and chart["value"]["plot"].startswith("data:image/png;base64,")
+    assert present_chart["visible"] and present.startswith("## ")
     rows = table["value"]["data"]
     headers = table["value"]["headers"]
     seen = [(row[headers.index("S")], row[headers.index("variant")], row[headers.index("status")]) for row in rows]

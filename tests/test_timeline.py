@@ -78,7 +78,8 @@ def test_timeline_figure_fits_a_760_px_column(dark):
     figure = timeline_figure(run_timeline(RUNS["naive"]), run_timeline(RUNS["flex"]), dark=dark)
     assert _png_size(figure)[0] == WIDTH_IN * DPI == 700  # fits a 760 px column unscaled
     labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
-    assert labels[0].startswith("A · naive CPU") and labels[3].startswith("B · flex GPU")
+    assert labels[0].startswith("A · naive\nCPU issues: ") and labels[2].startswith("B · flex\nCPU issues: ")
+    assert labels[3].startswith("GPU runs: ") or labels[3].startswith("GPU: none")
     assert all(t.get_fontsize() * figure.dpi / 72 >= 12 for t in figure.findobj(lambda o: hasattr(o, "get_fontsize")))
 
 

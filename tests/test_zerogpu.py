@@ -1,6 +1,6 @@
-"""The GPU function as ZeroGPU runs it (`app.serve_live`): in another process, its arguments, its progress and its
-result (or its refusal) pickled across; the app turning a refusal that came back into the error it shows; and flex
-refused where ZeroGPU has no torch.compile."""
+"""The GPU function as ZeroGPU runs it (`handlers.serve_live`): in another process, its arguments, its progress
+and its result (or its refusal) pickled across; the app turning a refusal that came back into the error it shows;
+and flex refused where ZeroGPU has no torch.compile."""
 from __future__ import annotations
 
 import asyncio
@@ -14,6 +14,7 @@ import torch
 from conftest import check_headline
 
 import app
+import handlers
 from attention_variants import VARIANTS
 from profiling import session
 from profiling.budget import LIVE_BUDGET_S
@@ -39,11 +40,12 @@ class ProgressAcross:
 
 def in_worker(payload: bytes) -> bytes:
     """The worker's side: nothing shared with the parent but these bytes (a spawned process)."""
-    import app as worker_app
+    import app  # noqa: F401  (the app as a Space starts it: its handlers registered)
+    import handlers as worker_handlers
 
     kind, request, run_id, progress = pickle.loads(payload)
     try:
-        return pickle.dumps(("ok", worker_app.serve_live(kind, request, run_id, progress)))
+        return pickle.dumps(("ok", worker_handlers.serve_live(kind, request, run_id, progress)))
     except Exception as error:  # what ZeroGPU pickles back instead of a result
         return pickle.dumps(("error", error))
 
@@ -102,14 +104,14 @@ def test_a_refusal_in_the_worker_comes_back_as_the_error_the_app_shows(worker, m
         if outcome_ == "error":
             raise value
         return value
-    monkeypatch.setattr(app, "serve_live", serve_live_in_worker)
-    running = dict(app.RUNNING)
+    monkeypatch.setattr(handlers, "serve_live", serve_live_in_worker)
+    running = dict(handlers.RUNNING)
     with pytest.raises(app.gr.Error) as shown:
-        asyncio.run(app.serve("compare", request, progress=lambda *args, **kwargs: None))
-    assert shown.value.title == app.TITLES["time"] == "Too long for this machine"
+        asyncio.run(handlers.serve("compare", request, progress=lambda *args, **kwargs: None))
+    assert shown.value.title == handlers.TITLES["time"] == "Too long for this machine"
     assert shown.value.message == str(here.value) and "would take about" in shown.value.message
     assert shown.value.print_exception is False
-    assert app.RUNNING == running  # nothing left behind
+    assert handlers.RUNNING == running  # nothing left behind
 
 
 def test_flex_is_refused_with_its_reason_where_zero_gpu_has_no_compile(monkeypatch):

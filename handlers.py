@@ -1,0 +1,164 @@
+"""The app's handlers of a request, for the page and the API alike: the client's values checked into a
+`Request`, served through `profiling.session` (live in the GPU's queue, with a cancel that reaches the
+measurement; or replayed), and the answer kept by an opaque id for the page to render.
+
+`serve_live` is the only function that touches the GPU: on a ZeroGPU Space it runs in another process.
+"""
+from __future__ import annotations
+
+try:  # ZeroGPU wants `spaces` imported before torch touches CUDA; elsewhere GPU() is a no-op
+    import spaces
+    on_gpu = spaces.GPU(duration=120)
+except ImportError:
+    def on_gpu(fn):
+        return fn
+
+import asyncio
+import inspect
+import json
+import secrets
+import threading
+from pathlib import Path
+
+import gradio as gr
+
+from profiling import scratch, session
+from profiling.budget import LIVE_BUDGET_S
+from profiling.environment import detect
+from profiling.recording import RECORDED_DIR, recorded_runs, recordings
+from profiling.request import KEYS, LIVE, Request
+from profiling.workload import Refusal
+from serving import TITLES, ResultStore, refused
+
+ENV = detect()
+RECORDINGS = {name: recorded_runs(name)[0].environment for name in recordings()}
+# With a GPU the page measures live; without one it starts on the first recording's real GPU runs.
+DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else next(iter(RECORDINGS))
+
+# What one visitor may cost the server. A result is kept by an id the page holds, half an hour, in a store
+# bounded by bytes (compressed JSON, tens of KB a result), never in gradio's sessions, so other visitors cannot
+# push it out. gradio keeps each session's last output values (~1.5 MB once a result is shown): 16 sessions.
+MAX_REQUEST_BYTES = 64 * 1024
+KEPT_FOR_S = 30 * 60
+RESULTS = ResultStore(max_bytes=256 * 2**20, max_age_s=KEPT_FOR_S)
+SESSIONS_KEPT = 16
+REPLAYS_AT_ONCE = 4  # a replay reads JSON and draws a chart (~1 s of CPU): it never waits for a live run
+NOT_KEPT = f"This result is no longer kept (results are kept {KEPT_FOR_S // 60} minutes); run it again."
+
+
+# -- serving a request: every one goes through profiling.session ----------------------------------------
+RUNNING: dict[str, threading.Event] = {}  # run id -> its cancel, while it runs
+SWEEPS: dict[str, str] = {}               # session -> the run id of its live sweep (Stop sets that run's cancel)
+
+
+def request_of(values, seq_lens=None, *, live: bool = True) -> Request:
+    """The client's values as a Request (checked as sent), or a gr.Error naming the field, the value and what is
+    allowed."""
+    try:
+        request = Request.from_values(dict(zip(KEYS, values)), ENV.device, seq_lens)
+        if request.live and not live:
+            raise Refusal("source", LIVE, "a live run joins the GPU's queue (the compare and sweep endpoints), not "
+                                          "the replays'; choose a recording")
+        return request
+    except Refusal as error:
+        raise refused(str(error), TITLES[error.kind]) from None
+
+
+@on_gpu
+def serve_live(kind: str, request: Request, run_id: str, progress) -> session.Answer:
+    """The only function that touches the GPU: returns plain data, so ZeroGPU can pickle it out of its worker.
+    There, in another process, no cancel reaches the run: it ends at its budget."""
+    cancel = RUNNING.get(run_id)
+    serve = session.compare if kind == "compare" else session.sweep
+    return serve(request, budget_s=LIVE_BUDGET_S[request.workload.device],
+                 cancelled=cancel.is_set if cancel else (lambda: False),
+                 progress=lambda fraction, message: progress(fraction, desc=message))
+
+
+async def serve(kind: str, request: Request, progress, run_id: str | None = None,
+                keep: bool = True) -> tuple[dict, str | None]:
+    """Serve `request` ("compare" or "sweep") in a worker thread: (what the client is sent, the id of what the
+    server keeps, its files included; None unless `keep`: an API client gets no id, so nothing is kept for it
+    that would crowd out the pages' results). A cancel by the client ends a live run at its next safe point, and
+    the queue's slot is held until it has: nothing runs on that the queue cannot see."""
+    run_id = run_id or secrets.token_hex(8)
+    cancel = RUNNING.setdefault(run_id, threading.Event())
+
+    def work() -> session.Answer:
+        try:
+            if request.live:
+                return serve_live(kind, request, run_id, progress)
+            return (session.compare if kind == "compare" else session.sweep)(request)
+        except Refusal as error:
+            raise refused(str(error), TITLES[error.kind]) from None
+
+    task = asyncio.ensure_future(asyncio.to_thread(work))
+    try:
+        answer = await asyncio.shield(task)
+    except asyncio.CancelledError:
+        cancel.set()
+        await asyncio.wait({task})
+        raise
+    finally:
+        if task.done():
+            RUNNING.pop(run_id, None)
+    kept = {"kind": kind, "source": request.source, "seqs": ",".join(map(str, request.seq_lens or ())),
+            "result": answer.result.to_dict(), "explanation": answer.explanation.to_dict()}
+    return answer.to_dict(), RESULTS.put(json.dumps(kept)) if keep else None
+
+
+def endpoint(kind: str, live: bool, page: bool):
+    """A handler of the API (`page` False: returns the answer) or of the page (returns it and the kept result's
+    id): A vs B ("compare") or a sweep, live and recorded (`live`) or recorded only."""
+    extra = ("seq_lens",) if kind == "sweep" else ()
+
+    async def handler(*args):
+        *values, http, progress = args
+        seq_lens = values.pop() if kind == "sweep" else None
+        request = request_of(values, seq_lens, live=live)
+        run_id = None
+        if kind == "sweep" and request.live and http.session_hash:
+            run_id = SWEEPS[http.session_hash] = secrets.token_hex(8)  # a fresh Stop for each sweep
+        try:
+            client, kept = await serve(kind, request, progress, run_id, keep=page)
+        finally:
+            if run_id and SWEEPS.get(http.session_hash) == run_id:  # its Stop is spent: nothing left behind
+                del SWEEPS[http.session_hash]
+        return (client, kept) if page else client
+
+    params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in (*KEYS, *extra)]
+    params += [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request),
+               inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress())]
+    handler.__signature__ = inspect.Signature(params)  # the API's named parameters: the request's own fields
+    handler.__annotations__ = {"request": gr.Request}
+    handler.__name__ = f"{'run_' if page else ''}{kind}{'' if live else '_replay'}"
+    return handler
+
+
+def stop_sweep(request: gr.Request) -> None:
+    """Stop this session's running live sweep at its next point; it returns with the points done."""
+    cancel = RUNNING.get(SWEEPS.get(request.session_hash, ""))
+    if cancel:
+        cancel.set()
+
+
+def kept(result_id, kind: str) -> dict:
+    """The result kept under `result_id` if it is a `kind` ("compare" or "sweep"); else refused (an id is the
+    client's to send: one of the other tab's, or made up, fetches nothing)."""
+    text_ = RESULTS.get(result_id)
+    data = json.loads(text_) if text_ is not None else None
+    if data is None or data.get("kind") != kind:
+        raise refused(NOT_KEPT, "Result expired")
+    return data
+
+
+def served_trace(path: str | None) -> Path | None:
+    """A trace the server itself wrote (a measurement's scratch folder) or shipped (a recording); nothing else."""
+    if not path:
+        return None
+    trace = Path(path)
+    try:
+        recorded = trace.resolve(strict=True).is_relative_to(RECORDED_DIR.resolve()) and trace.is_file()
+    except (OSError, RuntimeError):
+        recorded = False
+    return trace if recorded or scratch.is_scratch_file(trace) else None
