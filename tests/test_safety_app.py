@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import secrets
+import socket
 import tempfile
 import threading
 import time
@@ -22,6 +23,7 @@ import httpx
 import pytest
 
 import app
+import handlers
 from conftest import fn_index, queued
 from profiling import reports, scratch, session
 from profiling.recording import find_recorded
@@ -175,7 +177,7 @@ def test_a_cancelled_live_run_stops_at_a_safe_point_and_holds_the_queue_until_it
     assert first.result()["output"] == {}  # nothing sent for a cancelled event
     assert second.result()["success"]
     assert spans["sdpa_math"][0] >= spans["naive"][1], "the next live run started while the cancelled one ran"
-    assert not app.RUNNING  # no cancel flag left behind
+    assert not handlers.RUNNING  # no cancel flag left behind
 
 
 # -- 2. results are kept by an id only the page holds --------------------------------------------------------------
@@ -217,7 +219,7 @@ def test_a_crafted_or_unknown_result_id_fetches_nothing(app_url, event):
     for result_id in CRAFTED_IDS:
         shown = queued(app_url, fn_index(event), [result_id], secrets.token_hex(8))
         assert not shown["success"] and files_in(shown["output"]) == []
-        assert shown["output"]["error"] == app.NOT_KEPT and "no longer kept" in shown["output"]["error"]
+        assert shown["output"]["error"] == handlers.NOT_KEPT and "no longer kept" in shown["output"]["error"]
 
 
 def test_a_kept_result_of_one_kind_is_not_shown_as_the_other():
@@ -228,7 +230,7 @@ def test_a_kept_result_of_one_kind_is_not_shown_as_the_other():
     for show, wrong in ((app.show, sweep_id), (app.show_sweep, compare_id)):
         with pytest.raises(gr.Error) as error:
             show(wrong, HTTP)
-        assert error.value.message == app.NOT_KEPT
+        assert error.value.message == handlers.NOT_KEPT
 
 
 def test_a_kept_result_expires_and_the_store_stays_within_its_bytes():
@@ -244,12 +246,12 @@ def test_a_kept_result_expires_and_the_store_stays_within_its_bytes():
     big = store.put("x" * 1_000_000)  # kept compressed
     assert store.get(big) == "x" * 1_000_000 and len(zlib.compress(b"x" * 1_000_000, 6)) < 10_000
     assert len({store.put("same") for _ in range(100)}) == 100 and all(len(k) >= 22 for k in kept)
-    assert (app.RESULTS.max_age_s, app.RESULTS.max_bytes) == (30 * 60, 256 * 2**20)
+    assert (handlers.RESULTS.max_age_s, handlers.RESULTS.max_bytes) == (30 * 60, 256 * 2**20)
 
 
 # -- 3. results carry no server paths; no file but the server's own is served -------------------------------------
 def test_the_public_endpoint_sends_the_answer_alone_naming_no_server_file(app_url):
-    kept = len(app.RESULTS)
+    kept = len(handlers.RESULTS)
     for data in (REPLAY, LIVE):
         event, output = called(app_url, data)
         assert event == "complete" and len(output) == 1  # the answer; no kept result's id
@@ -258,7 +260,7 @@ def test_the_public_endpoint_sends_the_answer_alone_naming_no_server_file(app_ur
         assert result["a"]["trace_path"] is None and result["b"]["trace_path"] is None
         text = json.dumps(result)
         assert str(ROOT) not in text and tempfile.gettempdir() + "/" not in text
-    assert len(app.RESULTS) == kept  # nothing kept that no one holds an id to: the pages' results stay
+    assert len(handlers.RESULTS) == kept  # nothing kept that no one holds an id to: the pages' results stay
 
 
 @pytest.fixture()
@@ -298,7 +300,7 @@ def test_reshowing_a_live_result_whose_trace_was_pruned_hides_its_button():
     """A live trace the measurement's folder pruned since: no button to a missing file (it would 403), the rest
     still shown."""
     answer, result_id = asyncio.run(app.endpoint("compare", True, True)(*LIVE, HTTP, lambda *a, **k: None))
-    kept = Comparison.from_dict(json.loads(app.RESULTS.get(result_id))["result"])
+    kept = Comparison.from_dict(json.loads(handlers.RESULTS.get(result_id))["result"])
     assert scratch.is_scratch_file(kept.a.trace_path) and scratch.is_scratch_file(kept.b.trace_path)
     Path(kept.a.trace_path).unlink()  # pruned
     shown = dict(zip(app.views, app.show(result_id, HTTP)))
@@ -316,16 +318,16 @@ def test_reshowing_a_live_result_whose_trace_was_pruned_hides_its_button():
 
 def test_only_the_servers_own_folders_hold_servable_traces(tmp_path):
     assert not scratch.is_scratch_file(ROOT / "app.py")
-    assert app._served_trace(str(ROOT / "app.py")) is None and app._served_trace(None) is None
+    assert handlers.served_trace(str(ROOT / "app.py")) is None and handlers.served_trace(None) is None
     recorded = find_recorded(RECORDING, "naive", BLOG).trace_path
-    assert app._served_trace(recorded) == Path(recorded)
+    assert handlers.served_trace(recorded) == Path(recorded)
     folder = scratch.process_folder("test")
     inside, link = folder / "x.json", folder / "link.json"
     inside.write_text("{}")
     link.symlink_to(ROOT / "app.py")
     try:
         assert scratch.is_scratch_file(inside) and not scratch.is_scratch_file(link)
-        assert app._served_trace(str(link)) is None
+        assert handlers.served_trace(str(link)) is None
         assert not scratch.is_scratch_file(tmp_path / "x.json")
     finally:
         link.unlink()
@@ -362,6 +364,193 @@ def test_the_page_and_a_normal_request_still_pass(app_url):
     assert httpx.get(app_url, timeout=30).status_code == 200
     event, _ = called(app_url, REPLAY)
     assert event == "complete"
+
+
+# -- 4b. hostile routes: a 4xx and one log line, never a 500 or a traceback (issue 21, item 6) ------------------------
+def no_traceback(capfd, caplog) -> None:
+    """Nothing gradio, uvicorn or the queue logged with a traceback (some of it after the response: a moment)."""
+    time.sleep(0.3)
+    assert "Traceback" not in capfd.readouterr().err
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
+
+
+def refusals_logged(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "attention_profiler"]
+
+
+def raw_status(base: str, method: str, target: str, body: bytes = b"") -> int:
+    """One request over a plain socket (httpx refuses a URL over 64 KB): its status."""
+    host, port = base.split("//")[1].rstrip("/").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(f"{method} {target} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        head = b""
+        while b"\r\n" not in head:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+    return int(head.split()[1])
+
+
+def test_an_unknown_parameter_of_a_named_call_is_a_422_naming_it(app_url, capfd, caplog):
+    """/call/v2/<api_name> takes the endpoint's parameters by name: gradio failed with a 500 and a traceback."""
+    answer = httpx.post(app_url + "gradio_api/call/v2/compare", json={**dict(zip(KEYS, LIVE)), "bogus": 1},
+                        timeout=30)
+    assert answer.status_code == 422 and "bogus" in answer.json()["detail"]
+    assert httpx.post(app_url + "gradio_api/call/v2/compare", json=LIVE, timeout=30).status_code == 422  # a list
+    no_traceback(capfd, caplog)
+    assert len(refusals_logged(caplog)) == 1
+    good = httpx.post(app_url + "gradio_api/call/v2/replay", json=dict(zip(KEYS, REPLAY)), timeout=30)
+    assert good.status_code == 200 and "event_id" in good.json()  # by name, every parameter it takes: joined
+
+
+@pytest.mark.parametrize("route", ["gradio_api/call/compare/{id}", "gradio_api/call/v2/replay/{id}",
+                                   "gradio_api/queue/data?session_hash={id}", "gradio_api/queue/data?session_hash="])
+def test_the_stream_of_an_unknown_event_or_session_is_a_404_before_it_starts(app_url, route, capfd, caplog):
+    """gradio started the stream (200), then failed inside it: a traceback, and a client left with a broken
+    stream; or, for a session that exists without events, a stream of heartbeats that never ends."""
+    with httpx.stream("GET", app_url + route.format(id=secrets.token_hex(16)), timeout=10) as answer:
+        assert answer.status_code == 404
+    no_traceback(capfd, caplog)
+    assert len(refusals_logged(caplog)) == 1
+
+
+def test_the_stream_of_a_known_event_still_reads_to_its_end(app_url):
+    event, data = called(app_url, REPLAY, "replay")  # POST, then GET /call/replay/<event_id>
+    assert event == "complete" and data[0]["verdict"]
+
+
+def js_only_events() -> list:
+    return [fn for fn in app.demo.fns.values() if fn.fn is None]
+
+
+def test_an_event_with_no_python_function_is_a_404_by_every_route(app_url, capfd, caplog):
+    """The page's js-only events (a scroll, a `cancels=` click) have no handler: gradio raised IndexError with a
+    traceback for each, by name or by index, through the queue or the REST route (500)."""
+    events = js_only_events()
+    assert len(events) >= 8 and any(fn.api_name.startswith("js_fn") for fn in events) \
+        and any(fn.api_name.startswith("unnamed") for fn in events)
+    with httpx.Client(base_url=app_url, timeout=30) as http:
+        for fn in events:
+            for route, body in ((f"/gradio_api/call/{fn.api_name}", {"data": []}),
+                                (f"/gradio_api/run/{fn.api_name}", {"data": []}),
+                                ("/gradio_api/queue/join", {"data": [], "fn_index": fn._id,
+                                                            "session_hash": secrets.token_hex(8)}),
+                                ("/gradio_api/run/predict", {"data": [], "fn_index": fn._id})):
+                answer = http.post(route, json=body)
+                assert answer.status_code == 404 and "runs in the browser" in answer.json()["detail"], (route, fn)
+        for index in ("7", 1.5, True):  # gradio would read "7" as 7
+            answer = http.post("/gradio_api/queue/join", json={"data": [], "fn_index": index, "session_hash": "s"})
+            assert answer.status_code == 422, index
+    no_traceback(capfd, caplog)
+    assert len(refusals_logged(caplog)) == 4 * len(events) + 3
+
+
+def test_validate_inputs_refuses_an_event_with_no_python_function_in_one_line():
+    from serving import refuse_short_requests
+
+    with pytest.raises(gr.Error) as error:
+        refuse_short_requests(js_only_events()[0], [])
+    assert "runs in the browser" in error.value.message and not error.value.print_exception
+
+
+@pytest.mark.parametrize("value", [["live"], {"source": "live"}])
+def test_an_instant_helper_given_a_list_or_an_object_is_a_422_in_one_line(app_url, value, capfd, caplog):
+    """The page's instant helpers (outside the queue) take one value per control: `sweep_plan` given a list
+    through /run/predict hashed it (TypeError: a traceback and a 500)."""
+    plan = fn_index("sweep_plan")
+    answer = httpx.post(app_url + "gradio_api/run/predict", timeout=30,
+                        json={"data": [value], "fn_index": plan, "session_hash": secrets.token_hex(8)})
+    assert answer.status_code == 422
+    assert answer.json()["error"] == (f"sweep_plan takes one value for 'Source' (input 1); the request sent a "
+                                      f"{type(value).__name__}")
+    no_traceback(capfd, caplog)
+    assert refusals_logged(caplog) == [f"refused: {answer.json()['error']}"]
+    fine = httpx.post(app_url + "gradio_api/run/predict", timeout=30,
+                      json={"data": ["live"], "fn_index": plan, "session_hash": secrets.token_hex(8)})
+    assert fine.status_code == 200 and "Live on this" in fine.json()["data"][0]
+
+
+def test_every_instant_helper_refuses_lists_and_the_queued_endpoints_leave_them_to_the_core(app_url, capfd, caplog):
+    instant = [fn for fn in app.demo.fns.values() if fn.fn is not None and not fn.queue and fn.inputs]
+    assert {"sweep_plan", "guesses", "switch_source", "stale_notice"} <= {fn.name for fn in instant}
+    with httpx.Client(base_url=app_url, timeout=30) as http:
+        for fn in instant:
+            answer = http.post("/gradio_api/run/predict", json={"data": [["x"]] * len(fn.inputs), "fn_index": fn._id,
+                                                                "session_hash": secrets.token_hex(8)})
+            assert answer.status_code == 422 and "takes one value" in answer.json()["error"], fn.name
+    event, error = called(app_url, with_(LIVE, source=["live"]))  # the API: the core names the field
+    assert event == "error" and error["error"].startswith("source=['live'] is not allowed")
+    no_traceback(capfd, caplog)
+
+
+@pytest.mark.parametrize("route", ["queue/join", "run/predict"])
+@pytest.mark.parametrize("session_hash", ["", "  "])
+def test_an_empty_session_hash_is_a_400(app_url, route, session_hash, capfd, caplog):
+    """gradio queued an event under an empty session nothing reads, then failed on it (KeyError, a traceback)."""
+    index = fn_index("compare" if route == "queue/join" else "sweep_plan")
+    data = LIVE if route == "queue/join" else ["live"]
+    answer = httpx.post(f"{app_url}gradio_api/{route}", timeout=30,
+                        json={"data": data, "fn_index": index, "session_hash": session_hash})
+    assert answer.status_code == 400 and "session_hash" in answer.json()["detail"]
+    no_traceback(capfd, caplog)
+    assert len(refusals_logged(caplog)) == 1
+
+
+@pytest.mark.parametrize("method, target", [("GET", "/?a={x}"), ("GET", "/gradio_api/info?{x}"),
+                                            ("POST", "/gradio_api/call/compare?{x}"),
+                                            ("POST", "/gradio_api/queue/join?{x}"), ("GET", "/{x}")])
+def test_a_url_over_64_kb_is_a_414(app_url, method, target, capfd, caplog):
+    """gradio's URL parser refused it inside the handler (httpx.InvalidURL: a 500 and a traceback)."""
+    status = raw_status(app_url, method, target.format(x="x" * 65 * 1024), json.dumps({"data": LIVE}).encode())
+    assert status == 414
+    assert raw_status(app_url, "GET", "/?a=" + "x" * 4000) == 200  # a long link of the page's own still opens
+    no_traceback(capfd, caplog)
+
+
+def test_the_upload_route_is_closed_in_an_app_that_takes_no_files(app_url, capfd, caplog):
+    """gradio kept any file sent to /upload and answered with its absolute path on the server."""
+    from serving import takes_uploads
+
+    assert not takes_uploads(app.demo)
+    with gr.Blocks() as uploads:
+        gr.File()
+    assert takes_uploads(uploads)
+    with httpx.Client(base_url=app_url, timeout=30) as http:
+        for name, content in (("a.txt", b"hello"), ("a.html", b"<script>alert(1)</script>")):
+            answer = http.post("/gradio_api/upload", files={"files": (name, content)})
+            assert answer.status_code == 404 and tempfile.gettempdir() not in answer.text
+        assert http.get("/gradio_api/upload_progress", params={"upload_id": "x"}).status_code == 404
+    no_traceback(capfd, caplog)
+
+
+def test_a_refusal_through_the_rest_route_is_a_422_and_a_failure_stays_a_500():
+    """gradio's /run/<api_name> answers every error 500: a gr.Error (a refusal, its message sent) becomes 422; an
+    error with no message for the client (a real failure) stays 500."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from serving import RequestGuard
+
+    async def refusal(request):
+        return JSONResponse({"error": "seq_len=0 is not allowed", "title": "Not a request"}, status_code=500)
+
+    async def failure(request):
+        return JSONResponse({"error": None}, status_code=500)
+
+    async def fine(request):
+        return JSONResponse({"data": [1]})
+    inner = Starlette(routes=[Route("/gradio_api/run/refusal", refusal, methods=["POST"]),
+                              Route("/gradio_api/run/failure", failure, methods=["POST"]),
+                              Route("/gradio_api/run/fine", fine, methods=["POST"])])
+    with TestClient(RequestGuard(inner, max_bytes=1024)) as http:
+        answer = http.post("/gradio_api/run/refusal", json={})
+        assert answer.status_code == 422 and answer.json()["error"] == "seq_len=0 is not allowed"
+        assert http.post("/gradio_api/run/failure", json={}).status_code == 500
+        assert http.post("/gradio_api/run/fine", json={}).json() == {"data": [1]}
 
 
 # -- 5. errors: the field, the value, what is allowed, in plain text; one log line; nothing coerced ------------------
