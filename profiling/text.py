@@ -85,8 +85,14 @@ def power(exponent: float) -> str:
     return f"S^{exponent:.2f}".removesuffix(".00")
 
 
+def bandwidth(bytes_per_us: float) -> str:
+    """Memory traffic, from bytes per µs, decimal as datasheets give it: '4.2 TB/s', '860 GB/s'."""
+    per_s = bytes_per_us * 1e6
+    return f"{per_s / 1e12:.1f} TB/s" if per_s >= 1e12 else f"{per_s / 1e9:.0f} GB/s"
+
+
 FORMATS = {"ms": ms, "us": us, "s": seconds, "bytes": size, "share": share, "pct": percent, "x": times,
-           "count": count, "power": power}
+           "count": count, "power": power, "bytes_per_us": bandwidth}
 
 
 def quantity(q: "Quantity") -> str:

@@ -484,3 +484,21 @@ def test_blog_reference_is_the_blog():
     assert BLOG.compute_capability == (8, 0) and BLOG.matches(Workload.blog())
     assert BLOG.differences(Workload.blog(seq_len=4096, rank=3)) == ["seq_len 4096 vs 1024", "rank 3 vs 4"]
     assert round(BLOG.results["sdpa_math"].gpu_us / BLOG.results["naive_inplace"].gpu_us, 1) == 3.7
+
+
+def test_masked_fill_moves_the_scores_slower_than_the_scale_and_says_by_how_much():
+    """Naive's masked_fill and `mul` each read and write the S×S scores: the note's rates are those bytes over each
+    kernel's time, re-derived here from the recorded rows; the generic kernel against the vectorized one."""
+    from profiling.explain import mask_rules
+    run = recorded("naive")
+    fill = next(k for k in run.kernels if k.short_name == "elementwise_kernel [masked_fill]")
+    mul = next(k for k in run.kernels if k.short_name == "vectorized_elementwise_kernel [mul]")
+    moved = 2 * run.workload.batch * run.workload.heads * run.workload.seq_len ** 2 * 2  # bf16, read + written
+    n = mask_rules.masked_fill_rate(run, {})
+    assert n.facts["fill"].value == pytest.approx(moved / fill.us_per_forward)
+    assert n.facts["mul"].value == pytest.approx(moved / mul.us_per_forward)
+    assert n.title == (f"masked_fill, the forward's largest kernel, moves {text.bandwidth(moved / fill.us_per_forward)}; "
+                       f"the scale's mul {text.bandwidth(moved / mul.us_per_forward)}")
+    assert fill.us_per_forward > mul.us_per_forward and "2.8× slower per byte" in n.body
+    assert "The causal mask" not in n.body and "the causal mask, one S×S matrix" in n.body
+    assert mask_rules.masked_fill_rate(recorded("sdpa_flash"), {}) is None

@@ -30,7 +30,7 @@ RULES: tuple[Rule, ...] = (
     backward_rules.backward_ratio, backward_rules.fused_backward, backward_rules.saved_for_backward,
     backward_rules.gradient_accuracy,
     # masks and grouped-query heads
-    mask_rules.mask_conversion, mask_rules.dense_window, mask_rules.kv_expansion, mask_rules.kv_savings,
+    mask_rules.mask_conversion, mask_rules.masked_fill_rate, mask_rules.dense_window, mask_rules.kv_expansion, mask_rules.kv_savings,
     mask_rules.block_mask_setup,
     # the environment
     environment_rules.pinned_refused, environment_rules.rank3_path, environment_rules.auto_choice,

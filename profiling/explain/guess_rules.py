@@ -58,7 +58,7 @@ def in_place(run: Run, peers: Peers) -> Note | None:
         facts |= {"saved": ratio(difference(naive_ms, measured(run, "timing.median_ms", "ms")), naive_ms, "share"),
                   "naive_peak": measured(naive, "peak_extra_bytes", "bytes", who)}
         time_clause = " It saves {saved} of the time (the copy); out of place the peak is {naive_peak} too."
-        weight = facts["saved"].value
+        weight = 0.25 + facts["saved"].value / 2  # the pair's lesson, and the guess's mistake
     return note("in_place", "guess", "In place saves time, not peak memory",
                 "The guess said in place only saves memory. The peak, {peak} ({matrices} one S×S matrix), comes "
                 "at `softmax(scores) @ v`: the scores, their softmax and the output, after the fill." + time_clause,

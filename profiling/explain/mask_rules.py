@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from .. import text
 from ..results import Note, Run
-from .facts import Peers, constant, label, launches, measured, note, of_launch, on_gpu, ran, ratio, total, variant
+from .facts import (Peers, constant, label, launches, measured, note, of_kernel, of_launch, on_gpu, ran, ratio, scaled,
+                    total, variant)
 
 
 def mask_conversion(run: Run, peers: Peers) -> Note | None:
@@ -31,6 +32,33 @@ def mask_conversion(run: Run, peers: Peers) -> Note | None:
                 weight=max(0.15, facts["share"].value), facts=facts, kernels=[k for k, _ in where],
                 ops=["aten::where"], evidence=[f"{text.kernel(k)} · {text.us(launch.us_per_forward)} · launched by "
                                                f"{text.chain(launch.ops)}" for k, launch in where])
+
+
+def masked_fill_rate(run: Run, peers: Peers) -> Note | None:
+    """Naive's masked_fill and its scale `mul` each read and write the S×S scores, the same bytes; the mask is one
+    S×S matrix broadcast over B·H, which keeps masked_fill off TensorIterator's vectorized path (taken only when
+    every operand is contiguous), so it moves those bytes more slowly than the vectorized `mul`."""
+    v = variant(run)
+    forward = [k for k in run.kernels if k.phase == "forward"]
+    fill = next((k for k in forward if k.short_name == "elementwise_kernel [masked_fill]"), None)
+    mul = next((k for k in forward if k.short_name == "vectorized_elementwise_kernel [mul]"), None)
+    if not on_gpu(run) or not (v and v.key in ("naive", "naive_inplace")) or not (fill and mul):
+        return None
+    moved = scaled(measured(run, "workload.scores_bytes()", "bytes"), 2, "bytes")  # read once, written once
+    facts = {"bytes": moved, "share": of_kernel(run, fill, "share", "share"),
+             "fill": ratio(moved, of_kernel(run, fill, "us_per_forward", "us"), "bytes_per_us"),
+             "mul": ratio(moved, of_kernel(run, mul, "us_per_forward", "us"), "bytes_per_us")}
+    facts["slower"] = ratio(facts["mul"], facts["fill"])
+    largest = fill is max(forward, key=lambda k: k.us_per_forward)
+    mask = {"flag": "causal", "bool": "bool", "window": "window"}.get(run.workload.mask, "causal")
+    return note("masked_fill_rate", "guess",
+                ("masked_fill, the forward's largest kernel," if largest else "masked_fill") +
+                " moves {fill}; the scale's mul {mul}",
+                f"Both read and write the S×S scores ({{bytes}}); the {mask} mask, one S×S matrix broadcast over B·H, "
+                "keeps masked_fill on the generic `elementwise_kernel`, without `mul`'s vectorized loads: {slower} "
+                f"slower per byte, {{share}} of the {text.call(run.workload)}'s GPU time.",
+                weight=0.05 + facts["share"].value / 2, facts=facts, kernels=[fill, mul],
+                evidence=[text.kernel_line(fill), text.kernel_line(mul)])
 
 
 def dense_window(run: Run, peers: Peers) -> Note | None:
