@@ -28,6 +28,8 @@ PROBES = [
     ("sdpa_flash", "sdpa_auto", 1, 4, 2048, 64, "fp32"),
     ("naive", "naive_inplace", 1, 2, 2048, 64, "bf16"),
     ("sdpa_math", "naive", 2, 2, 1024, 32, "fp16"),
+    ("naive", "sdpa_flash", 1, 1, 2048, 1, "fp32", "fwd+bwd"),      # a training step: grads and saved tensors too
+    ("sdpa_math", "naive_inplace", 1, 2, 1024, 32, "bf16", "fwd+bwd"),
 ]
 MiB = 2**20
 
@@ -42,7 +44,7 @@ def probed() -> list[dict]:
     for probe, process in zip(PROBES, processes):
         out, err = process.communicate(timeout=600)
         assert process.returncode == 0, err[-2000:]
-        rows += [dict(row, workload="x".join(map(str, probe[2:6])) + f" {probe[6]}")
+        rows += [dict(row, workload="x".join(map(str, probe[2:6])) + " " + " ".join(probe[6:]))
                  for row in json.loads(out.strip().splitlines()[-1])]
     return rows
 
