@@ -72,8 +72,8 @@ def headline_says(result: Sweep, s: int) -> str:
         qa, qb = (statistics.quantiles(getattr(r, v.path).samples_ms, n=4, method="inclusive") for r in (ra, rb))
         if qa[2] < qb[0] or qb[2] < qa[0]:  # middle halves apart: a gap the test cannot confirm is not "level"
             return "but their samples overlap too much for the test"
-    return {"level": "are level within noise", "no_practical_difference": "no practical difference",
-            "too_few": "have too few samples to rank", "inconsistent": "are not ranked"}[v.kind]
+    return {"level": "are level within noise", "no_practical_difference": "that counts as a practical difference",
+            "too_few": "samples on a side are too few for the test", "inconsistent": "are not ranked"}[v.kind]
 
 
 def test_every_recorded_pair_is_told_in_short_true_sentences():
@@ -200,9 +200,9 @@ def test_a_host_bound_side_is_compared_on_the_back_to_back_pace():
 
 
 @pytest.mark.parametrize("gap, spread, n, says", [
-    (1.015, 0.001, 50, "are within 3% on the H200, no practical difference: "),  # separated, but under 3%
+    (1.015, 0.001, 50, "differ by 1.5% on the H200, under the 3% that counts as a practical difference: "),
     (1.05, 0.2, 20, "are level within noise on the H200: "),                     # a gap inside the noise
-    (0.5, 0.01, 4, "have too few samples to rank on the H200: "),                # halved, but 4 samples a side
+    (0.5, 0.01, 4, "cannot be ranked on the H200: 4 samples on a side are too few for the test: "),  # 4 a side
 ])
 def test_the_headline_says_only_what_the_test_supports(gap, spread, n, says):
     result = synthetic([run("naive", s, 1.0, spread=spread, n=n, seed=2 * s) for s in S]

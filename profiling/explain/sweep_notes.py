@@ -14,7 +14,7 @@ from .curves import (MIN_FIT_POINTS, BoundChange, Crossover, KernelChange, Slope
                      crossovers, kernel_changes, ran, slopes, stops_fitting)
 from .environment_rules import refusal
 from .facts import fit, label, measured, note, ratio
-from .verdict import decision, quartiles_apart, unconfirmed_gap
+from .verdict import decision, said
 
 FIGURE_WORDS = {"timing": "GPU time", "back_to_back": "back to back"}
 
@@ -89,27 +89,10 @@ def headline(result: Sweep) -> Note:
     ra, rb = _point(result, a, s), _point(result, b, s)
     v = decision(ra, rb)
     facts = {"a": _of(result, a, s, f"{v.path}.median_ms", "ms"), "b": _of(result, b, s, f"{v.path}.median_ms", "ms")}
-    figures = f"{{a}} vs {{b}} per {text.call(result.workload)} ({v.what})"
-    if a == b:
-        title = f"At {_s(s)} {name[a]} and {name[b]} are the same variant, so no winner {on}: {figures}."
-    elif v.kind == "ranked":
-        fast, slow, first, second = (a, b, "a", "b") if v.faster == "a" else (b, a, "b", "a")
-        facts["ratio"] = ratio(facts[second], facts[first])
-        title = f"At {_s(s)} {name[fast]} is {{ratio}} faster than {name[slow]} {on}: {figures}."
-    elif v.kind == "no_practical_difference":
-        title = (f"At {_s(s)} {name[a]} and {name[b]} are within {text.share(v.threshold)} {on}, no practical "
-                 f"difference: {figures}.")
-    elif v.kind == "too_few":
-        title = f"At {_s(s)} {name[a]} and {name[b]} have too few samples to rank {on}: {figures}."
-    elif v.kind == "inconsistent":
-        title = (f"At {_s(s)} {name[a]} and {name[b]} are not ranked {on}, as a side's host figures do not add up: "
-                 f"{figures}.")
-    elif quartiles_apart(getattr(ra, v.path), getattr(rb, v.path)):
-        facts["ratio"] = unconfirmed_gap(facts["a"], facts["b"])
-        title = (f"At {_s(s)} {name[a]} and {name[b]} are not ranked {on}: {figures}, {{ratio}} apart, but their "
-                 "samples overlap too much for the test.")
-    else:
-        title = f"At {_s(s)} {name[a]} and {name[b]} are level within noise {on}: {figures}."
+    index = {"a": _index(result, a, s), "b": _index(result, b, s)}
+    title, more = said(ra, rb, v, (name[a], name[b]), on, facts, lambda run, path, unit, who:
+                       measured(result, f"runs[{index[who]}].{path}", unit, "sweep"))
+    title, facts = f"At {_s(s)} {title}", facts | more
     return note("sweep_headline", "sweep", ended + title, "", weight=1.0, facts=facts)
 
 

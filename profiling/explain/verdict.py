@@ -110,17 +110,16 @@ def headline(a: Run, b: Run) -> Note:
     failed = [r for r in (a, b) if not (r.ok or timed_then_stopped(r))]
     if failed:
         why = {f"why_{i}": refusal(r)[0] for i, r in enumerate(failed)}
-        said = "; ".join(f"{name[id(r)]} could not run {_where(r)} ({{why_{i}}})" for i, r in enumerate(failed))
+        refused = "; ".join(f"{name[id(r)]} could not run {_where(r)} ({{why_{i}}})" for i, r in enumerate(failed))
         ok = [r for r in (a, b) if r.ok]
         facts = {"time": measured(ok[0], "timing.median_ms", "ms", "a" if ok[0] is a else "b")} if ok else {}
         rest = f"; {name[id(ok[0])]} ran at {{time}} per {text.call(ok[0].workload)}." if ok else "."
         if ok:
             clause, more = _fallback(ok[0], "a" if ok[0] is a else "b")
             rest, facts = rest + clause, facts | more
-        return note("verdict", "verdict", said + rest, "", weight=1.0, facts=facts, names=why)
+        return note("verdict", "verdict", refused + rest, "", weight=1.0, facts=facts, names=why)
     v = decision(a, b)
     facts = {"a": measured(a, f"{v.path}.median_ms", "ms", "a"), "b": measured(b, f"{v.path}.median_ms", "ms", "b")}
-    figures = f"{{a}} vs {{b}} per {text.call(a.workload)} ({v.what})"
     on = _where(a)
     evidence = [f"figure: {v.what}; " + ("A and B were timed interleaved, in one session" if v.same_session else
                                          "A and B were measured at different moments, so the threshold includes "
@@ -128,32 +127,9 @@ def headline(a: Run, b: Run) -> Note:
                 f"named test: exact rank test (Mann–Whitney) at level {stats.LEVEL:g}, {v.samples} samples on the "
                 f"smaller side" + (f", p = {v.p:.2g}" if v.p is not None else "")
                 + f"; a winner needs a gap of at least {text.share(v.threshold)}"]
-    if a.variant == b.variant:
-        title = f"{name[id(a)]} and {name[id(b)]} are the same variant, so no winner {on}: {figures}."
-    elif v.kind == "ranked":
-        fast, slow = (a, b) if v.faster == "a" else (b, a)
-        facts["ratio"] = ratio(facts["b" if fast is a else "a"], facts[v.faster])
-        title = (f"{name[id(fast)]} is {{ratio}} faster than {name[id(slow)]} {on}: {figures}.")
-    elif v.kind == "no_practical_difference":
-        low, high = ("a", "b") if v.faster != "b" else ("b", "a")
-        facts["gap"] = difference(ratio(facts[high], facts[low], "share"), constant(1.0, "share", "1"))
-        facts["threshold"] = constant(v.threshold, "share", repr(v.threshold))
-        title = (f"{name[id(a)]} and {name[id(b)]} differ by {{gap}} {on}, under the {{threshold}} that counts as a "
-                 f"practical difference: {figures}.")
-    elif v.kind == "too_few":
-        fewer, who = min(((a, "a"), (b, "b")), key=lambda rw: getattr(rw[0], v.path).kept)
-        facts["n"] = measured(fewer, f"{v.path}.kept", "count", who)
-        title = (f"{name[id(a)]} and {name[id(b)]} cannot be ranked {on}: {{n}} samples on a side are too few for "
-                 f"the test: {figures}.")
-    elif v.kind == "inconsistent":
-        title = (f"{name[id(a)]} and {name[id(b)]} are not ranked {on}, as a side's host figures do not add up: "
-                 f"{figures}.")
-    elif quartiles_apart(getattr(a, v.path), getattr(b, v.path)):
-        facts["ratio"] = unconfirmed_gap(facts["a"], facts["b"])
-        title = (f"{name[id(a)]} and {name[id(b)]} are not ranked {on}: {figures}, {{ratio}} apart, but their "
-                 "samples overlap too much for the test.")
-    else:
-        title = f"{name[id(a)]} and {name[id(b)]} are level within noise {on}: {figures}."
+    title, more = said(a, b, v, (name[id(a)], name[id(b)]), on, facts, lambda run, path, unit, who:
+                       measured(run, path, unit, who))
+    facts |= more
     for run, side in ((a, "a"), (b, "b")):
         clause, more = _fallback(run, side)
         title, facts = title + clause, facts | more
@@ -166,6 +142,40 @@ def headline(a: Run, b: Run) -> Note:
 def timed_then_stopped(run: Run) -> bool:
     """Stopped (cancel or budget) after its timing rounds finished: its figures can still be compared."""
     return run.status == STOPPED and run.timing is not None and run.timing.kept > 0
+
+
+def said(a: Run, b: Run, v: Verdict, names: tuple[str, str], on: str, facts: dict, fact) -> tuple[str, dict]:
+    """The headline's sentence for `v` (its facts "a" and "b" given, each side's figure), the one wording of a
+    comparison's and a sweep's: (the sentence, the facts it adds). `fact(run, path, unit, who)` reads a figure of
+    `a` ("a") or `b` ("b") with a source its context resolves."""
+    facts, more = dict(facts), {}
+    figures = f"{{a}} vs {{b}} per {text.call(a.workload)} ({v.what})"
+    name = {"a": names[0], "b": names[1]}
+    if a.variant == b.variant:
+        return f"{name['a']} and {name['b']} are the same variant, so no winner {on}: {figures}.", more
+    if v.kind == "ranked":
+        slow = "b" if v.faster == "a" else "a"
+        more["ratio"] = ratio(facts[slow], facts[v.faster])
+        return f"{name[v.faster]} is {{ratio}} faster than {name[slow]} {on}: {figures}.", more
+    if v.kind == "no_practical_difference":
+        low, high = ("a", "b") if v.faster != "b" else ("b", "a")
+        more["gap"] = difference(ratio(facts[high], facts[low], "share"), constant(1.0, "share", "1"))
+        more["threshold"] = constant(v.threshold, "share", repr(v.threshold))
+        return (f"{name['a']} and {name['b']} differ by {{gap}} {on}, under the {{threshold}} that counts as a "
+                f"practical difference: {figures}."), more
+    if v.kind == "too_few":
+        fewer, who = min(((a, "a"), (b, "b")), key=lambda rw: getattr(rw[0], v.path).kept)
+        more["n"] = fact(fewer, f"{v.path}.kept", "count", who)
+        return (f"{name['a']} and {name['b']} cannot be ranked {on}: {{n}} samples on a side are too few for the "
+                f"test: {figures}."), more
+    if v.kind == "inconsistent":
+        return (f"{name['a']} and {name['b']} are not ranked {on}, as a side's host figures do not add up: "
+                f"{figures}."), more
+    if quartiles_apart(getattr(a, v.path), getattr(b, v.path)):
+        more["ratio"] = unconfirmed_gap(facts["a"], facts["b"])
+        return (f"{name['a']} and {name['b']} are not ranked {on}: {figures}, {{ratio}} apart, but their samples "
+                "overlap too much for the test."), more
+    return f"{name['a']} and {name['b']} are level within noise {on}: {figures}.", more
 
 
 def _fallback(run: Run, side: str) -> tuple[str, dict]:
