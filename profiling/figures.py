@@ -83,7 +83,7 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
             top.plot([run.back_to_back.median_ms] * 2, [i - height, i + height], color=colours["fg"], linewidth=2,
                      label="back-to-back pace" if i == 0 or comparison.a.back_to_back is None else None)
     top.set_xlabel("ms per call", fontsize=TEXT_PT)
-    top.set_title("time per call", fontsize=TITLE_PT, loc="left", color=colours["fg"])
+    top.set_title("time per call", fontsize=TITLE_PT, loc="left", color=colours["fg"], pad=18)  # legend below it
     top.margins(x=0.25)
     if top.get_legend_handles_labels()[0]:
         top.legend(fontsize=SMALL_PT, loc="lower right", bbox_to_anchor=(1, 1), ncol=3, frameon=False,
@@ -110,7 +110,7 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
             bottom.barh(i, width, 0.6, left=start, color=colour, edgecolor="white", linewidth=0.8)
             fits = int(_LABEL_CHARS * width / widest) if widest else 0  # characters the segment has room for
             if fits >= 4:
-                bottom.text(start + width / 2, i, text.clip(name, fits), ha="center", va="center",
+                bottom.text(start + width / 2, i, text.kernel_label(name, fits), ha="center", va="center",
                             fontsize=SMALL_PT, color="white")
             start += width
         bottom.text(start, i, f" {text.us(total)}", va="center", fontsize=SMALL_PT, color=colours["fg"])
