@@ -5,7 +5,9 @@ machine for. `session.plan` asks these; a request over budget is refused up fron
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
+import time
 from dataclasses import dataclass
 
 import torch
@@ -124,8 +126,10 @@ class DeviceCost:
 
 
 # CPU: measured on this project's 2-core AMD EPYC (shared with other work), torch 2.14; bench/calibrate_cost.py
-# prints measured against predicted. fp32 GEMMs ran at 10-40 GFLOP/s, bf16 and fp16 ones at 1-3 (no native
-# 16-bit matmul on this CPU: 5-20x slower than fp32); one naive forward's elementwise passes cost 15-40 ns per
+# prints measured against predicted. fp32 GEMMs ran at 10-40 GFLOP/s; 16-bit ones follow from the fp32 rate
+# and `cpu_16bit_speed`, measured at run time (this EPYC: bf16 2x fp32's speed with AVX512-BF16, fp16 ~50x
+# slower; a CPU without bf16 instructions 5-20x slower: the 1.5e9 below is only the rate of such a CPU); one
+# naive forward's elementwise passes cost 15-40 ns per
 # score element in fp32 and 30-95 in 16-bit, SDPA math's 30-75 whatever the dtype (it computes in fp32); CPU
 # flash 6-20 GFLOP/s, slower per element at small head dims; the measurement makes ~10 calls of a slow forward.
 # flex's first compile in a process took 30 s with inductor's disk cache cold, 20 s with it warm, ~35 s under
@@ -225,10 +229,34 @@ def _reference_seconds(w: Workload, cost: DeviceCost) -> float:
     return (fp64 + naive) * (1 + 3 * every_row)
 
 
+@functools.cache
+def cpu_16bit_speed() -> dict[str, float]:
+    """How fast this CPU multiplies 16-bit matrices against fp32 (its fp32 time over theirs), measured once per
+    process on a 384×384 product, the best of three: with AVX512-BF16 or AMX bf16 is as fast as fp32 or faster,
+    without it 5-20x slower (the CPU model's fp32 rates were measured; the 16-bit ones follow from this)."""
+    def best(dtype) -> float:
+        x = torch.randn(384, 384).to(dtype)
+        x @ x  # the first call's one-off costs
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            x @ x
+            times.append(time.perf_counter() - start)
+        return min(times)
+    fp32 = best(torch.float32)
+    return {name: min(2.0, max(0.02, fp32 / best(dtype))) for name, dtype in (("bf16", torch.bfloat16),
+                                                                              ("fp16", torch.float16))}
+
+
 def _device_cost(device: str, env) -> DeviceCost:
     """The cost model of `device`; a GPU's rates scaled from the L4-class figures by its datasheet bf16 peak
-    over the L4's (an H200 is ~8x), its per-element costs likewise. A GPU of unknown peak keeps the L4's."""
+    over the L4's (an H200 is ~8x), its per-element costs likewise; a CPU's 16-bit GEMM rates from its fp32 rate
+    and `cpu_16bit_speed`. A GPU of unknown peak keeps the L4's."""
     cost = COSTS[device]
+    if device == "cpu":
+        fp32 = cost.gemm_flops_per_s["fp32"]
+        return dataclasses.replace(cost, gemm_flops_per_s={"fp32": fp32, **{
+            d: fp32 * speed for d, speed in cpu_16bit_speed().items()}})
     peak = ((env.peak_tflops or {}).get("bf16") if env is not None else None) if device == "cuda" else None
     if not peak:
         return cost
@@ -258,8 +286,9 @@ def check_time(workload: Workload, variants, env, budget_s: float, *, reference_
     seconds = predicted_seconds(workload, variants, env, reference_ready=reference_ready)
     if seconds > budget_s:
         names = " vs ".join(v.key for v in variants)
-        slow = (f"; {workload.dtype} arithmetic runs many times slower than fp32 on this CPU"
-                if workload.device == "cpu" and workload.dtype != "fp32" else "")
+        speed = cpu_16bit_speed().get(workload.dtype, 1.0) if workload.device == "cpu" else 1.0
+        slow = (f"; {workload.dtype} matrix products run {text.times(1 / speed)} slower than fp32 on this CPU"
+                if speed < 0.5 else "")
         raise Refusal("seq_len", workload.seq_len,
                       f"{names} at {workload.words()} would take about {text.seconds(seconds)}{slow}, over "
                       f"the {text.seconds(budget_s)} a live run may hold the machine; lower seq_len, batch or "

@@ -74,20 +74,35 @@ def test_memory_over_what_is_free_is_refused_before_anything_is_allocated(monkey
 
 
 def test_time_over_the_budget_is_refused_with_the_prediction(monkeypatch):
+    """On a CPU whose bf16 products are 20x slower than fp32 (as one without AVX512-BF16 measures), a bf16 request
+    that fits in fp32 is refused, saying why; the same CPU with fast bf16 takes it."""
+    from profiling import budget
+    monkeypatch.setattr(budget, "cpu_16bit_speed", lambda: {"bf16": 0.05, "fp16": 0.05})
     request = live(a="naive", b="sdpa_flash", batch=1, heads=8, seq_len=2048, head_dim=64, dtype="bf16")
     with pytest.raises(Refusal) as caught:
         session.compare(request, budget_s=LIVE_BUDGET_S["cpu"])
     error = caught.value
     assert error.kind == "time" and error.available == 60 and error.needed > 60
     assert "would take about" in str(error) and "choose fp32" in str(error)
+    assert "bf16 matrix products run 20× slower than fp32 on this CPU" in str(error)
     assert predicted_seconds(request.workload.replace(dtype="fp32"), [VARIANTS["naive"], VARIANTS["sdpa_flash"]],
                              CPU) <= 60
+    slow = error.needed
+    monkeypatch.setattr(budget, "cpu_16bit_speed", lambda: {"bf16": 1.5, "fp16": 0.05})
+    assert predicted_seconds(request.workload, [VARIANTS["naive"], VARIANTS["sdpa_flash"]], CPU) < slow / 3
 
 
-def test_the_time_model_prices_dtype_size_and_what_cannot_run():
+def test_the_time_model_prices_dtype_size_and_what_cannot_run(monkeypatch):
+    from profiling import budget
     w = Workload(batch=1, heads=8, seq_len=2048, head_dim=64, dtype="fp32", device="cpu")
     pair = [VARIANTS["naive"], VARIANTS["naive_inplace"]]
-    assert predicted_seconds(w.replace(dtype="bf16"), pair, CPU) > 3 * predicted_seconds(w, pair, CPU)
+    # 16-bit GEMMs priced as this CPU measures them: 20x slower than fp32 without AVX512-BF16, faster with it
+    monkeypatch.setattr(budget, "cpu_16bit_speed", lambda: {"bf16": 0.05, "fp16": 0.05})
+    slow = predicted_seconds(w.replace(dtype="bf16"), pair, CPU)
+    assert slow > 3 * predicted_seconds(w, pair, CPU)
+    monkeypatch.setattr(budget, "cpu_16bit_speed", lambda: {"bf16": 2.0, "fp16": 0.05})
+    assert predicted_seconds(w.replace(dtype="bf16"), pair, CPU) < slow / 3
+    assert predicted_seconds(w.replace(dtype="fp16"), pair, CPU) >= slow  # fp16 stays slow: it measured so
     assert predicted_seconds(w.replace(seq_len=4096), pair, CPU) > 3 * predicted_seconds(w, pair, CPU)
     # on a CPU the efficient and cuDNN pins are refused before their first call: they cost nothing
     assert predicted_seconds(w, [VARIANTS["sdpa_efficient"], VARIANTS["sdpa_cudnn"]], CPU, reference_ready=True) == 0
