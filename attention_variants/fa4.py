@@ -124,6 +124,11 @@ def pairing(version: str) -> str | None:
             f"4.0.0b{LAST_TWO_VALUE_BETA} (read from both packages' source; untried); torch 2.14 and later with any")
 
 
+# The FA4 route overrides SDPA's flash kernel (same signature: no attn_mask), behind the flash backend's checks.
+DENSE_MASK = ("SDPA's FA4 route runs in place of its flash backend, which takes no attn_mask; SDPA has no window "
+              "argument, so a window reaches it as a dense mask")
+
+
 def sdpa_unavailable(w: Workload, env: Environment) -> str | None:
     reason = unavailable(w, env)
     if reason:
@@ -131,8 +136,8 @@ def sdpa_unavailable(w: Workload, env: Environment) -> str | None:
     from torch.nn import attention
     if not hasattr(attention, "activate_flash_attention_impl"):
         return f"torch {env.torch_version} has no SDPA FA4 route (torch.nn.attention gained it in 2.11)"
-    if w.mask == "window" and w.training:
-        return "torch's SDPA FA4 route has no windowed backward"
+    if w.mask == "window":  # (bool and bias were refused above, as for FA4 itself)
+        return DENSE_MASK
     return pairing(installed_version())
 
 
