@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from . import text
 from .explain import TOP, Explanation
 from .results import Comparison, Note, Run, Sweep
+
+if TYPE_CHECKING:
+    from .timeline import Timeline
 
 
 # -- tables -----------------------------------------------------------------------------------
@@ -368,7 +372,7 @@ def export(answer_dict: dict, comparison: Comparison, figure, directory: str | P
 
 
 # -- one call on a timeline ------------------------------------------------------------------------------
-def timeline_caption(a: "Timeline", b: "Timeline") -> str:
+def timeline_caption(a: Timeline, b: Timeline) -> str:
     """One line under the timeline: for each side, when the CPU finished issuing the call and when the GPU finished
     running it, and which waited on which."""
     def said(side: str, t) -> str:
