@@ -1,13 +1,13 @@
 """Attention Profiler: two attention implementations side by side — guess, run, compare, explain.
 
-The screen, top to bottom: header and environment line; the controls (one per workload field) and presets; then
-two tabs. "A vs B": the verdict and the chart, one forward of each on a timeline, the link, the guesses, then
-A | B, each with its numbers, kernel table, notes and downloads. "A vs B over S": a sweep of the sequence
-length, its verdict, charts and table. Two views of the same page: `?view=present` (the answer in large type
-beside its chart) and `?view=embed` (no header, the answer first, for a blog column).
+The screen, top to bottom: header and environment line; the source, A, B and Run; the workload's fields (one
+control each) and the presets; then two tabs. "A vs B": the verdict and the chart, one call of each on a timeline,
+the link, the guesses, then A | B, each with its numbers, kernel table, notes and downloads. "A vs B over S": a
+sweep of the sequence length, its verdict, charts and table. Two views of the same page: `?view=present` (the
+answer in large type beside the headline's figure) and `?view=embed` (no header, the answer first, for a blog).
 
-UI only: every request goes through `profiling.session` (the command line's door too); words come from the
-explainer and profiling/reports.py, charts from profiling/figures.py.
+UI only: every request goes through `handlers` and `profiling.session` (the command line's door too); words come
+from the explainer and profiling/reports.py, charts from profiling/figures.py.
 
     python app.py        # serves on $PORT, $GRADIO_SERVER_PORT or 7860
 """
