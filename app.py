@@ -33,7 +33,7 @@ from profiling import figures, reports, scratch, session, text
 from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
-from profiling.recording import find_recorded, recorded_sweeps, recorded_workloads, unrecorded_message
+from profiling.replay import find_recorded, recorded_sweeps, recorded_workloads, unrecorded_message
 from profiling.request import KEYS, LIVE, MAX_LENGTHS, Request
 from profiling.results import Comparison, Sweep
 from profiling.timeline import run_timeline

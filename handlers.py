@@ -25,7 +25,7 @@ import gradio as gr
 from profiling import scratch, session
 from profiling.budget import LIVE_BUDGET_S
 from profiling.environment import detect
-from profiling.recording import RECORDED_DIR, recorded_runs, recordings
+from profiling.replay import RECORDED_DIR, recorded_runs, recordings
 from profiling.request import KEYS, LIVE, Request
 from profiling.workload import Refusal
 from serving import TITLES, ResultStore, refused

@@ -22,9 +22,12 @@ class Variant:
     forward: Callable[[Inputs], torch.Tensor]        # one forward, without the pin (see `pin`)
     scratch_bytes: Callable[[Workload], int]         # memory estimate beyond q, k, v and the output
     check: Callable[[Workload, Environment], str | None] = lambda workload, env: None
-    setup: Callable[[Inputs], None] | None = None   # once per workload before the first call (flex: its block mask)
+    setup: Callable[[Inputs], bool] | None = None   # once per workload before the first call (flex: its block mask);
+                                                     # returns whether its work was found done (cached) already
     sdpa_backend: str | None = None                  # the SDPBackend it pins ("FLASH_ATTENTION"), "auto", or None
     fused: bool = False                              # meant to run as one kernel that never writes S×S
+    sparse: bool = False                             # skips every tile its mask leaves empty (a block mask, a window
+                                                     # argument), not only those above a causal diagonal
     compiled: bool = False                           # goes through torch.compile
     jit_s: tuple[float, float] | None = None         # compiles its own kernels on a configuration's first call
                                                      # (not torch.compile): a prior of the forward's, the backward's

@@ -175,7 +175,7 @@ FA4 = Variant(
     forward=fa4_attention,
     scratch_bytes=_fused_scratch,
     check=unavailable,
-    fused=True, jit_s=JIT_S,
+    fused=True, sparse=True, jit_s=JIT_S,
 )
 
 SDPA_FA4 = _SdpaFa4(

@@ -52,9 +52,12 @@ def _mask_of(x: Inputs):
     return _block_mask(kind, w.seq_len, w.window, w.device, x.allowed if kind == "bool" else None)
 
 
-def setup(x: Inputs) -> None:
-    """Build (or find built) the block mask before the first call: `create_block_mask` is paid once per mask."""
+def setup(x: Inputs) -> bool:
+    """Build (or find built) the block mask before the first call: `create_block_mask` is paid once per mask.
+    Returns whether it was found built."""
+    hits = _block_mask.cache_info().hits
     _mask_of(x)
+    return _block_mask.cache_info().hits > hits
 
 
 def flex_attention(x: Inputs) -> torch.Tensor:
@@ -110,5 +113,5 @@ FLEX = Variant(
     scratch_bytes=_scratch_bytes,
     check=_check,
     setup=setup,
-    fused=True, compiled=True,
+    fused=True, sparse=True, compiled=True,
 )

@@ -1,7 +1,7 @@
-"""The guess a reader would make for each variant, before anything runs: one table, eight rows.
+"""The guess a reader would make for each variant, before anything runs: one table, a row each.
 
 Each row is what reading the variant's code suggests (its kernels, their arithmetic, whether the S×S
-scores go through memory, and how it should rank for speed and host cost among the eight). `guess_for`
+scores go through memory, and how it should rank for speed and host cost among them). `guess_for`
 fills in what depends on the workload: no mask kernel when the attention is not causal, the arithmetic
 of the inputs' dtype, aten ops instead of kernels on a CPU.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiling.workload import Workload
+from profiling.workload import BACKWARD_FLOPS, Workload
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Guess:
     kernels: tuple[Expected, ...]       # what each forward should run, in order
     precision: str                      # the arithmetic one expects for these inputs on this device
     materialises_scores: bool           # does the S×S score matrix go through memory?
-    speed_rank: int                     # expected speed among the eight: 1 = fastest (ties allowed)
+    speed_rank: int                     # expected speed among the variants: 1 = fastest (ties allowed)
     host_rank: int                      # expected CPU cost per call: 1 = lightest
     occupancy: str = ""                 # what one expects Kineto's occupancy column to say (GPU only)
     backward_ratio: float | None = None  # a training pass: backward time over forward's (the anchors' FLOP model)
@@ -105,7 +105,6 @@ GUESSES: dict[str, _Row] = {
                            kernels=(Expected("FlashAttention-4 forward", "fused attention"),),
                            backward=(Expected("FlashAttention-4 backward", "fused attention", None, "backward"),)),
 }
-BACKWARD_RATIO = 2.5  # the anchors' FLOP model (tritonbench, attention-gym): a backward is 2.5 forwards
 
 
 def guess_for(key: str, workload: Workload) -> Guess:
@@ -138,7 +137,7 @@ def guess_for(key: str, workload: Workload) -> Guess:
                  precision=_precision(workload, fused=not row.scores, like_naive=row.like_naive),
                  materialises_scores=row.scores, speed_rank=row.speed_rank, host_rank=row.host_rank,
                  occupancy="" if cpu else row.occupancy,
-                 backward_ratio=BACKWARD_RATIO if workload.training else None,
+                 backward_ratio=BACKWARD_FLOPS if workload.training else None,
                  saves_scores=row.scores if workload.training else None)
 
 

@@ -78,11 +78,7 @@ def profile_calls(fn: Callable[[], None], device: str, calls: int, path: Path) -
 
 def trace_path(key: str, w: Workload, trace_dir: str | Path | None) -> Path:
     """A named trace file; without a trace_dir, in a per-process folder that keeps the newest few."""
-    kv = f"kv{w.kv_heads}" if w.kv_heads else ""
-    mask = {"flag": "", "bool": "_bool", "bias": "_bias", "window": f"_w{w.window}"}[w.mask]
-    step = {"fwd": "", "fwd+bwd": "_train", "bwd": "_bwd"}[w.passes]
-    name = (f"{key}_B{w.batch}H{w.heads}{kv}S{w.seq_len}D{w.head_dim}_{w.dtype}_{'causal' if w.causal else 'full'}"
-            f"{mask}_r{w.rank}{step}")
+    name = f"{key}_{w.tag()}"
     if trace_dir:
         directory = Path(trace_dir)
     else:  # a long-running app must not fill the disk with traces nobody downloads

@@ -247,7 +247,7 @@ def _prepare(subject: _Subject, progress: Progress) -> None:
     subject.inputs, subject.phases = x, _phases(variant, x)
     if variant.setup is not None:
         t0 = time.perf_counter()
-        variant.setup(x)
+        run.setup_reused = bool(variant.setup(x))
         timing.sync(device)
         run.setup_ms = (time.perf_counter() - t0) * 1000.0
     compiles = variant.compiled or variant.jit_s
@@ -309,14 +309,9 @@ def _finish(subject: _Subject, trace_dir: str | Path | None, progress: Progress)
     run.profiled_forwards = summary.forwards
     run.kernels, run.host_ops, run.backend = summary.kernels, summary.host_ops, summary.backend
     run.profiled_host_ms = summary.profiled_host_ms
-    if device == "cuda":
-        run.kernels_per_forward = summary.kernels_per_forward
-    else:
+    if device != "cuda":
         run.peak_extra_bytes = summary.cpu_peak_extra_bytes
     run.pin_cost_ms = timing.pin_cost_ms(variant)
-    run.tflops = workload.pass_flops / (run.timing.median_ms * 1e-3) / 1e12
-    peak = (run.environment.peak_tflops or {}).get(workload.dtype)
-    run.peak_share = run.tflops / peak if peak else None
     subject.finished = True
     progress(1.0, f"{variant.key}: done")
 

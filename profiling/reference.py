@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .workload import Workload
+from .workload import FIELDS, Workload
 
 
 @dataclass(frozen=True)
@@ -31,12 +31,13 @@ class Reference:
 
     def differences(self, workload: Workload) -> list[str]:
         """How `workload` differs from the blog's, field by field ("seq_len 4096 vs 1024"); [] when it matches.
-        The seed and the device field do not count: the blog's inputs are random too, and it ran on a GPU."""
-        said = [f"{name} {getattr(workload, name)} vs {getattr(self.workload, name)}"
-                for name in ("batch", "heads", "seq_len", "head_dim", "dtype", "causal", "rank", "kv_heads", "mask",
-                             "window") if getattr(workload, name) != getattr(self.workload, name)]
-        if workload.training:
-            said.append("a training pass; the blog measured the forward only")
+        Every field of the request counts (a new one too); the seed and the device do not: the blog's inputs are
+        random too, and it ran on a GPU."""
+        said = []
+        for f in FIELDS:
+            spec, here, there = f.metadata["spec"], getattr(workload, f.name), getattr(self.workload, f.name)
+            if here != there:
+                said.append(f"{f.name} {spec.spell(here) or 'empty'} vs {spec.spell(there) or 'empty'}")
         return said
 
     def matches(self, workload: Workload) -> bool:

@@ -20,22 +20,27 @@ if TYPE_CHECKING:
 
 # -- tables -----------------------------------------------------------------------------------
 def kernel_table(run: Run) -> pd.DataFrame:
-    """One row per kernel (per aten op on CPU) and phase, per call of the pass, in launch order on GPU, by time on
-    CPU; named by a short label, unique in the table, and by the full name from the trace in the last column; a
-    backward's rows say so in their category."""
+    """One row per kernel (per aten op on CPU) of the run's phase (a forward's, a step's both phases, a backward
+    view's backward alone), per call, in launch order on GPU, by time on CPU; its share of the phase's total, named
+    in the column; a short label, unique in the table, and the full name from the trace in the last column; a step's
+    backward rows say so in their category. A CPU table's times are self times under the profiler, which slows each
+    op: its column says so."""
     gpu = run.workload.device == "cuda"
+    rows_of = run.kernels_of()
+    total_us = run.gpu_us() or 1.0
     labels = {}  # unique within a phase: a kernel of both the forward and the backward keeps one label in each
     for phase in ("forward", "backward"):
-        of_phase = [k for k in run.kernels if k.phase == phase]
+        of_phase = [k for k in rows_of if k.phase == phase]
         labels |= dict(zip(map(id, of_phase), text.kernel_labels([k.short_name or k.name for k in of_phase],
                                                                   [k.name for k in of_phase])))
     rows = []
-    for k in run.kernels:
+    for k in rows_of:
         label = labels[id(k)]
         row = {"kernel" if gpu else "op": label,  # the numbers next to the name: on a phone they stay in view
-               ("GPU µs" if gpu else "CPU self µs"): round(k.us_per_forward, 1), "share %": round(100 * k.share, 1),
+               ("GPU µs" if gpu else "self µs, profiled"): round(k.us_per_forward, 1),
+               f"% of {run.phase}": round(100 * k.us_per_forward / total_us, 1),
                "calls": round(k.calls_per_forward, 2),
-               "category": k.category if k.phase == "forward" else f"{k.category} (bwd)"}
+               "category": k.category if k.phase == "forward" or run.phase == "backward" else f"{k.category} (bwd)"}
         if gpu:
             row.update({"occupancy %": k.occupancy_pct, "regs/thread": k.registers_per_thread,
                         "smem B": k.shared_memory_bytes, "grid": _dims(k.grid), "block": _dims(k.block),
@@ -60,10 +65,11 @@ def _dims(dims) -> str:
 
 
 def host_ops_table(run: Run, top: int = 10) -> pd.DataFrame:
-    """The CPU side of a forward under the profiler: the profiled range's own times (with its overhead)."""
-    return pd.DataFrame([{"op": h.name, "calls/fwd": round(h.calls_per_forward, 2),
-                          "CPU µs/fwd": round(h.total_us_per_forward, 1),
-                          "self µs/fwd": round(h.self_us_per_forward, 1)} for h in run.host_ops[:top]])
+    """The CPU side of one profiled call (a forward, or a step): the ops' times under the profiler (with its
+    overhead), per call, each naming its phase."""
+    return pd.DataFrame([{"op": h.name, "phase": h.phase, "calls": round(h.calls_per_forward, 2),
+                          "CPU µs, profiled": round(h.total_us_per_forward, 1),
+                          "self µs, profiled": round(h.self_us_per_forward, 1)} for h in run.host_ops[:top]])
 
 
 def sweep_table(result: Sweep) -> pd.DataFrame:
@@ -80,7 +86,8 @@ def sweep_table(result: Sweep) -> pd.DataFrame:
                 "peak MiB": _figures(r.peak_extra_bytes / 2**20) if r.peak_extra_bytes is not None else None,
                 "TFLOP/s": _figures(r.tflops) if r.tflops else None,
                 "% peak": round(100 * r.peak_share, 1) if r.peak_share else None,
-                "kernels/fwd": round(r.kernels_per_forward, 2) if r.kernels_per_forward is not None else None,
+                f"kernels per {text.call(result.workload)}": round(r.kernels_per_forward, 2)
+                if r.kernels_per_forward is not None else None,
                 "kernels or reason": r.reason or ", ".join(k.short_name for k in r.kernels[:3])})
     return pd.DataFrame(rows)
 
@@ -111,14 +118,14 @@ def summary_line(run: Run) -> str:
     if not run.ok:
         return f"{run.variant}: {run.status} — {run.reason}"
     t = run.timing
-    parts = [f"{run.variant}: {device_time_label(run)} {text.ms(t.median_ms)}/fwd (min {text.ms(t.min_ms)}, "
-             f"spread {text.percent(t.spread_pct)}, n={t.samples})"]
+    parts = [f"{run.variant}: {device_time_label(run)} {text.ms(t.median_ms)} per {run.phase} (min "
+             f"{text.ms(t.min_ms)}, spread {text.percent(t.spread_pct)}, n={t.samples})"]
     if run.back_to_back is not None:
-        parts.append(f"back to back {text.ms(run.back_to_back.median_ms)}/call ({run.bound}-bound)")
+        parts.append(f"back to back {text.ms(run.back_to_back.median_ms)} per {run.call} ({_bound_words(run)})")
     if run.host_cost is not None:
-        parts.append(f"host cost {text.ms(run.host_cost.median_ms)}/call")
+        parts.append(f"host cost {text.ms(run.host_cost.median_ms)} per {run.call}")
     if run.kernels_per_forward is not None:
-        parts.append(f"{text.count(run.kernels_per_forward)} kernels/fwd")
+        parts.append(f"{text.count(run.kernels_per_forward)} kernels per {run.phase}")
     if run.backend:
         parts.append(f"backend {run.backend}")
     if run.peak_extra_bytes is not None:
@@ -139,9 +146,14 @@ def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bo
     """What reading `variant`'s code suggests for this workload, before anything runs (Markdown); for a
     compiled variant run live, how long its first call's compile is estimated to take, and from what."""
     g = guess
-    lines = [f"**{side} · {variant.label}** — *“{g.summary}”*",
-             f"- {'aten ops' if cpu else 'kernels'} per forward: **{g.kernels_per_forward}**"
-             f" ({', '.join(e.what for e in g.kernels)})",
+    unit = "aten ops" if cpu else "kernels"
+    forward = [e.what for e in g.kernels if e.phase == "forward"]
+    backward = [e.what for e in g.kernels if e.phase == "backward"]
+    said = f"- {unit} per forward: **{len(forward)}** ({', '.join(forward)})"
+    if backward:
+        said = (f"- {unit} per step: **{len(g.kernels)}**: forward {len(forward)} ({', '.join(forward)}); backward "
+                f"{len(backward)} ({', '.join(backward)})")
+    lines = [f"**{side} · {variant.label}** — *“{g.summary}”*", said,
              f"- precision: {g.precision}",
              f"- S×S scores through memory: {'yes' if g.materialises_scores else 'no'}",
              f"- expected speed rank {g.speed_rank}, host-cost rank {g.host_rank} (1 = best)"
@@ -155,14 +167,19 @@ def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bo
     return "\n".join(lines)
 
 
+def _bound_words(run: Run) -> str:
+    return {"host": "host-bound", "gpu": "GPU-bound", "other": "slower than both: neither bound"}.get(run.bound, "—")
+
+
 def _host_line(run: Run) -> str:
-    """The host figures of a GPU run in one line; on a CPU the host does the work itself."""
+    """The host figures of a GPU run in one line (of one call: a forward, or a whole step); on a CPU the host does
+    the work itself."""
     if run.host_cost is None or run.back_to_back is None:
         return ("- host: on a CPU the host does the work itself; its time is the wall time above"
                 if run.workload.device == "cpu" else "- host cost per call: — (not measured in this run)")
     pin = f"; the sdpa_kernel pin costs {text.ms(run.pin_cost_ms)} apart" if run.pin_cost_ms is not None else ""
-    return (f"- host (CPU) cost to issue one forward: **{text.ms(run.host_cost.median_ms)}** (unprofiled, GPU kept "
-            f"busy); back to back {text.ms(run.back_to_back.median_ms)} per call: **{run.bound}-bound**{pin}")
+    return (f"- host (CPU) cost to issue one {run.call}: **{text.ms(run.host_cost.median_ms)}** (unprofiled, GPU kept "
+            f"busy); back to back {text.ms(run.back_to_back.median_ms)} per {run.call}: **{_bound_words(run)}**{pin}")
 
 
 def run_card(side: str, run: Run, label: str) -> str:
@@ -172,10 +189,10 @@ def run_card(side: str, run: Run, label: str) -> str:
         why = {"unsupported": f"Unsupported {text.on_device(run.environment)}."}.get(run.status, run.status.capitalize() + ".")
         return f"{head}\n\n> ⚠️ **{why}** {run.reason or ''}"
     t = run.timing
-    lines = [f"**{text.ms(t.median_ms)}** {device_time_label(run)} time per {text.call(run.workload)} "
+    lines = [f"**{text.ms(t.median_ms)}** {device_time_label(run)} time per {run.phase} "
              f"(min {text.ms(t.min_ms)}, spread {text.percent(t.spread_pct)}, n={t.samples}, {t.method})",
              _host_line(run),
-             f"- profiled range of one forward: {text.ms(run.profiled_host_ms)} (includes the profiler's overhead)"
+             f"- profiled range of one {run.call}: {text.ms(run.profiled_host_ms)} (includes the profiler's overhead)"
              if run.profiled_host_ms is not None else "- profiled range: —"]
     if not run.ok:
         lines.insert(0, f"> ⚠️ **{run.status.capitalize()}** before it finished: {run.reason}")
@@ -183,14 +200,17 @@ def run_card(side: str, run: Run, label: str) -> str:
         lines.append(f"- forward {text.ms(run.forward_timing.median_ms)} + backward "
                      f"{text.ms(run.backward_timing.median_ms)} (the same calls, an event between them)")
     if run.kernels_per_forward is not None:
-        backward = sum(k.calls_per_forward for k in run.kernels if k.phase == "backward")
-        split = f" ({text.count(run.kernels_per_forward - backward)} forward, {text.count(backward)} backward)" \
-            if backward else ""
-        lines.append(f"- kernels per {text.call(run.workload)}: **{text.count(run.kernels_per_forward)}**{split}")
+        if run.phase == "step":
+            split = f" ({text.count(run.launches('forward'))} forward, {text.count(run.launches('backward'))} backward)"
+        elif run.phase == "backward":
+            split = f" (its step launches {text.count(run.launches('step'))})"
+        else:
+            split = ""
+        lines.append(f"- kernels per {run.phase}: **{text.count(run.kernels_per_forward)}**{split}")
     if run.backend:
         lines.append(f"- SDPA backend that ran: **{run.backend}**")
-    lines.append(f"- peak memory beyond the inputs: {_size(run.peak_extra_bytes)} "
-                 f"(estimated {_size(run.estimated_extra_bytes)})")
+    lines.append(f"- peak memory beyond the inputs{' (of the whole step)' if run.workload.training else ''}: "
+                 f"{_size(run.peak_extra_bytes)} (estimated {_size(run.estimated_extra_bytes)})")
     if run.saved_bytes is not None:
         lines.append(f"- kept by autograd for the backward: {_size(run.saved_bytes)} beyond q, k, v")
     if run.setup_ms is not None:
@@ -232,11 +252,13 @@ def comparison_table(comparison: Comparison) -> str:
         rows += [("forward", lambda r: text.ms(r.forward_timing.median_ms) if r.forward_timing else "—"),
                  ("backward", lambda r: text.ms(r.backward_timing.median_ms) if r.backward_timing else "—"),
                  ("kept for the backward", lambda r: _size(r.saved_bytes))]
-    rows += [("back to back per call", lambda r: text.ms(r.back_to_back.median_ms) if r.back_to_back else "—"),
-             ("host cost per call", lambda r: text.ms(r.host_cost.median_ms) if r.host_cost else "—"),
+    call = comparison.a.call
+    rows += [(f"back to back per {call}", lambda r: text.ms(r.back_to_back.median_ms) if r.back_to_back else "—"),
+             (f"host cost per {call}", lambda r: text.ms(r.host_cost.median_ms) if r.host_cost else "—"),
              (f"kernels per {text.call(comparison.a.workload)}",
               lambda r: text.count(r.kernels_per_forward) if r.kernels_per_forward else "—"),
-             ("peak memory", lambda r: _size(r.peak_extra_bytes)),
+             ("peak memory" + (" of the step" if comparison.a.workload.training else ""),
+              lambda r: _size(r.peak_extra_bytes)),
              ("max error", lambda r: text.error(r.accuracy.max_abs_error) if r.accuracy else "—")]
     a, b = comparison.a, comparison.b
     lines = [f"| | A · `{a.variant}` | B · `{b.variant}` |", "|---|---:|---:|"]

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from attention_variants import VARIANTS, get_variant
 
-from .recording import recordings
+from .replay import recordings
 from .workload import FIELDS, Refusal, Workload, choice, spec_of, whole_number_from_text
 
 LIVE = "live"
@@ -20,6 +20,11 @@ MAX_LENGTHS = 12                     # per sweep: a sweep is a curve, not a matr
 DEFAULT_A, DEFAULT_B = "naive", "sdpa_flash"
 # The API's and the page's values, in order: the source, A and B, then the workload's fields.
 KEYS = ("source", "a", "b", *(f.name for f in FIELDS))
+
+
+def _optional(key: str) -> bool:
+    """A workload field that may be left out (it means its default: kv heads as heads, queries as keys, ...)."""
+    return any(f.name == key and f.metadata["spec"].optional for f in FIELDS)
 
 
 def sources() -> list[str]:
@@ -77,7 +82,7 @@ class Request:
     def from_values(cls, values: Mapping[str, Any], live_device: str, seq_lens: str | None = None) -> "Request":
         """The API's and the page's values (KEYS), exactly as the client sent them; a sweep's lengths as text
         (empty: the plan chooses)."""
-        missing = [key for key in KEYS if key not in values]
+        missing = [key for key in KEYS if key not in values and not _optional(key)]
         if missing:
             raise Refusal(missing[0], None, f"the request must give {', '.join(missing)}")
         lengths = parse_lengths(seq_lens) if isinstance(seq_lens, str) and seq_lens.strip() else None

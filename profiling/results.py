@@ -6,7 +6,6 @@ same objects around. Nothing here measures, explains or formats.
 """
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import asdict, dataclass, field, fields, replace
 
@@ -15,8 +14,14 @@ from .workload import Workload
 
 # What became of a variant on a workload: it ran, or why it did not (typed, never a sentence to parse).
 OK, UNSUPPORTED, ERROR, OUT_OF_MEMORY, STOPPED = "ok", "unsupported", "error", "out of memory", "stopped"
-DOES_NOT_FIT, TOO_SLOW = "does not fit", "too slow"   # refused by the plan before anything was allocated
-STATUSES = (OK, UNSUPPORTED, ERROR, OUT_OF_MEMORY, STOPPED, DOES_NOT_FIT, TOO_SLOW)
+DOES_NOT_FIT = "does not fit"   # refused by the plan before anything was allocated
+
+# The phases a kernel belongs to, and the one a run's figure is of: a forward, a training step (forward + backward),
+# or the backward alone (the step's backward, timed in the same calls).
+PHASE_OF_PASS = {"fwd": "forward", "fwd+bwd": "step", "bwd": "backward"}
+# Back to back over GPU time by more than this, with the host's cost to issue a call near the GPU's time too: the
+# host sets the pace (the one rule; `Run.bound`).
+HOST_BOUND = 1.10
 
 
 @dataclass
@@ -33,9 +38,10 @@ class Kernel:
     name: str                                 # full name from the trace
     short_name: str                           # readable: "flash_fwd_kernel", "elementwise [mul]"
     category: str                             # gemm, fused attention, softmax, elementwise, ...
-    calls_per_forward: float
-    us_per_forward: float                     # GPU µs (CPU self µs for CPU ops)
-    share: float                              # of the forward's total, 0..1
+    calls_per_forward: float                  # launches per profiled call of the pass (a forward, or a step)
+    us_per_forward: float                     # GPU µs per profiled call (CPU self µs for CPU ops)
+    share: float = 0.0                        # of its phase's total (the forward's, or the backward's), 0..1:
+                                              # derived from the table (`share_by_phase`), never read from a file
     grid: list[int] | None = None
     block: list[int] | None = None
     registers_per_thread: int | None = None
@@ -48,10 +54,28 @@ class Kernel:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Kernel":
-        data = dict(data)
+        data = {k: v for k, v in data.items() if k in _KERNEL_FIELDS and k != "share"}
         if data.get("launched_by") is not None:
             data["launched_by"] = [Launch(**launch) for launch in data["launched_by"]]
         return cls(**data)
+
+
+_KERNEL_FIELDS = {f.name for f in fields(Kernel)}
+
+
+def in_phase(k: "Kernel", phase: str) -> bool:
+    """Whether kernel `k` is part of `phase`: "forward", "backward", or the whole "step"."""
+    return phase == "step" or k.phase == phase
+
+
+def share_by_phase(kernels: list["Kernel"]) -> list["Kernel"]:
+    """Set each kernel's share of its own phase's total (the one rule, for parsed and recorded tables alike)."""
+    totals: dict[str, float] = {}
+    for k in kernels:
+        totals[k.phase] = totals.get(k.phase, 0.0) + k.us_per_forward
+    for k in kernels:
+        k.share = k.us_per_forward / totals[k.phase] if totals[k.phase] else 0.0
+    return kernels
 
 
 @dataclass
@@ -75,6 +99,8 @@ class Timing:
     p25_ms: float | None = None
     p75_ms: float | None = None
     samples_ms: list[float] | None = None     # every sample, in the order taken (None in older recordings)
+    host_gaps: bool = False                   # GPU events only: the GPU caught up with the host inside the timed
+                                              # calls, so the samples include time it waited for the host
 
     @classmethod
     def of(cls, times_ms: list[float], method: str) -> "Timing":
@@ -111,10 +137,12 @@ class Accuracy:
 
 @dataclass
 class Quantity:
-    """A number a note states, with its unit and where it was read (so a test can read it again)."""
+    """A number a note states, with its unit and where it was read (so a test can read it again); a share names
+    the total it is of ("the forward"), and is written with it ("39% of the forward")."""
     value: float
     unit: str                                 # ms, us, s, bytes, x (a ratio), share (0..1), pct, count, power
-    source: str                               # "run.kernels[3].us_per_forward", "ratio(a.timing.median_ms, ...)"
+    source: str                               # "run.kernels[3].us_per_forward", "share(run, 'forward', 3)"
+    of: str | None = None                     # a share's total, in words: "the forward", "the step"
 
 
 @dataclass
@@ -145,7 +173,7 @@ class Run:
     variant: str
     workload: Workload
     environment: Environment
-    status: str = OK                          # one of STATUSES
+    status: str = OK                          # ok, unsupported, error, out of memory, stopped, does not fit
     reason: str | None = None                 # why it did not run (PyTorch's own words where it gave them)
     session: str | None = None                # the measurement it came from: runs of one session were interleaved
     pytorch_warnings: list[str] = field(default_factory=list)
@@ -155,27 +183,25 @@ class Run:
     forward_timing: Timing | None = None      # a training pass: the forward (autograd recording) ...
     backward_timing: Timing | None = None     # ... and the backward, timed in the same calls
     # The host, three figures each named for what it is (GPU runs; on a CPU the host does the work itself):
-    host_cost: Timing | None = None           # CPU time to issue one forward while the GPU is kept busy
+    # (on a GPU, of one call: a forward, or a whole training step, which a backward view's call is too)
+    host_cost: Timing | None = None           # CPU time to issue one call while the GPU is kept busy
     pin_cost_ms: float | None = None          # entering and leaving the sdpa_kernel pin, costed apart
-    back_to_back: Timing | None = None        # wall time per call of a plain loop of forwards, per round
-    bound: str | None = None                  # "host" or "gpu": what sets the back-to-back pace
-    profiled_host_ms: float | None = None     # the forward's record_function range: includes profiler overhead
+    back_to_back: Timing | None = None        # wall time per call of a plain loop of calls, per round
+    profiled_host_ms: float | None = None     # one call's record_function range: includes profiler overhead
     compiled_before: bool = False             # torch.compile had run in this process before this was timed
     concurrent_work: bool = False             # other work of this process shared the CPU while this was timed
-    kernels_per_forward: float | None = None
-    kernels: list[Kernel] = field(default_factory=list)
+    kernels: list[Kernel] = field(default_factory=list)  # every phase's, each row naming its phase
     host_ops: list[HostOp] = field(default_factory=list)
     backend: str | None = None                # SDPA backend that really ran, from the trace
     peak_extra_bytes: int | None = None       # peak memory beyond the inputs
     estimated_extra_bytes: int | None = None  # what we predicted before allocating
     saved_bytes: int | None = None            # a training pass: what autograd keeps from the forward for the backward
     setup_ms: float | None = None             # one-off setup before the first call (flex: create_block_mask)
+    setup_reused: bool | None = None          # the setup found its work done earlier in the process (a cached mask)
     needed_bytes: int | None = None           # does not fit: what measuring it would need ...
     available_bytes: int | None = None        # ... and what was free
     reference_bytes: int | None = None        # the part of needed_bytes that is the fp64 accuracy check
     accuracy: Accuracy | None = None
-    tflops: float | None = None
-    peak_share: float | None = None           # of the device's datasheet peak, 0..1
     profiled_forwards: int = 0
     wall_s: float | None = None               # what measuring it cost, start to end
     trace_path: str | None = None             # Chrome trace (opens in Perfetto)
@@ -183,6 +209,70 @@ class Run:
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+    # -- phases: every figure, count and share names the phase it is of ---------------------------------------
+    @property
+    def phase(self) -> str:
+        """What the run's figure (`timing`) is of: "forward", "step" (forward + backward) or "backward"."""
+        return PHASE_OF_PASS[self.workload.passes]
+
+    @property
+    def call(self) -> str:
+        """What one call is, the unit of the host figures and the profiled window: a forward, or a training step
+        (a backward view's calls are whole steps too)."""
+        return "step" if self.workload.training else "forward"
+
+    def kernels_of(self, phase: str | None = None) -> list[Kernel]:
+        """The table's rows of `phase` (the run's own by default)."""
+        return [k for k in self.kernels if in_phase(k, phase or self.phase)]
+
+    def gpu_us(self, phase: str | None = None) -> float:
+        """The kernel table's total for `phase` (the run's own by default): GPU µs per call (CPU self µs on a CPU)."""
+        return sum(k.us_per_forward for k in self.kernels_of(phase))
+
+    def launches(self, phase: str | None = None) -> float:
+        """Kernels launched per call in `phase` (the run's own by default)."""
+        return sum(k.calls_per_forward for k in self.kernels_of(phase))
+
+    @property
+    def kernels_per_forward(self) -> float | None:
+        """Kernels per call of the run's phase, on a GPU (a CPU table lists ops, not launches)."""
+        if self.environment.device != "cuda" or not self.kernels:
+            return None
+        return self.launches()
+
+    @property
+    def call_gpu_ms(self) -> float | None:
+        """GPU time of one whole call, the unit of the host figures: a backward view's is its step's."""
+        if self.workload.passes == "bwd" and self.forward_timing is not None and self.backward_timing is not None:
+            return self.forward_timing.median_ms + self.backward_timing.median_ms
+        return self.timing.median_ms if self.timing else None
+
+    @property
+    def bound(self) -> str | None:
+        """What sets a plain loop's pace, from the three host figures (None where they were not taken): "gpu" when
+        the pace is within HOST_BOUND of the GPU time; "host" when it is not and issuing a call costs the CPU about
+        as long as the GPU takes to run it, so the host cannot stay ahead; "other" when the loop ran slower than
+        both (it waited on something neither measures: a finding to explain, not a bound)."""
+        if self.back_to_back is None or self.host_cost is None or self.call_gpu_ms is None:
+            return None
+        gpu = self.call_gpu_ms
+        if self.back_to_back.median_ms <= HOST_BOUND * gpu:
+            return "gpu"
+        return "host" if HOST_BOUND * self.host_cost.median_ms >= gpu else "other"
+
+    @property
+    def tflops(self) -> float | None:
+        """The pass's FLOPs (workload.pass_flops) over its figure's time."""
+        if not self.timing or not self.timing.median_ms:
+            return None
+        return self.workload.pass_flops / (self.timing.median_ms * 1e-3) / 1e12
+
+    @property
+    def peak_share(self) -> float | None:
+        """`tflops` over the device's datasheet peak for the dtype, 0..1 (None where the peak is not known)."""
+        peak = (self.environment.peak_tflops or {}).get(self.workload.dtype)
+        return self.tflops / peak if peak and self.tflops else None
 
     @property
     def gpu_ms(self) -> float | None:
@@ -198,8 +288,11 @@ class Run:
         return self.status in (DOES_NOT_FIT, OUT_OF_MEMORY)
 
     def to_dict(self) -> dict:
+        """The run's fields, and for a client the figures derived from them (read back, they are derived again)."""
         data = asdict(self)
         data["environment"] = self.environment.to_dict()
+        data |= {"phase": self.phase, "bound": self.bound, "kernels_per_forward": self.kernels_per_forward,
+                 "tflops": self.tflops, "peak_share": self.peak_share}
         return data
 
     @classmethod
@@ -207,7 +300,7 @@ class Run:
         data = {k: v for k, v in data.items() if k in _RUN_FIELDS}
         data["workload"] = Workload(**data["workload"])
         data["environment"] = Environment.from_dict(data["environment"])
-        data["kernels"] = [Kernel.from_dict(k) for k in data.get("kernels", [])]
+        data["kernels"] = share_by_phase([Kernel.from_dict(k) for k in data.get("kernels", [])])
         data["host_ops"] = [HostOp(**h) for h in data.get("host_ops", [])]
         for key, kind in (("timing", Timing), ("host_cost", Timing), ("back_to_back", Timing), ("accuracy", Accuracy),
                           ("forward_timing", Timing), ("backward_timing", Timing)):
@@ -292,6 +385,3 @@ class Sweep:
         data["runs"] = [Run.from_dict(r) for r in data["runs"]]
         return cls(**data)
 
-
-def dumps(data: dict, **kwargs) -> str:
-    return json.dumps(data, **kwargs)

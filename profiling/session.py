@@ -16,7 +16,7 @@ from .budget import available_bytes, check_time, memory_refusal, predicted_secon
 from .environment import Environment, detect
 from .explain import Explanation, explain, explain_sweep
 from .measurement import Guard, Progress, measure_runs
-from .recording import find_recorded, find_recorded_sweep, recorded_runs, recorded_sweeps, unrecorded_message
+from .replay import find_recorded, find_recorded_sweep, recorded_runs, recorded_sweeps, unrecorded_message
 from .request import LIVE, MAX_LENGTHS, Request
 from .results import Comparison, Sweep
 from .sweep import run_sweep

@@ -158,6 +158,7 @@ class Decision:
     level: float
     threshold: float     # the practical threshold used (fraction, e.g. 0.03), already max'ed with drift
     samples: int         # min(n_a, n_b)
+    method: str = ""     # how p was found: "exact" or "normal approximation" ("" when too_few: no test ran)
 
 
 def decide(a: Sequence[float], b: Sequence[float], *, level: float = LEVEL, practical: float = PRACTICAL,
@@ -193,10 +194,11 @@ def decide(a: Sequence[float], b: Sequence[float], *, level: float = LEVEL, prac
     if samples < 2 or min_p(n_a, n_b) > level:
         return Decision("too_few", None, ratio, None, level, threshold, samples)
     p, centred = _rank(a, b, "auto")
+    method = "exact" if _use_exact(n_a, n_b) else "normal approximation"
     if p > level:
-        return Decision("level", None, ratio, p, level, threshold, samples)
+        return Decision("level", None, ratio, p, level, threshold, samples, method)
     # The ranks say which side tends lower; a verdict needs the medians to agree with them and to be far enough apart.
     ranks_faster = "a" if centred < 0 else "b"
     if faster is None or faster != ranks_faster or ratio < 1.0 + threshold:
-        return Decision("no_practical_difference", faster, ratio, p, level, threshold, samples)
-    return Decision("ranked", faster, ratio, p, level, threshold, samples)
+        return Decision("no_practical_difference", faster, ratio, p, level, threshold, samples, method)
+    return Decision("ranked", faster, ratio, p, level, threshold, samples, method)

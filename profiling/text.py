@@ -75,6 +75,11 @@ def rate(tflops: float, peak_share: float | None = None) -> str:
     return said + (f", {share(peak_share)} of the datasheet peak" if peak_share else "")
 
 
+def p_value(p: float) -> str:
+    """A test's p: 0.0079, 3.2e-05."""
+    return f"{p:.2g}"
+
+
 def count(value: float) -> str:
     """7, 4,096, 2.33: per-forward averages of whole counts print whole."""
     return f"{round(value):,}" if abs(value - round(value)) < 0.01 else f"{value:,.2f}"
@@ -96,7 +101,9 @@ FORMATS = {"ms": ms, "us": us, "s": seconds, "bytes": size, "share": share, "pct
 
 
 def quantity(q: "Quantity") -> str:
-    return FORMATS[q.unit](q.value)
+    """A fact in its unit; a share with the total it is of: '39% of the forward'."""
+    said = FORMATS[q.unit](q.value)
+    return f"{said} of {q.of}" if q.unit == "share" and getattr(q, "of", None) else said
 
 
 def machine(env) -> str:
@@ -112,8 +119,13 @@ def device_words(device: str) -> str:
 
 
 def call(workload) -> str:
-    """What one call of the workload's pass is: 'forward', 'step' (forward + backward) or 'backward'."""
+    """What the workload's figure is of: 'forward', 'step' (forward + backward) or 'backward'."""
     return {"fwd": "forward", "fwd+bwd": "step", "bwd": "backward"}[workload.passes]
+
+
+def host_call(workload) -> str:
+    """What one call the host issues is: 'forward', or a training pass's whole 'step' (a backward view's too)."""
+    return "step" if workload.passes != "fwd" else "forward"
 
 
 def on_device(env) -> str:
@@ -216,17 +228,22 @@ def op(name: str) -> str:
     return name.removeprefix("aten::")
 
 
+def host_op(name: str) -> str:
+    """A host op as a sentence names it: inductor's '## Call CompiledFxGraph f4a…x ##' without its hash."""
+    return re.sub(r"^## (Call CompiledFxGraph) \w+ ##$", r"\1", name)
+
+
 def chain(ops: list[str]) -> str:
     """The ops around a launch, innermost last: 'masked_fill → clone → copy_'."""
     return " → ".join(op(o) for o in ops) or "no aten op"
 
 
 def kernel_line(k: "Kernel") -> str:
-    """'nvjet_sm90_tst_… · 84.4 µs/fwd (8%) · 168 registers · 208.2 KiB shared · cuLaunchKernelEx'"""
+    """'nvjet_sm90_tst_… · 84.4 µs a call (8% of the forward) · 168 registers · 208.2 KiB shared · cuLaunchKernelEx'"""
     parts = [kernel(k, 64)]
     if round(k.calls_per_forward, 2) != 1:
         parts.append(f"×{count(k.calls_per_forward)}")
-    parts.append(f"{us(k.us_per_forward)}/fwd ({share(k.share)})")
+    parts.append(f"{us(k.us_per_forward)} a call ({share(k.share)} of the {k.phase})")
     if k.occupancy_pct is not None:
         parts.append(f"Kineto occupancy {percent(k.occupancy_pct)}")
     if k.registers_per_thread is not None:
@@ -239,9 +256,9 @@ def kernel_line(k: "Kernel") -> str:
 
 
 def host_line(h: "HostOp") -> str:
-    """'aten::clone · 1 call/fwd · 51.7 µs (7.8 µs self)': CPU time inside the profiled forward."""
-    return (f"{h.name} · {plural(h.calls_per_forward, 'call')}/fwd · {us(h.total_us_per_forward)} "
-            f"({us(h.self_us_per_forward)} self)")
+    """'aten::clone · forward · 1 call · 51.7 µs (7.8 µs self) profiled': CPU time inside one profiled call."""
+    return (f"{h.name} · {h.phase} · {plural(h.calls_per_forward, 'call')} · {us(h.total_us_per_forward)} "
+            f"({us(h.self_us_per_forward)} self) profiled")
 
 
 # -- sentences from facts ------------------------------------------------------------------------

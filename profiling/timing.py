@@ -36,7 +36,6 @@ MAX_LAUNCHES_PER_CALL = 64    # more than any variant launches per call (math at
 LONG_CALL_S = 1e-3            # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls
                               # (budget._LONG_TIMED_CALLS prices what it takes)
 HOST_CALL_MAX_S = 5e-4        # no variant here takes the host longer than this to issue (math: ~0.16 ms)
-HOST_BOUND = 1.10             # back-to-back per call over GPU time by more than this: the host sets the pace
 PIN_CALLS = 200
 
 
@@ -175,8 +174,8 @@ def _host_plan(s: Timed) -> tuple[int, int, float]:
 
 
 def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
-    """Back-to-back time per call (a plain loop: what a model sees), host cost per call (each call timed
-    while the GPU is parked, so the host never waits on it), and which side sets the back-to-back pace.
+    """Back-to-back time per call (a plain loop: what a model sees) and host cost per call (each call timed
+    while the GPU is parked, so the host never waits on it); which side sets the pace is `Run.bound`'s.
     Taken in HOST_ROUNDS rounds that alternate between the variants, so a drift in the host's speed
     (seen on the H200: one variant's median moving from 17 to 26 µs between two moments) hits all alike."""
     plans = {id(s): _host_plan(s) for s in subjects}
@@ -208,7 +207,6 @@ def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
             if loops[id(s)] and host_ms[id(s)]:
                 run = s.run
                 run.back_to_back = Timing.of(loops[id(s)], "perf_counter per loop of calls")
-                run.bound = "host" if run.back_to_back.median_ms > HOST_BOUND * run.timing.median_ms else "gpu"
                 run.host_cost = Timing.of(host_ms[id(s)], "perf_counter per call, GPU parked")
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .dispatch import SDPA_BACKEND_OPS
-from .results import HostOp, Kernel, Launch
+from .results import HostOp, Kernel, Launch, share_by_phase
 
 CALL_RANGE = "attention_profiler::call"  # record_function name of each profiled call (a forward, or a training step)
 RANGES = (CALL_RANGE, "attention_profiler::forward")  # the second: recordings made before training steps
@@ -39,7 +39,8 @@ class TraceSummary:
     cpu_peak_extra_bytes: int | None = None  # from profile_memory events, when recorded
 
     @property
-    def kernels_per_forward(self) -> float:
+    def launches(self) -> float:
+        """Kernels per profiled call, every phase's."""
         return sum(k.calls_per_forward for k in self.kernels)
 
 
@@ -252,16 +253,12 @@ def _gpu_kernels(gpu: list[dict], launches: dict, chains: dict[int, tuple[str, .
             row.launched_by.append(launch)
         launch.calls_per_forward += 1.0 / forwards
         launch.us_per_forward += float(e.get("dur", 0.0)) / forwards
-    total = sum(k.us_per_forward for k in rows.values()) or 1.0
-    for k in rows.values():
-        k.share = k.us_per_forward / total
-    return list(rows.values())  # in order of first launch
+    return share_by_phase(list(rows.values()))  # in order of first launch
 
 
 def _cpu_kernels(host_ops: list[HostOp], range_us: float) -> list[Kernel]:
     working = [h for h in host_ops if h.self_us_per_forward > 0.5]
-    total = sum(h.self_us_per_forward for h in working) or 1.0
     rows = [Kernel(name=h.name, short_name=h.name.replace("aten::", ""), category=category(h.name, "cpu_op"),
-                   calls_per_forward=h.calls_per_forward, us_per_forward=h.self_us_per_forward,
-                   share=h.self_us_per_forward / total, phase=h.phase) for h in working]
-    return sorted(rows, key=lambda k: -k.us_per_forward)
+                   calls_per_forward=h.calls_per_forward, us_per_forward=h.self_us_per_forward, share=0.0,
+                   phase=h.phase) for h in working]
+    return share_by_phase(sorted(rows, key=lambda k: -k.us_per_forward))

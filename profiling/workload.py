@@ -1,6 +1,6 @@
 """The workload: one validated attention problem, its inputs and its FLOPs.
 
-Every field carries how it is named and read outside Python (`Field`): the page's controls, a link's query, the
+Every field carries how it is named, read and spelled outside Python (`Spec`): the page's controls, a link's query, the
 command line and the API are all built by iterating `FIELDS`, never by spelling the fields out. Everything is
 checked before a single tensor is allocated, so a bad request costs nothing and says exactly which field was
 wrong. What a workload costs in memory and time is `budget.py`'s.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import torch
 
@@ -84,7 +85,10 @@ def choice(field: str, value, choices) -> str:
 @dataclass(frozen=True)
 class Spec:
     """How a workload field is shown and read: its control's label, its name in a link and on the command
-    line, and what values it takes (whole numbers within `limits`, one of `choices`, or true/false)."""
+    line, what values it takes (whole numbers within `limits`, one of `choices`, or true/false), and what it means
+    wherever a workload is spelled: in words (`said`) and in a trace file's name (`tag`). A field whose `said` or
+    `tag` gives "" for a value is not spelled there; without `tag`, a value other than the default is spelled
+    `_<query><value>`, so a new field can never make two workloads' traces collide."""
     label: str
     query: str                                   # the link's key and, with dashes, the CLI option
     limits: tuple[int, int] | None = None        # whole numbers within these, inclusive
@@ -94,6 +98,8 @@ class Spec:
     optional: bool = False                       # may be None (the page and the link leave it empty)
     help: str = ""
     empty: str = ""                              # what an optional field left empty means, in a word or two
+    said: Callable[[Any], str] | None = None     # the value in a workload's words ("B=8"); None: the value itself
+    tag: Callable[[Any], str] | None = None      # the value in a trace file's name ("B8")
 
     def check(self, name: str, value):
         if value is None and self.optional:
@@ -130,31 +136,55 @@ def spec(default, **kwargs):
     return field(default=default, metadata={"spec": Spec(**kwargs)})
 
 
+def _unless(default, words: str) -> Callable[[Any], str]:
+    """Said as `words` (with {} for the value) unless the value is `default`."""
+    return lambda value: "" if value == default else words.format(value)
+
+
 PASSES = ("fwd", "fwd+bwd", "bwd")       # forward (inference, no autograd), a training step, its backward alone
 MASKS = ("flag", "bool", "bias", "window")
+# A backward is 2.5 forwards of FLOPs: the anchors' model (tritonbench, attention-gym); the only place it is set.
+BACKWARD_FLOPS = 2.5
+PASS_FLOPS = {"fwd": 1.0, "fwd+bwd": 1.0 + BACKWARD_FLOPS, "bwd": BACKWARD_FLOPS}
 
 
 @dataclass(frozen=True)
 class Workload:
-    batch: int = spec(8, label="batch B", query="batch", limits=(1, 1024))
-    heads: int = spec(16, label="heads H", query="heads", limits=(1, 1024))
-    seq_len: int = spec(1024, label="seq length S", query="seq", limits=(1, 131072),
-                        help="queries and keys alike")
-    head_dim: int = spec(64, label="head dim D", query="head_dim", limits=(1, 512))
-    dtype: str = spec("bf16", label="dtype", query="dtype", choices=tuple(DTYPES))
-    causal: bool = spec(True, label="causal", query="causal", boolean=True)
-    rank: int = spec(4, label="input rank", query="rank", choices=(4, 3),
-                     labels=("4 · [B, H, S, D]", "3 · [B·H, S, D]"))
-    passes: str = spec("fwd", label="pass", query="pass", choices=PASSES,
-                       labels=("forward", "forward + backward", "backward only"),
-                       help="a training step: inputs that require grad, gradients reset between steps")
+    """One attention problem. Its fields, in the order they are said: batch, heads (and kv heads), the key/value
+    length S (and the query length, when fewer queries than keys), head dim, dtype, the causal pattern and how it
+    reaches the kernel, the input rank and the pass. Every size, count and pair below derives from these."""
+    batch: int = spec(8, label="batch B", query="batch", limits=(1, 1024), said="B={}".format, tag="B{}".format)
+    heads: int = spec(16, label="heads H", query="heads", limits=(1, 1024), said="H={}".format, tag="H{}".format)
     kv_heads: int | None = spec(None, label="kv heads", query="kv_heads", limits=(1, 1024), optional=True,
-                                empty="as H", help="fewer than H: grouped-query attention (1: multi-query); empty: as many as H")
+                                empty="as H", help="fewer than H: grouped-query attention (1: multi-query); empty: "
+                                                   "as many as H", said=_unless(None, "kv {}"), tag=_unless(None, "kv{}"))
+    seq_len: int = spec(1024, label="seq length S", query="seq", limits=(1, 131072),
+                        help="keys and values per sequence (and queries, unless q_len is set)", said="S={}".format,
+                        tag="S{}".format)
+    q_len: int | None = spec(None, label="query length", query="q_len", limits=(1, 131072), optional=True,
+                             empty="as S", help="queries per sequence, the last q_len of the S positions (a decode "
+                                                "step: 1); empty: as many as S",
+                             said=_unless(None, "q_len {}"), tag=_unless(None, "q{}"))
+    head_dim: int = spec(64, label="head dim D", query="head_dim", limits=(1, 512), said="D={}".format,
+                         tag="D{}".format)
+    dtype: str = spec("bf16", label="dtype", query="dtype", choices=tuple(DTYPES), tag="_{}".format)
+    causal: bool = spec(True, label="causal", query="causal", boolean=True,
+                        said=lambda on: "causal" if on else "not causal", tag=lambda on: "_causal" if on else "_full")
     mask: str = spec("flag", label="mask", query="mask", choices=MASKS,
                      labels=("is_causal flag", "explicit bool mask", "additive bias", "sliding window"),
-                     help="how the causal pattern reaches the kernel; the bias adds a distance penalty")
+                     help="how the causal pattern reaches the kernel; the bias adds a distance penalty",
+                     said={"flag": "", "bool": "explicit bool mask", "bias": "additive bias", "window": ""}.get,
+                     tag={"flag": "", "bool": "_bool", "bias": "_bias", "window": ""}.get)
     window: int | None = spec(None, label="window W", query="window", limits=(1, 131072), optional=True,
-                              empty="none", help="mask=window: each query sees itself and the W-1 keys before it")
+                              empty="none", help="mask=window: each query sees itself and the W-1 keys before it",
+                              said=_unless(None, "window {}"), tag=_unless(None, "_w{}"))
+    rank: int = spec(4, label="input rank", query="rank", choices=(4, 3),
+                     labels=("4 · [B, H, S, D]", "3 · [B·H, S, D]"), said=_unless(4, "rank {}"), tag="_r{}".format)
+    passes: str = spec("fwd", label="pass", query="pass", choices=PASSES,
+                       labels=("forward", "forward + backward", "backward only"),
+                       help="a training step: inputs that require grad, gradients reset between steps",
+                       said={"fwd": "", "fwd+bwd": "forward + backward", "bwd": "backward"}.get,
+                       tag={"fwd": "", "fwd+bwd": "_train", "bwd": "_bwd"}.get)
     device: str = "cuda"    # cuda | cpu: where it runs (the source decides, not a control)
     seed: int = 0
 
@@ -164,8 +194,11 @@ class Workload:
         if not isinstance(self.device, str) or self.device not in ("cuda", "cpu"):
             raise Refusal("device", self.device, "must be 'cuda' or 'cpu'")
         whole_number("seed", self.seed, 0, 2**63 - 1)
-        if self.kv_heads == self.heads:  # one workload, one spelling: as many kv heads as heads is plain MHA
+        # one workload, one spelling: as many kv heads as heads is plain MHA, as many queries as keys the square case
+        if self.kv_heads == self.heads:
             object.__setattr__(self, "kv_heads", None)
+        if self.q_len == self.seq_len:
+            object.__setattr__(self, "q_len", None)
         if self.kv_heads is not None:
             if self.kv_heads > self.heads or self.heads % self.kv_heads:
                 raise Refusal("kv_heads", self.kv_heads, f"must divide heads={self.heads} (query heads share kv "
@@ -173,6 +206,13 @@ class Workload:
             if self.rank == 3:
                 raise Refusal("kv_heads", self.kv_heads, "grouped-query attention needs rank 4 ([B, H, S, D]): a "
                                                          "rank-3 input folds the heads into the batch")
+        if self.q_len is not None:
+            if self.q_len > self.seq_len:
+                raise Refusal("q_len", self.q_len, f"must be between 1 and S={self.seq_len} (the queries are the "
+                                                   "last q_len positions of the sequence)")
+            if self.training:
+                raise Refusal("q_len", self.q_len, "a decode step is inference: a training pass needs as many "
+                                                   "queries as keys (leave q_len empty)")
         if self.mask in ("bool", "window") and not self.causal:
             raise Refusal("mask", self.mask, f"mask={self.mask} is a causal pattern: set causal=true, or choose "
                                              "flag (no mask) or bias")
@@ -197,15 +237,64 @@ class Workload:
     def replace(self, **changes) -> "Workload":
         return dataclasses.replace(self, **changes)
 
-    # -- shapes and sizes ---------------------------------------------------------------
+    # -- the problem in words and in a file name: every field as its spec spells it --------------------------
+    def _spelled(self, how: str, skip: tuple[str, ...] = ()) -> list[str]:
+        spelled = []
+        for f in FIELDS:
+            if f.name in skip:
+                continue
+            spec_, value = f.metadata["spec"], getattr(self, f.name)
+            rule = getattr(spec_, how)
+            if rule is not None:
+                spelled.append(rule(value) or "")
+            elif how == "said":
+                spelled.append(spec_.spell(value))
+            else:
+                spelled.append("" if value == f.default else f"_{spec_.query}{spec_.spell(value)}")
+        return [s for s in spelled if s]
+
+    def words(self) -> str:
+        """The problem as every sentence and label names it: 'B=8, H=16, S=1024, D=64, bf16, causal' (each field as
+        its spec says it, the defaults of the optional ones not; no device: a recording's GPU and a live CPU hold the
+        same problem)."""
+        return ", ".join(self._spelled("said"))
+
+    def family(self, axis: str = "seq_len") -> str:
+        """The workload with one field left free, as a sweep varies it: 'B=8, H=16, D=64, bf16, causal'."""
+        return ", ".join(self._spelled("said", skip=(axis,)))
+
+    def problem(self, free: tuple[str, ...] = ()) -> tuple:
+        """The problem as a key: every field's value (device and seed set aside: they do not change the problem), but
+        those left `free` (a sweep's axis)."""
+        return tuple(getattr(self, f.name) for f in FIELDS if f.name not in free)
+
+    def tag(self) -> str:
+        """The problem in a file name: 'B8H16S1024D64_bf16_causal_r4' (every field, as its spec tags it)."""
+        return "".join(self._spelled("tag"))
+
+    # -- shapes and sizes: the one place each is derived ----------------------------------------------------
     @property
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
 
     @property
+    def queries(self) -> int:
+        """Query positions per sequence: q_len, else S."""
+        return self.q_len or self.seq_len
+
+    @property
+    def offset(self) -> int:
+        """The first query's position among the S keys: the queries are the last `queries` positions."""
+        return self.seq_len - self.queries
+
+    @property
+    def kv_head_count(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
     def groups(self) -> int:
         """Query heads per kv head: 1 for plain multi-head attention."""
-        return self.heads // (self.kv_heads or self.heads)
+        return self.heads // self.kv_head_count
 
     @property
     def training(self) -> bool:
@@ -215,28 +304,62 @@ class Workload:
     def shape(self) -> tuple[int, ...]:
         """q's shape (and the output's)."""
         if self.rank == 4:
-            return (self.batch, self.heads, self.seq_len, self.head_dim)
-        return (self.batch * self.heads, self.seq_len, self.head_dim)
+            return (self.batch, self.heads, self.queries, self.head_dim)
+        return (self.batch * self.heads, self.queries, self.head_dim)
 
     @property
     def kv_shape(self) -> tuple[int, ...]:
         """k's and v's shape: fewer heads with grouped-query attention."""
         if self.rank == 4:
-            return (self.batch, self.kv_heads or self.heads, self.seq_len, self.head_dim)
-        return self.shape
+            return (self.batch, self.kv_head_count, self.seq_len, self.head_dim)
+        return (self.batch * self.heads, self.seq_len, self.head_dim)
 
     @property
     def element_bytes(self) -> int:
         return torch.finfo(self.torch_dtype).bits // 8
 
     @property
-    def pairs(self) -> float:
-        """Query-key pairs a kernel must compute per head: S² without a mask, S²/2 causal (the convention of the blog
-        and the anchors), S·W − W²/2 in a sliding window of W."""
-        s = float(self.seq_len)
-        if self.mask == "window":
-            return s * self.window - self.window**2 / 2
-        return s * s / 2 if self.causal else s * s
+    def q_bytes(self) -> int:
+        """q, or the output: B·H·Lq·D elements."""
+        return self.batch * self.heads * self.queries * self.head_dim * self.element_bytes
+
+    output_bytes = q_bytes
+
+    @property
+    def kv_bytes(self) -> int:
+        """k and v together: B·Hkv·S·D elements each (fewer heads with grouped-query attention)."""
+        return 2 * self.batch * self.kv_head_count * self.seq_len * self.head_dim * self.element_bytes
+
+    @property
+    def io_bytes(self) -> int:
+        """The fewest bytes a kernel must move: q, k and v read once, the output written once."""
+        return 2 * self.q_bytes + self.kv_bytes
+
+    @property
+    def score_elements(self) -> int:
+        """One B·H·Lq×S score matrix's elements."""
+        return self.batch * self.heads * self.queries * self.seq_len
+
+    def scores_bytes(self, element_bytes: int | None = None) -> int:
+        """One B·H·Lq×S score matrix, in the inputs' dtype or in `element_bytes`."""
+        return self.score_elements * (element_bytes or self.element_bytes)
+
+    @property
+    def mask_elements(self) -> int:
+        """One Lq×S mask (the same for every head and batch)."""
+        return self.queries * self.seq_len
+
+    @property
+    def pairs(self) -> int:
+        """Query–key pairs the mask lets one head attend, counted: query i (at position offset + i) sees every key
+        without a causal pattern, keys 0…offset + i with one, and of those only the last W within a window."""
+        if not self.causal:
+            return self.queries * self.seq_len
+        window = self.window if self.mask == "window" else self.seq_len
+        first, last = self.offset + 1, self.seq_len          # keys the first and the last query may see
+        capped = max(0, last - max(first, window) + 1)         # queries that see more than W keys: W each
+        below = self.queries - capped                          # the others see first, first + 1, … keys
+        return capped * window + below * first + below * (below - 1) // 2
 
     @property
     def flops(self) -> float:
@@ -244,40 +367,14 @@ class Workload:
         return 4.0 * self.batch * self.heads * self.head_dim * self.pairs
 
     @property
+    def dense_flops(self) -> float:
+        """The forward's FLOPs over every pair, as a kernel that skips no tile computes them."""
+        return 4.0 * self.batch * self.heads * self.head_dim * self.queries * self.seq_len
+
+    @property
     def pass_flops(self) -> float:
-        """The pass's FLOPs by the anchors' model (tritonbench, attention-gym): a backward is 2.5 forwards."""
-        return self.flops * {"fwd": 1.0, "fwd+bwd": 3.5, "bwd": 2.5}[self.passes]
-
-    @property
-    def output_bytes(self) -> int:
-        """The output, as large as q."""
-        return self.batch * self.heads * self.seq_len * self.head_dim * self.element_bytes
-
-    @property
-    def input_bytes(self) -> int:
-        """q, k, v and the output."""
-        q = self.batch * self.heads * self.seq_len * self.head_dim * self.element_bytes
-        return 2 * q + 2 * q // self.groups
-
-    def scores_bytes(self, element_bytes: int | None = None) -> int:
-        """One B·H·S×S score matrix."""
-        return self.batch * self.heads * self.seq_len**2 * (element_bytes or self.element_bytes)
-
-    def words(self) -> str:
-        """The problem as every sentence and label names it: 'B=8, H=16, S=1024, D=64, bf16, causal' (rank 3, kv
-        heads, a mask other than the flag and a training pass said; the defaults not; no device: a recording's GPU
-        and a live CPU hold the same problem)."""
-        kv = f" (kv {self.kv_heads})" if self.kv_heads else ""
-        mask = {"flag": "", "bool": ", explicit bool mask", "bias": ", additive bias",
-                "window": f", window {self.window}"}[self.mask]
-        rank = ", rank 3" if self.rank == 3 else ""
-        step = {"fwd": "", "fwd+bwd": ", forward + backward", "bwd": ", backward"}[self.passes]
-        return (f"B={self.batch}, H={self.heads}{kv}, S={self.seq_len}, D={self.head_dim}, {self.dtype}, "
-                f"{'causal' if self.causal else 'not causal'}{mask}{rank}{step}")
-
-    def family(self) -> str:
-        """The workload with S left free, as a sweep's lengths vary it: 'B=8, H=16, D=64, bf16, causal'."""
-        return self.words().replace(f"S={self.seq_len}, ", "")
+        """The pass's FLOPs by the anchors' model: a backward is BACKWARD_FLOPS forwards."""
+        return self.flops * PASS_FLOPS[self.passes]
 
     # -- inputs ---------------------------------------------------------------------------
     def make_inputs(self) -> "Inputs":
@@ -288,15 +385,17 @@ class Workload:
         k, v = (torch.randn(self.kv_shape, generator=generator, device=self.device, dtype=self.torch_dtype)
                 for _ in range(2))
         allowed = bias = None
-        s = self.seq_len
         if self.causal or self.mask != "flag":
-            i = torch.arange(s, device=self.device)
-            offset = i[:, None] - i[None, :]                       # query minus key position
-            allowed = offset >= 0 if self.causal else torch.ones(s, s, dtype=torch.bool, device=self.device)
+            queries = torch.arange(self.offset, self.seq_len, device=self.device)
+            keys = torch.arange(self.seq_len, device=self.device)
+            offset = queries[:, None] - keys[None, :]              # query minus key position: [Lq, S]
+            allowed = offset >= 0 if self.causal else torch.ones(self.queries, self.seq_len, dtype=torch.bool,
+                                                                 device=self.device)
             if self.mask == "window":
                 allowed &= offset < self.window
             if self.mask == "bias":  # a distance penalty (ALiBi's slope for one head), −inf where not allowed
-                bias = (-offset.abs().to(torch.float32) / s).masked_fill(~allowed, float("-inf")).to(self.torch_dtype)
+                bias = (-offset.abs().to(torch.float32) / self.seq_len).masked_fill(~allowed, float("-inf")) \
+                    .to(self.torch_dtype)
         grad_out = torch.randn(self.shape, generator=generator, device=self.device, dtype=self.torch_dtype) \
             if self.training else None
         return Inputs(self, q, k, v, allowed, bias, grad_out)
@@ -313,11 +412,11 @@ def spec_of(name: str) -> Spec:
 @dataclass
 class Inputs:
     workload: Workload
-    q: torch.Tensor                  # [B, H, S, D] or [B*H, S, D]
+    q: torch.Tensor                  # [B, H, Lq, D] or [B*H, Lq, D]
     k: torch.Tensor                  # [B, Hkv, S, D] (Hkv = H without grouped-query attention)
     v: torch.Tensor
-    allowed: torch.Tensor | None     # [S, S] bool, True where a query may attend a key (SDPA's attn_mask); None: all
-    bias: torch.Tensor | None        # [S, S] additive bias in the inputs' dtype, −inf where not allowed (mask=bias)
+    allowed: torch.Tensor | None     # [Lq, S] bool, True where a query may attend a key (SDPA's attn_mask); None: all
+    bias: torch.Tensor | None        # [Lq, S] additive bias in the inputs' dtype, −inf where not allowed (mask=bias)
     grad_out: torch.Tensor | None = None  # a training pass's fixed gradient of the output
 
     @property
@@ -326,7 +425,7 @@ class Inputs:
 
     @property
     def hidden(self) -> torch.Tensor | None:
-        """[S, S] bool, True where attention is forbidden (masked_fill's sense); None when nothing is."""
+        """[Lq, S] bool, True where attention is forbidden (masked_fill's sense); None when nothing is."""
         return None if self.allowed is None else self._hidden
 
     def __post_init__(self):

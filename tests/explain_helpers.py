@@ -10,7 +10,7 @@ from pathlib import Path
 
 from profiling import text
 from profiling.explain import facts
-from profiling.recording import load_recorded
+from profiling.replay import load_recorded
 from profiling.results import Comparison, Note, Run
 from profiling.workload import Workload
 
@@ -44,10 +44,15 @@ def assert_numbers_are_the_runs(note: Note, context: dict) -> None:
     for name, q in note.facts.items():
         value = facts.resolve(q.source, context)
         assert math.isclose(value, q.value, rel_tol=1e-9, abs_tol=1e-12), (note.rule, name, q, value)
-    written = {text.quantity(q) for q in note.facts.values()}
-    for number, unit in UNITS.findall(f"{note.title} {note.body}"):
+    words = f"{note.title} {note.body}"
+    written = {text.FORMATS[q.unit](q.value) for q in note.facts.values()}
+    for number, unit in UNITS.findall(words):
         assert any(w.startswith(number) and w.endswith(unit) for w in written), \
             f"{note.rule}: '{number}{unit}' in the words is none of the note's facts {sorted(written)}"
+    for name, q in note.facts.items():  # a share is written with the total it is of, wherever it is written
+        bare = text.FORMATS[q.unit](q.value)
+        if q.unit == "share" and q.of and re.search(rf"(?<![\d.]){re.escape(bare)}", words):
+            assert text.quantity(q) in words, f"{note.rule}: the share {name} = {bare} is not said with its total"
 
 
 def comparison_context(c: Comparison, note: Note) -> dict:

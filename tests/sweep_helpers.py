@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from profiling.recording import recorded_sweeps
+from profiling.replay import recorded_sweeps
 from profiling.results import OK, Kernel, Run, Sweep, Timing
 from profiling.workload import Workload
 
@@ -26,14 +26,19 @@ def kernel(short_name: str, calls: float, us: float = 1.0, category: str = "x") 
 
 def run(variant: str, s: int, ms: float | None = None, *, mem: int | None = None, status: str = OK,
         spread: float = 0.01, n: int = 20, seed: int = 0, session: str | None = None, kernels=(), env=H200,
-        **fields) -> Run:
+        bound: str | None = None, **fields) -> Run:
     """A light run of `variant` at S=`s` on the blog's workload: GPU time `ms` (samples kept), peak memory `mem`;
-    one session per length unless told (A and B of a length timed interleaved)."""
+    one session per length unless told (A and B of a length timed interleaved). `bound` ("host" or "gpu") gives it
+    the host figures that make it so (`Run.bound` derives it from them), where `fields` set none."""
     rows = [kernel(name, calls) for name, calls in kernels]
+    if bound is not None:
+        pace, host = (1.3 * ms, 1.3 * ms) if bound == "host" else (ms, ms / 4)
+        fields.setdefault("back_to_back", timing(pace, spread, 8, seed + 100))
+        fields.setdefault("host_cost", timing(host, spread, 40, seed + 200))
     return Run(variant, Workload.blog(seq_len=s, device=env.device), env, status=status,
                session=session if session is not None else (f"S{s}" if ms is not None else None),
                timing=timing(ms, spread, n, seed) if ms is not None else None, peak_extra_bytes=mem, kernels=rows,
-               kernels_per_forward=sum(c for _, c in kernels) if kernels else None, **fields)
+               **fields)
 
 
 def synthetic(runs: list[Run], variants=("naive", "sdpa_flash"), env=H200, **fields) -> Sweep:

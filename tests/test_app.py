@@ -27,7 +27,7 @@ from attention_variants import VARIANTS
 from conftest import check_headline, fn_index, queued
 from profiling import figures, reports, session
 from profiling.explain import explain
-from profiling.recording import find_recorded
+from profiling.replay import find_recorded
 from profiling.request import KEYS, LIVE, Request
 from profiling.results import Comparison, Run
 from profiling.workload import Workload

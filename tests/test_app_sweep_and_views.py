@@ -19,7 +19,7 @@ from attention_variants import VARIANTS
 from conftest import fn_index, queued, read_fact
 from profiling import reports, text
 from profiling.environment import Environment
-from profiling.recording import find_recorded_sweep
+from profiling.replay import find_recorded_sweep
 from profiling.request import KEYS, LIVE, Request
 from profiling.results import Sweep
 from profiling.workload import Workload

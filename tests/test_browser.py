@@ -22,7 +22,7 @@ import app
 import links
 from conftest import free_port
 from profiling import session, text
-from profiling.recording import find_recorded
+from profiling.replay import find_recorded
 from profiling.reports import kernel_summary
 from profiling.request import LIVE, Request
 

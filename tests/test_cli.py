@@ -15,7 +15,7 @@ from attention_variants import VARIANTS
 from conftest import check_headline
 from profiling import __main__ as cli_main
 from profiling import session
-from profiling.recording import find_recorded_sweep
+from profiling.replay import find_recorded_sweep
 from profiling.request import Request
 from profiling.results import Comparison, Sweep
 from profiling.workload import FIELDS, Workload

@@ -14,7 +14,7 @@ import torch
 
 from attention_variants import VARIANTS, sdpa
 from profiling import budget
-from profiling.recording import recorded_runs
+from profiling.replay import recorded_runs
 from profiling.budget import available_bytes, forward_bytes
 from profiling.workload import Workload
 

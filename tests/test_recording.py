@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from profiling import recording
-from profiling.recording import nearest_recorded, unrecorded_message
+from profiling import recording, replay
+from profiling.replay import nearest_recorded, unrecorded_message
 from profiling.workload import Workload
 
 H200 = "h200-torch2.11"
@@ -19,7 +19,7 @@ def words(workloads) -> list[str]:
 
 def without(variant: str, workload: Workload):
     """The recording's runs less `variant`'s on `workload`: a recording that misses one run."""
-    runs = tuple(r for r in recording.recorded_runs(H200) if not (r.variant == variant and r.workload == workload))
+    runs = tuple(r for r in replay.recorded_runs(H200) if not (r.variant == variant and r.workload == workload))
     return lambda name: runs
 
 
@@ -34,7 +34,7 @@ def test_nearest_counts_differing_fields_then_log2_distance():
 
 
 def test_nearest_prefers_workloads_holding_every_variant_asked_for(monkeypatch):
-    monkeypatch.setattr(recording, "recorded_runs", without("flex", BLOG))
+    monkeypatch.setattr(replay, "recorded_runs", without("flex", BLOG))
     assert nearest_recorded(H200, BLOG.replace(seq_len=2048), n=1) == [BLOG]
     assert nearest_recorded(H200, BLOG.replace(seq_len=2048), ("naive", "flex"), n=1) == [BLOG.replace(seq_len=4096)]
 
@@ -57,7 +57,7 @@ def test_an_unrecorded_workload_names_itself_and_the_nearest_in_words():
 
 
 def test_a_missing_variant_is_named_and_the_nearest_hold_it(monkeypatch):
-    monkeypatch.setattr(recording, "recorded_runs", without("flex", BLOG))
+    monkeypatch.setattr(replay, "recorded_runs", without("flex", BLOG))
     assert unrecorded_message(H200, BLOG, ("naive", "flex")) == (
         "The H200 recording has no run of flex on B=8, H=16, S=1024, D=64, bf16, causal. Nearest recorded: "
         "B=8, H=16, S=1024, D=64, fp32, causal; B=8, H=16, S=1024, D=64, bf16, causal, rank 3; "
@@ -81,7 +81,7 @@ def test_a_recording_is_read_back_as_written_with_todays_memory_model(tmp_path):
     assert [r.variant for r in made] == ["naive", "sdpa_cudnn", "sdpa_flash"] and len(said) == 3
     assert [r.status for r in made] == ["ok", "unsupported", "ok"] and made[0].session == made[2].session
     assert not (tmp_path / "raw").exists()
-    back = recording.load_recorded(tmp_path)
+    back = replay.load_recorded(tmp_path)
     for measured, loaded in zip(made, back):
         assert dataclasses.replace(loaded, trace_path=measured.trace_path) == measured
         assert loaded.estimated_extra_bytes == forward_bytes(TINY, VARIANTS[loaded.variant].scratch_bytes(TINY))
@@ -91,7 +91,7 @@ def test_a_recording_is_read_back_as_written_with_todays_memory_model(tmp_path):
             assert summarize_trace(load_trace(loaded.trace_path)).kernels == loaded.kernels
         else:
             assert loaded.trace_path is None
-    assert recording.load_recorded(tmp_path)[0] is not back[0]
+    assert replay.load_recorded(tmp_path)[0] is not back[0]
 
 
 def test_recorded_sweeps_are_written_read_and_found_by_family(tmp_path, monkeypatch):
@@ -102,26 +102,26 @@ def test_recorded_sweeps_are_written_read_and_found_by_family(tmp_path, monkeypa
         ("naive", 64), ("sdpa_flash", 64), ("naive", 128), ("sdpa_flash", 128)]
     assert any(m.startswith("B=1, H=2, D=16, fp32, causal: 4 points in") for m in said)
     (tmp_path / "cpu-x" / "runs.json").write_text("[]")
-    monkeypatch.setattr(recording, "RECORDED_DIR", tmp_path)
-    recording.recorded_sweeps.cache_clear()
-    assert recording.recordings() == {"cpu-x": tmp_path / "cpu-x"}
+    monkeypatch.setattr(replay, "RECORDED_DIR", tmp_path)
+    replay.recorded_sweeps.cache_clear()
+    assert replay.recordings() == {"cpu-x": tmp_path / "cpu-x"}
     try:
-        (read,) = recording.recorded_sweeps("cpu-x")
+        (read,) = replay.recorded_sweeps("cpu-x")
         assert read == made
-        found = recording.find_recorded_sweep("cpu-x", "sdpa_flash", "naive", TINY.replace(seq_len=999,
+        found = replay.find_recorded_sweep("cpu-x", "sdpa_flash", "naive", TINY.replace(seq_len=999,
                                                                                            device="cuda"))
         assert found.variants == ["sdpa_flash", "naive"] and found.runs == made.select(["sdpa_flash", "naive"]).runs
         found.runs.clear()
-        assert recording.recorded_sweeps("cpu-x")[0].runs == made.runs  # what is handed out is a copy
-        assert recording.find_recorded_sweep("cpu-x", "naive", "sdpa_math", TINY) is None  # not in it
-        assert recording.find_recorded_sweep("cpu-x", "naive", "sdpa_flash", TINY.replace(head_dim=32)) is None
-        assert recording.recorded_sweeps("../cpu-x") == () and recording.recorded_sweeps("nowhere") == ()
+        assert replay.recorded_sweeps("cpu-x")[0].runs == made.runs  # what is handed out is a copy
+        assert replay.find_recorded_sweep("cpu-x", "naive", "sdpa_math", TINY) is None  # not in it
+        assert replay.find_recorded_sweep("cpu-x", "naive", "sdpa_flash", TINY.replace(head_dim=32)) is None
+        assert replay.recorded_sweeps("../cpu-x") == () and replay.recorded_sweeps("nowhere") == ()
     finally:
-        recording.recorded_sweeps.cache_clear()
+        replay.recorded_sweeps.cache_clear()
 
 
 def test_the_shipped_sweeps_run_each_variant_over_doubling_lengths_until_its_first_stop():
-    sweeps = recording.recorded_sweeps(H200)
+    sweeps = replay.recorded_sweeps(H200)
     assert len(sweeps) >= 2
     for result in sweeps:
         start = recording.DOUBLING.index(result.seq_lens[0])
@@ -143,8 +143,50 @@ def test_the_shipped_sweeps_run_each_variant_over_doubling_lengths_until_its_fir
 
 
 def test_a_recorded_run_is_handed_out_as_a_copy():
-    run = recording.find_recorded(H200, "naive", BLOG)
+    run = replay.find_recorded(H200, "naive", BLOG)
     run.kernels.clear()
-    assert recording.find_recorded(H200, "naive", BLOG).kernels
-    assert recording.find_recorded(H200, "naive", BLOG.replace(device="cpu", seed=5)).workload == BLOG
-    assert recording.find_recorded(H200, "naive", BLOG.replace(seq_len=2048)) is None
+    assert replay.find_recorded(H200, "naive", BLOG).kernels
+    assert replay.find_recorded(H200, "naive", BLOG.replace(device="cpu", seed=5)).workload == BLOG
+    assert replay.find_recorded(H200, "naive", BLOG.replace(seq_len=2048)) is None
+
+
+def test_every_recorded_pair_and_every_recorded_sweep_pair_replays_through_the_front_door():
+    """What the recording holds, the page can show: each pair of variants recorded on a workload plans and finds
+    both runs, and each pair of a recorded sweep replays, explained, with its headline at its longest common S."""
+    import itertools
+
+    from profiling import session
+    from profiling.request import Request
+
+    by_workload: dict = {}
+    for run in replay.recorded_runs(H200):
+        by_workload.setdefault(run.workload, []).append(run.variant)
+    pairs = 0
+    for workload, variants in by_workload.items():
+        for a, b in itertools.combinations(variants, 2):
+            plan = session.plan(Request(H200, a, b, workload))
+            assert plan.environment.device == "cuda"
+            assert replay.find_recorded(H200, a, workload) and replay.find_recorded(H200, b, workload)
+            pairs += 1
+    assert pairs == sum(len(v) * (len(v) - 1) // 2 for v in by_workload.values()) >= 700
+    swept = 0
+    for recorded in replay.recorded_sweeps(H200):
+        for a, b in itertools.combinations(recorded.variants, 2):
+            answer = session.sweep(Request(H200, a, b, recorded.workload))
+            assert answer.result.variants == [a, b] and answer.explanation.headline.title, (a, b)
+            swept += 1
+    assert swept == sum(len(s.variants) * (len(s.variants) - 1) // 2 for s in replay.recorded_sweeps(H200))
+
+
+def test_a_fixed_window_is_expected_to_grow_as_s_for_a_kernel_that_skips_its_tiles():
+    """The recorded window sweep (1×16×S×128, W=1,024): flex and FlashAttention-4 skip the tiles outside the
+    window, so their work grows as S·W, not S²; SDPA gets the window as a dense mask and computes every tile."""
+    from profiling.explain.curves import slopes
+
+    (window,) = [s for s in replay.recorded_sweeps(H200) if s.workload.mask == "window"]
+    expected = {(f.variant, f.quantity): f for f in slopes(window)}
+    for variant in ("flex", "fa4"):
+        assert 1.0 <= expected[variant, "time"].expected < 1.25  # S·W − W(W−1)/2 pairs: near S, not S²
+        assert expected[variant, "time"].basis == "pairs"
+    for variant in ("sdpa_auto", "sdpa_cudnn"):
+        assert expected[variant, "time"].expected == pytest.approx(2.0) and expected[variant, "time"].basis == "all pairs"

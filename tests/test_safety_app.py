@@ -26,7 +26,7 @@ import app
 import handlers
 from conftest import fn_index, queued
 from profiling import reports, scratch, session
-from profiling.recording import find_recorded
+from profiling.replay import find_recorded
 from profiling.request import KEYS, Request
 from profiling.results import Comparison
 from profiling.workload import Workload

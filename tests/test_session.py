@@ -41,7 +41,7 @@ def test_a_live_comparison_and_a_replay_come_back_in_one_shape():
 
 def test_a_replay_is_the_recorded_run_explained_now():
     answer = session.compare(recorded())
-    from profiling.recording import find_recorded
+    from profiling.replay import find_recorded
     assert answer.result.a.timing == find_recorded(RECORDING, "sdpa_flash", Workload.blog()).timing
 
 

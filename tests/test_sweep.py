@@ -266,7 +266,7 @@ def test_the_table_has_a_row_per_run_with_the_runs_numbers():
             assert row["GPU ms"] == round(r.gpu_ms, 4) and row["bound"] == r.bound
             assert row["host µs"] == round(r.host_cost.median_ms * 1000, 1)
             assert row["peak MiB"] == round(r.peak_extra_bytes / 2**20, 1)
-            assert row["kernels/fwd"] == round(r.kernels_per_forward, 2)
+            assert row[f"kernels per {text.call(result.workload)}"] == round(r.kernels_per_forward, 2)
         else:
             assert row["kernels or reason"] == r.reason and math.isnan(row["GPU ms"])
 

@@ -145,19 +145,23 @@ def test_every_recorded_summary_table_names_its_rows_uniquely_and_readably():
                 head = name.split("…")[0]
                 assert not any(other != name and other.startswith(head) for other in names), (where, names)
         table = reports.kernel_table(run)
-        assert list(table["full name"]) == [k.name for k in run.kernels], where
-        # the five columns on screen: label, µs, share, calls, category (each the row's, rounded for reading)
-        assert list(table.iloc[:, 1]) == [round(k.us_per_forward, 1) for k in run.kernels], where
-        assert list(table.iloc[:, 2]) == [round(100 * k.share, 1) for k in run.kernels], where
-        assert list(table.iloc[:, 3]) == [round(k.calls_per_forward, 2) for k in run.kernels], where
+        rows = run.kernels_of()  # the run's phase: a backward view lists its backward's rows
+        assert list(table["full name"]) == [k.name for k in rows], where
+        # the five columns on screen: label, µs, share of the phase (named), calls, category (rounded for reading)
+        total = sum(k.us_per_forward for k in rows)
+        assert table.columns[2] == f"% of {run.phase}", where
+        assert list(table.iloc[:, 1]) == [round(k.us_per_forward, 1) for k in rows], where
+        assert list(table.iloc[:, 2]) == [round(100 * k.us_per_forward / total, 1) for k in rows], where
+        assert list(table.iloc[:, 3]) == [round(k.calls_per_forward, 2) for k in rows], where
 
 
 def test_a_kernel_line_and_a_host_line_say_the_rows_numbers():
     run = next(r for r in RUNS if r.ok and r.variant == "naive" and r.workload.seq_len == 1024)
     memcpy = next(k for k in run.kernels if k.category == "memcpy")
     line = text.kernel_line(memcpy)
-    assert line.startswith(text.kernel(memcpy, 64)) and f"{text.us(memcpy.us_per_forward)}/fwd" in line
-    assert f"({text.share(memcpy.share)})" in line and memcpy.launch_api in line and "×" not in line  # one call
+    assert line.startswith(text.kernel(memcpy, 64)) and f"{text.us(memcpy.us_per_forward)} a call" in line
+    assert f"({text.share(memcpy.share)} of the forward)" in line and memcpy.launch_api in line and "×" not in line
     op = run.host_ops[0]
-    assert text.host_line(op) == (f"{op.name} · {text.plural(op.calls_per_forward, 'call')}/fwd · "
-                                  f"{text.us(op.total_us_per_forward)} ({text.us(op.self_us_per_forward)} self)")
+    assert text.host_line(op) == (f"{op.name} · forward · {text.plural(op.calls_per_forward, 'call')} · "
+                                  f"{text.us(op.total_us_per_forward)} ({text.us(op.self_us_per_forward)} self) "
+                                  "profiled")

@@ -11,7 +11,7 @@ from sweep_helpers import run, synthetic
 from profiling import text
 from profiling.explain.curves import crossovers, slopes
 from profiling.figures import DPI, WIDTH_IN, sweep_figure, timeline_figure, timing_figure
-from profiling.recording import load_recorded
+from profiling.replay import load_recorded
 from profiling.results import DOES_NOT_FIT, Comparison, Sweep
 from profiling.timeline import forward_timeline, run_timeline
 from profiling.trace import load_trace, summarize_trace
@@ -35,7 +35,7 @@ def test_naive_lanes_hold_the_forwards_ops_launches_and_kernels_in_order():
         "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "vectorized_elementwise_kernel [mul]", "Memcpy DtoD",
         "elementwise_kernel [masked_fill]", "softmax_warp_forward", "nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT"]
     # the same kernels the trace parser counts per forward, each after its launch, one after another
-    assert len(gpu) == summarize_trace(load_trace(RUNS["naive"].trace_path)).kernels_per_forward
+    assert len(gpu) == summarize_trace(load_trace(RUNS["naive"].trace_path)).launches
     starts = [s.start_us for s in gpu]
     assert starts == sorted(starts)
     by_correlation = {s.correlation: s for s in timeline.cpu if s.kind == "launch"}

@@ -13,9 +13,9 @@ from profiling.request import KEYS, LIVE, Request, add_workload_arguments, parse
 from profiling.workload import FIELDS, Refusal, Workload
 
 RECORDING = "h200-torch2.11"
-BLOG_VALUES = {"source": RECORDING, "a": "sdpa_flash", "b": "sdpa_cudnn", "batch": 8, "heads": 16, "seq_len": 1024,
-               "head_dim": 64, "dtype": "bf16", "causal": True, "rank": 4, "passes": "fwd", "kv_heads": None,
-               "mask": "flag", "window": None}
+BLOG_VALUES = {"source": RECORDING, "a": "sdpa_flash", "b": "sdpa_cudnn", "batch": 8, "heads": 16, "kv_heads": None,
+               "seq_len": 1024, "q_len": None, "head_dim": 64, "dtype": "bf16", "causal": True, "mask": "flag",
+               "window": None, "rank": 4, "passes": "fwd"}
 
 
 @pytest.mark.parametrize("field, value, limit_words", [
@@ -65,8 +65,38 @@ def test_a_refusal_survives_pickling_with_its_kind_and_amounts():
 def test_flops_and_sizes():
     w = Workload.blog()
     assert w.shape == (8, 16, 1024, 64) and w.replace(rank=3).shape == (128, 1024, 64)
-    assert w.flops == 4 * 8 * 16 * 1024**2 * 64 / 2 and w.replace(causal=False).flops == 2 * w.flops
+    assert w.flops == 4 * 8 * 16 * 64 * (1024 * 1025 // 2) and w.replace(causal=False).flops == 4 * 8 * 16 * 64 * 1024**2
     assert w.scores_bytes() == 8 * 16 * 1024**2 * 2 and w.scores_bytes(element_bytes=4) == 2 * w.scores_bytes()
+
+
+def _counted_pairs(w: Workload) -> int:
+    """The pairs a head attends, counted on the mask the run uses (an oracle: the workload's closed form is not it)."""
+    allowed = w.replace(device="cpu").make_inputs().allowed
+    return w.queries * w.seq_len if allowed is None else int(allowed.sum())
+
+
+@pytest.mark.parametrize("changes", [{}, {"causal": False}, {"mask": "window", "window": 256},
+                                     {"mask": "window", "window": 1}, {"mask": "window", "window": 1024},
+                                     {"mask": "bool"}, {"mask": "bias"}, {"mask": "bias", "causal": False},
+                                     {"q_len": 1}, {"q_len": 16}, {"q_len": 300, "mask": "window", "window": 200},
+                                     {"q_len": 8, "mask": "window", "window": 1000}, {"seq_len": 7, "q_len": 3},
+                                     {"kv_heads": 4}, {"q_len": 4, "kv_heads": 2, "causal": False}])
+def test_the_pairs_and_the_flops_are_the_masks_own_count(changes):
+    w = Workload.blog(seq_len=changes.pop("seq_len", 1024), **changes)
+    assert w.pairs == _counted_pairs(w)
+    assert w.flops == 4 * w.batch * w.heads * w.head_dim * _counted_pairs(w)  # every query head, not kv heads
+    assert w.dense_flops == 4 * w.batch * w.heads * w.head_dim * w.queries * w.seq_len
+
+
+def test_a_decode_step_holds_q_len_queries_against_s_keys_aligned_to_the_end():
+    w = Workload.cpu_default(seq_len=16, q_len=4, heads=8, kv_heads=2)
+    x = w.make_inputs()
+    assert x.q.shape == (1, 8, 4, 64) and x.k.shape == (1, 2, 16, 64) and x.allowed.shape == (4, 16)
+    # the last query is the newest token: it sees every key; the first of the four sees keys 0..12
+    assert x.allowed[-1].all() and x.allowed[0].tolist() == [True] * 13 + [False] * 3
+    assert w.words() == "B=1, H=8, kv 2, S=16, q_len 4, D=64, fp32, causal" and w.queries == 4 and w.offset == 12
+    assert w.score_elements == 8 * 4 * 16 and w.io_bytes == (2 * 8 * 4 + 2 * 2 * 16) * 64 * 4
+    assert Workload.cpu_default(q_len=512).q_len is None  # as many queries as keys: one spelling
 
 
 @pytest.mark.parametrize("workload, words", [
@@ -104,7 +134,7 @@ def test_grouped_query_heads_shape_k_and_v_and_training_adds_an_output_gradient(
     x = Workload.cpu_default(seq_len=32, heads=8, kv_heads=2, passes="fwd+bwd").make_inputs()
     assert x.q.shape == (1, 8, 32, 64) and x.k.shape == x.v.shape == (1, 2, 32, 64) and x.grad_out.shape == x.q.shape
     assert Workload.cpu_default(heads=8, kv_heads=8).kv_heads is None  # as many kv heads as heads: one spelling
-    assert Workload.blog(kv_heads=4).input_bytes == (2 * 16 + 2 * 4) * 8 * 1024 * 64 * 2
+    assert Workload.blog(kv_heads=4).io_bytes == (2 * 16 + 2 * 4) * 8 * 1024 * 64 * 2
 
 
 @pytest.mark.parametrize("changes, field, says", [
@@ -119,6 +149,9 @@ def test_grouped_query_heads_shape_k_and_v_and_training_adds_an_output_gradient(
     ({"mask": "window", "window": 8, "causal": False}, "mask", "set causal=true"),
     ({"passes": "backward"}, "passes", "fwd, fwd+bwd, bwd"),
     ({"mask": "causal"}, "mask", "flag, bool, bias, window"),
+    ({"q_len": 513}, "q_len", "between 1 and S=512"),
+    ({"q_len": 0}, "q_len", "between 1 and 131072"),
+    ({"q_len": 1, "passes": "fwd+bwd"}, "q_len", "a decode step is inference"),
 ])
 def test_combinations_that_make_no_workload_are_refused_naming_the_field(changes, field, says):
     with pytest.raises(Refusal) as caught:
@@ -126,9 +159,8 @@ def test_combinations_that_make_no_workload_are_refused_naming_the_field(changes
     assert caught.value.field == field and says in str(caught.value)
 
 
-def test_flops_count_the_pairs_a_mask_leaves_and_a_pass_s_backward():
+def test_a_pass_s_flops_count_the_backward_as_the_anchors_do():
     w = Workload.blog()
-    assert w.replace(mask="window", window=256).flops == 4 * 8 * 16 * 64 * (1024 * 256 - 256**2 / 2)
     assert w.replace(passes="fwd+bwd").pass_flops == 3.5 * w.flops and w.replace(passes="bwd").pass_flops == 2.5 * w.flops
 
 
@@ -207,3 +239,26 @@ def test_every_workload_field_has_a_control_a_link_key_and_an_option():
         spec = f.metadata["spec"]
         assert f.name in options and spec.label and spec.query
         assert spec.parse(f.name, spec.spell(f.default)) == f.default
+
+
+# one change per field (a new field must add its own: the test below says which is missing)
+ONE_CHANGE = {"batch": {"batch": 2}, "heads": {"heads": 32}, "kv_heads": {"kv_heads": 4}, "seq_len": {"seq_len": 2048},
+              "q_len": {"q_len": 1}, "head_dim": {"head_dim": 128}, "dtype": {"dtype": "fp16"},
+              "causal": {"causal": False}, "mask": {"mask": "bias"}, "window": {"mask": "window", "window": 256},
+              "rank": {"rank": 3}, "passes": {"passes": "fwd+bwd"}}
+
+
+def test_every_field_changes_the_words_the_trace_name_and_the_blog_comparison():
+    """A field spelled by hand somewhere would make two workloads read alike, their traces collide, or the blog
+    comparison treat one as the blog's: every field goes through its spec."""
+    from profiling.reference import BLOG
+
+    assert set(ONE_CHANGE) == {f.name for f in FIELDS}, "give the new field one change here"
+    base = Workload.blog()
+    seen_words, seen_tags = {base.words()}, {base.tag()}
+    for name, change in ONE_CHANGE.items():
+        w = base.replace(**change)
+        assert w.words() not in seen_words and w.tag() not in seen_tags, name
+        seen_words.add(w.words())
+        seen_tags.add(w.tag())
+        assert any(d.startswith(name) for d in BLOG.differences(w)) and not BLOG.matches(w), name

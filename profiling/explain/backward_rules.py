@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import text
 from ..results import Note, Run
-from .facts import Peers, kernels_in, label, measured, note, of_kernel, on_gpu, ratio, total, variant
+from .facts import Peers, constant, guess, label, measured, note, of_kernel, on_gpu, ratio, scores_bytes, total, variant
 
 # What each step of the fused backwards does, by a token of its kernel's name (PyTorch's flash_bwd_*, cuDNN's).
 # FA4's CuTe kernels (flash_attn/cute/flash_bwd_preprocess.py, flash_bwd_sm90.py, flash_bwd_postprocess.py) do the
@@ -16,6 +16,10 @@ _STEPS = (
     ("dq_dk_dv", _MAIN),
     ("flash_bwd_sm", _MAIN),
     ("bprop", "then the main kernel over blocks of keys, dQ summed in fp32"),
+    ("triton_per_fused_flex_attention_backward", "first a Triton reduction per query row, dot(dO, O)"),
+    ("triton_tem_fused_flex_attention_backward", "then the generated flex_attention_backward kernel over blocks"),
+    ("fmha_cutlassB", "one CUTLASS kernel computes dQ, dK and dV over blocks of keys"),
+    ("reduce_head", "dK and dV summed over each group's query heads"),
     ("convert_dq", "last dQ converted from fp32 to the inputs' dtype"),
     ("bwd_postprocess", "last dQ converted from fp32 to the inputs' dtype"),
 )
@@ -26,34 +30,44 @@ def _backward(run: Run):
 
 
 def backward_ratio(run: Run, peers: Peers) -> Note | None:
-    """The backward against the forward, timed in the same calls, beside the anchors' FLOP model (2.5×)."""
-    if not run.ok or run.forward_timing is None or run.backward_timing is None:
+    """The backward against the forward, timed in the same calls, beside the guess's (the anchors' FLOP model)."""
+    g = guess(run)
+    if not run.ok or run.forward_timing is None or run.backward_timing is None or g is None or not g.backward_ratio:
         return None
     facts = {"ratio": ratio(measured(run, "backward_timing.median_ms", "ms"), measured(run, "forward_timing.median_ms", "ms")),
              "forward": measured(run, "forward_timing.median_ms", "ms"),
              "backward": measured(run, "backward_timing.median_ms", "ms")}
-    said = "The anchors' model (tritonbench, attention-gym) counts a backward as 2.5 forwards of FLOPs."
+    facts["model"] = constant(g.backward_ratio, "x", repr(g.backward_ratio))
+    said = "The guess is the anchors' model (tritonbench, attention-gym): a backward is {model} a forward's FLOPs."
     bwd = _backward(run)
     if bwd and on_gpu(run):
         top = max(bwd, key=lambda k: k.us_per_forward)
         facts["top"] = of_kernel(run, top, "us_per_forward", "us")
-        said += f" Its largest kernel is {text.kernel(top, 40)} ({{top}} a step)."
-    off = abs(facts["ratio"].value - 2.5) / 2.5
+        said += f" Its largest kernel is {text.kernel(top, 40)} ({{top}} per step)."
+    off = abs(facts["ratio"].value - g.backward_ratio) / g.backward_ratio
     return note("backward_ratio", "guess", f"{label(run)}: backward {{ratio}} the forward, {{backward}} vs {{forward}}",
                 said, weight=min(0.5, 0.15 + off / 2), facts=facts, kernels=bwd,
                 evidence=[text.kernel_line(k) for k in bwd])
 
 
 def fused_backward(run: Run, peers: Peers) -> Note | None:
-    """A fused kernel's backward is several kernels: the guess said one. Say what each step does, from the names."""
+    """A fused kernel's backward is several kernels: the guess said one. Count every kernel the backward launches,
+    and say what each step of the fused attention does, from the names; the others (Memsets, grouped-query
+    reductions) by what they are."""
     v = variant(run)
-    bwd = [k for k in kernels_in(run, "fused attention") if k.phase == "backward"]
-    if not on_gpu(run) or not (v and v.fused) or len(bwd) < 2:
+    bwd = _backward(run)
+    fused = [k for k in bwd if k.category in ("fused attention", "triton")]
+    if not on_gpu(run) or not (v and v.fused) or not fused or sum(k.calls_per_forward for k in bwd) < 2:
         return None
-    steps = [words for token, words in _STEPS if any(token in k.name for k in bwd)]
+    steps = [words for token, words in _STEPS if any(token in k.name for k in fused)]
     facts = {"count": total(of_kernel(run, k, "calls_per_forward", "count") for k in bwd),
              "time": total(of_kernel(run, k, "us_per_forward", "us") for k in bwd)}
     body = ("; ".join(steps) + "." if steps else "The trace names the kernels; this tool has no description of their roles.")
+    others = [k for k in bwd if k not in fused]
+    if others:
+        body += f" Beside {'it' if len(fused) == 1 else 'them'}: " + ", ".join(f"{text.kernel(k, 32)}" + (f" ×{text.count(k.calls_per_forward)}" if
+                                                                       round(k.calls_per_forward, 2) != 1 else "")
+                                             for k in others) + "."
     return note("fused_backward", "guess", f"{label(run)}'s backward is {{count}} kernels, not one ({{time}})",
                 body[0].upper() + body[1:], weight=0.3, facts=facts, kernels=bwd,
                 evidence=[text.kernel_line(k) for k in bwd])
@@ -64,10 +78,9 @@ def saved_for_backward(run: Run, peers: Peers) -> Note | None:
     the output) for the fused kernels, which recompute the scores in the backward."""
     if not run.ok or run.saved_bytes is None:
         return None
-    w = run.workload
-    facts = {"saved": measured(run, "saved_bytes", "bytes"), "scores": measured(run, "workload.scores_bytes()", "bytes")}
+    facts = {"saved": measured(run, "saved_bytes", "bytes"), "scores": scores_bytes(run)}
     facts["matrices"] = ratio(facts["saved"], facts["scores"])
-    v = variant(run)
+    v, g = variant(run), guess(run)
     keeps_scores = facts["matrices"].value >= 0.9
     if keeps_scores:
         inplace = " In place or not, the multiply that made the scores keeps no copy of them." \
@@ -76,10 +89,11 @@ def saved_for_backward(run: Run, peers: Peers) -> Note | None:
                 + inplace + " Memory for training grows with S².")
         title = "Autograd keeps {saved} for the backward: the S×S probabilities"
     else:
+        facts["matrices"].unit, facts["matrices"].of = "share", "one S×S matrix"
         body = ("The fused kernel saves its output and a log-sum-exp per query row, and recomputes the scores in the "
-                "backward: {matrices} of one S×S matrix ({scores}).")
+                "backward: {matrices} ({scores}).")
         title = "Autograd keeps only {saved} for the backward"
-    wrong = w.training and v is not None and keeps_scores != (not v.fused)
+    wrong = g is not None and g.saves_scores is not None and keeps_scores != g.saves_scores
     return note("saved_for_backward", "guess", ("Guess was wrong: " if wrong else "") + title, body,
                 weight=0.6 if wrong else 0.25, facts=facts)
 

@@ -3,13 +3,18 @@ and what a different GPU generation changes in the kernels' names and the rankin
 """
 from __future__ import annotations
 
+from attention_variants import VARIANTS
+
 from .. import text
 from ..reference import BLOG
 from ..results import Note, Run
-from .facts import (Peers, ampere_design, constant, instruction, kernels_in, label, main_kernel, measured, note,
-                    of_kernel, on_gpu, ratio, scaled, sm_in_name, total)
+from .facts import (Peers, ampere_design, constant, hopper_design, kernels_in, label, main_kernel, measured, note,
+                    on_gpu, ratio, scaled, share_of, sm_in_name)
 
-FUSED = ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn")
+
+def _blog_fused(key: str) -> bool:
+    """A fused variant the blog ranked (the one definition of fused is the variant's own)."""
+    return key in BLOG.results and key in VARIANTS and VARIANTS[key].fused
 
 
 def _unlike_blog(run: Run) -> str:
@@ -66,18 +71,18 @@ def kernel_generation(run: Run, peers: Peers) -> Note | None:
     Hopper's wgmma and TMA. For FFMA GEMMs the limit is FP32 throughput, not the generation."""
     sm = run.environment.sm
     cc = run.environment.compute_capability
-    older = [k for k in run.kernels if ampere_design(k)]
+    older = [k for k in run.kernels_of() if ampere_design(k)]
     if not on_gpu(run) or not older or cc is None or cc < (9, 0):
         return None
-    ffma = [k for k in older if instruction(k) == "ffma"]
+    ffma = [k for k in older if "ffma" in k.name.lower()]
     tensor = [k for k in older if k not in ffma]
-    facts = {"share": total_share(run, older)}
-    names = {"sm": sm, "kernel": text.kernel(max(older, key=lambda k: k.share), 40),
+    facts = {"share": share_of(run, older, run.phase)}
+    names = {"sm": sm, "kernel": text.kernel(max(older, key=lambda k: k.us_per_forward), 40),
              "on": text.on_device(run.environment)}
     if tensor:
         design = " (mma.sync, cp.async)" if run.workload.dtype in ("fp16", "bf16") else ""
         body = ("{kernel} is an Ampere-design kernel" + design + ", compiled for {sm} too: it runs {on} without "
-                "Hopper's wgmma and TMA, which kernels written for {sm} use. Such kernels run {share} of this forward.")
+                "Hopper's wgmma and TMA, which kernels written for {sm} use. Such kernels run {share}.")
     else:
         body = ("Its GEMMs are Ampere-design kernels (sm80 in the name) doing FFMA on FP32 CUDA cores: {on} the "
                 "limit is FP32 throughput, not the generation; TF32 or 16-bit inputs are the cure, not {sm} kernels.")
@@ -87,19 +92,15 @@ def kernel_generation(run: Run, peers: Peers) -> Note | None:
                                                            else "PyTorch's FlashAttention-2 kernel") for k in older])
 
 
-def total_share(run: Run, kernels):
-    return total(of_kernel(run, k, "share", "share") for k in kernels)
-
-
 def nvjet_gemms(run: Run, peers: Peers) -> Note | None:
     """cuBLAS on Hopper and newer runs its nvjet GEMMs: other names than the blog's A100 trace shows."""
-    nvjet = [k for k in kernels_in(run, "gemm") if k.short_name.startswith("nvjet")]
+    nvjet = [k for k in kernels_in(run, "gemm", phase=run.phase) if k.short_name.startswith("nvjet")]
     if not on_gpu(run) or not nvjet:
         return None
-    facts = {"share": total_share(run, nvjet)}
+    facts = {"share": share_of(run, nvjet, run.phase)}
     return note("nvjet_gemms", "reference", "cuBLAS picked its nvjet GEMMs, not the A100's",
                 "nvjet is cuBLAS's GEMM family for Hopper and newer ({sm} in the names {on}), launched with "
-                "cuLaunchKernelEx: same matmuls as on the A100, other kernel names, {share} of the forward."
+                "cuLaunchKernelEx: same matmuls as on the A100, other kernel names, {share}."
                 + _unlike_blog(run),
                 weight=0.02, facts=facts, names={"sm": sm_in_name(nvjet[0]) or "its architecture",
                                                  "on": text.on_device(run.environment)}, kernels=nvjet,
@@ -108,7 +109,7 @@ def nvjet_gemms(run: Run, peers: Peers) -> Note | None:
 
 def ranking_vs_blog(run: Run, peers: Peers) -> Note | None:
     """On the A100 flash beat cuDNN; where this GPU's order differs, say what the kernels' names show."""
-    fused = {k: p for k, p in {**peers, run.variant: run}.items() if k in FUSED and p.ok and p.gpu_ms}
+    fused = {k: p for k, p in {**peers, run.variant: run}.items() if _blog_fused(k) and p.ok and p.gpu_ms}
     if not on_gpu(run) or run.variant not in fused or len(fused) < 2 or not BLOG.matches(run.workload):
         return None
     here = sorted(fused, key=lambda k: fused[k].gpu_ms)
@@ -116,8 +117,8 @@ def ranking_vs_blog(run: Run, peers: Peers) -> Note | None:
     if here.index(run.variant) == there.index(run.variant) or here[0] != run.variant:
         return None  # said once, about the run that moved up
     main = {k: main_kernel(p) for k, p in fused.items()}
-    if instruction(main[here[0]]) == "wgmma" and ampere_design(main[there[0]]):
-        reason = (f"{label(fused[here[0]])}'s kernel is written for {run.environment.sm} (wgmma in its name); "
+    if hopper_design(main[here[0]]) and ampere_design(main[there[0]]):
+        reason = (f"{label(fused[here[0]])}'s kernel is written for {run.environment.sm} (its name says so); "
                   f"{label(fused[there[0]])}'s, {text.kernel(main[there[0]], 32)}, is an Ampere-design kernel.")
     else:
         reason = "The kernels' names do not show why; the cause is not known from these traces."

@@ -11,6 +11,7 @@ from typing import Iterable
 from attention_variants import VARIANTS
 
 from ..results import Run, Sweep
+from ..workload import Workload
 from .facts import log_slope
 from .verdict import decision
 
@@ -50,17 +51,35 @@ class Slope:
     r2: float
     supported: bool
     whole_range_exponent: float | None = None  # over every point; lower when a fixed cost dominates short S
+    basis: str = ""               # what the expectation follows: "pairs" (the mask's, counted), "all pairs" (a
+                                  # kernel that skips no tile), "scores" (the S×S matrix in memory), "rows" (fused)
 
     @property
     def as_expected(self) -> bool:
         return abs(self.exponent - self.expected) <= 0.25
 
 
-def expected_exponent(variant: str, quantity: str) -> float:
-    """Time grows as S² for every variant at fixed B·H·D; memory as S² only where the scores go through it."""
+def skips_masked_tiles(variant: str, workload: Workload) -> bool:
+    """Whether the variant's work follows the mask's pairs: a fused kernel given the causal flag skips the tiles
+    above the diagonal, a block-sparse one (a block mask, a window argument) every empty tile; a dense mask, or
+    naive code, computes every pair."""
+    v = VARIANTS.get(variant)
+    return bool(v and (v.sparse or (v.fused and workload.mask == "flag")))
+
+
+def expected_exponent(variant: str, quantity: str, base: Workload, s_from: int, s_to: int) -> tuple[float, str]:
+    """How `quantity` should grow with S between two lengths, from what grows: time with the pairs the kernel
+    computes (the mask's where it skips masked tiles, all of them where it cannot: S² for a square problem, S·W
+    for a fixed window, S for a fixed number of queries); memory with the S×S scores where they go through memory,
+    with S (rows) for a fused kernel. (The exponent, and what it follows.)"""
+    a, b = base.replace(seq_len=s_from), base.replace(seq_len=s_to)
     if quantity == "time":
-        return 2.0
-    return 1.0 if VARIANTS[variant].fused else 2.0
+        basis = "pairs" if skips_masked_tiles(variant, base) else "all pairs"
+        work = (lambda w: w.pairs) if basis == "pairs" else (lambda w: w.queries * w.seq_len)
+    else:
+        basis = "rows" if VARIANTS[variant].fused else "scores"
+        work = (lambda w: w.seq_len) if basis == "rows" else (lambda w: w.score_elements)
+    return math.log(work(b) / work(a)) / math.log(s_to / s_from), basis
 
 
 def _apart(first: Run, last: Run) -> bool:
@@ -82,8 +101,9 @@ def slopes(result: Sweep) -> list[Slope]:
             supported = len(tail) >= MIN_FIT_POINTS and r2 >= MIN_R2 and (quantity == "memory" or _apart(tail[0], tail[-1]))
             whole = log_slope([r.workload.seq_len for r in points], [value(r) for r in points]) \
                 if len(points) > len(tail) else None
-            facts.append(Slope(variant, quantity, slope, expected_exponent(variant, quantity), xs[0], xs[-1],
-                               len(tail), r2, supported, whole))
+            expected, basis = expected_exponent(variant, quantity, result.workload, xs[0], xs[-1])
+            facts.append(Slope(variant, quantity, slope, expected, xs[0], xs[-1], len(tail), r2, supported, whole,
+                               basis))
     return facts
 
 

@@ -56,7 +56,7 @@ def refusal(run: Run) -> tuple[str, str, str]:
                 quoted)
     if "does not pair" in said or "too many values to unpack" in said or "pair with" in said:
         release = re.search(r"flash-attn-4 (\S+) returns", quoted)
-        pairs = re.search(r"torch [\d.]+-[\d.]+ pair with [^;]*", quoted)
+        pairs = re.search(r"torch [\d.]+-[\d.]+ pair with [^(;]*[^(; ]", quoted)
         return ((f"flash-attn-4 {release.group(1)}" if release else "this flash-attn-4") +
                 f" does not pair with torch {env.torch_version}",
                 "This torch's SDPA route unpacks two values from flash_attn.cute's forward, and this release "

@@ -13,7 +13,7 @@ from attention_variants import VARIANTS, Guess, Variant, guess_for
 
 from .. import dispatch, text
 from ..reference import BLOG
-from ..results import HostOp, Kernel, Launch, Note, Quantity, Run
+from ..results import HostOp, Kernel, Launch, Note, Quantity, Run, in_phase
 
 Peers = dict[str, Run]  # variant key -> an ok run of the same workload in the same environment
 Rule = Callable[[Run, Peers], Note | None]
@@ -51,29 +51,32 @@ def on_gpu(run: Run) -> bool:
     return run.ok and run.environment.device == "cuda"
 
 
-def host_op(run: Run, name: str) -> HostOp | None:
-    return next((h for h in run.host_ops if h.name == name), None)
+def host_op(run: Run, name: str, phase: str | None = None) -> HostOp | None:
+    """The host op `name` of the profiled call; with `phase` ("forward", "backward"), only that phase's."""
+    return next((h for h in run.host_ops if h.name == name and (phase is None or in_phase(h, phase))), None)
 
 
 def sdpa_op(run: Run) -> HostOp | None:
     return next((h for h in run.host_ops if h.name in dispatch.SDPA_BACKEND_OPS), None)
 
 
-def kernels_in(run: Run, *categories: str) -> list[Kernel]:
-    return [k for k in run.kernels if k.category in categories]
+def kernels_in(run: Run, *categories: str, phase: str = "step") -> list[Kernel]:
+    """The run's kernels of `categories` in `phase` (every phase: "step")."""
+    return [k for k in run.kernels if k.category in categories and in_phase(k, phase)]
 
 
-def main_kernel(run: Run) -> Kernel | None:
-    return max(run.kernels, key=lambda k: k.us_per_forward, default=None)
+def main_kernel(run: Run, phase: str | None = None) -> Kernel | None:
+    """The longest kernel of `phase` (the run's own by default)."""
+    return max(run.kernels_of(phase), key=lambda k: k.us_per_forward, default=None)
 
 
 def sixteen_bit(run: Run) -> bool:
     return run.workload.dtype in ("fp16", "bf16")
 
 
-def launches(run: Run, under: str | None = None) -> list[tuple[Kernel, Launch]]:
-    """Every (kernel, launch chain) of the run; with `under`, those whose chain includes that op."""
-    return [(k, launch) for k in run.kernels for launch in (k.launched_by or [])
+def launches(run: Run, under: str | None = None, phase: str = "step") -> list[tuple[Kernel, Launch]]:
+    """Every (kernel, launch chain) of the run in `phase`; with `under`, those whose chain includes that op."""
+    return [(k, launch) for k in run.kernels if in_phase(k, phase) for launch in (k.launched_by or [])
             if under is None or under in launch.ops]
 
 
@@ -82,9 +85,16 @@ def launched_under(k: Kernel, *ops: str) -> bool:
 
 
 def sm_in_name(k: Kernel) -> str | None:
-    """'sm80' for 'fmha_cutlassF_bf16_aligned_64x64_rf_sm80': the generation the kernel's code targets."""
-    found = re.search(r"(?:^|_)(sm\d{2,3})(?:_|$)", k.short_name or k.name)
-    return found.group(1) if found else None
+    """'sm80' for 'fmha_cutlassF_bf16_aligned_64x64_rf_sm80', 'sm90' for FlashAttention-4's
+    'flash_fwd_sm90FlashAttentionForwardSm90': the generation the kernel's code targets, where its name says."""
+    found = re.search(r"(?:^|[_:])[sS]m(\d{2,3})(?![a-z0-9])", k.name)
+    return f"sm{found.group(1)}" if found else None
+
+
+def hopper_design(k: Kernel) -> bool:
+    """Written for Hopper or newer: wgmma in its name, or an sm90+ token (FlashAttention-4's, cuBLAS's nvjet)."""
+    sm = sm_in_name(k)
+    return "wgmma" in k.name.lower() or (sm is not None and int(sm[2:]) >= 90)
 
 
 def instruction(k: Kernel) -> str | None:
@@ -97,8 +107,8 @@ def instruction(k: Kernel) -> str | None:
 
 
 def ampere_design(k: Kernel) -> bool:
-    """Written for Ampere's mma.sync and cp.async: an sm80 name, or PyTorch's FlashAttention-2 kernel."""
-    return sm_in_name(k) == "sm80" or k.short_name == "pytorch_flash::flash_fwd_kernel"
+    """Written for Ampere's mma.sync and cp.async: an sm80 name, or PyTorch's FlashAttention-2 kernels."""
+    return sm_in_name(k) == "sm80" or k.short_name.startswith(("pytorch_flash::flash_fwd", "pytorch_flash::flash_bwd"))
 
 
 # -- numbers with their source ---------------------------------------------------------------------
@@ -118,6 +128,57 @@ def of_kernel(run: Run, k: Kernel, attribute: str, unit: str, who: str = "run") 
 def of_launch(run: Run, k: Kernel, launch: Launch, attribute: str, unit: str, who: str = "run") -> Quantity:
     j = next(i for i, x in enumerate(k.launched_by) if x is launch)
     return measured(run, f"kernels[{_kernel_index(run, k)}].launched_by[{j}].{attribute}", unit, who)
+
+
+PHASE_WORDS = {"forward": "the forward", "backward": "the backward", "step": "the step"}
+
+
+def share_of(run: Run, kernels: Iterable[Kernel], phase: str, who: str = "run") -> Quantity:
+    """The kernels' share of `phase`'s GPU time (the kernel table's total for it), naming that total: every stated
+    share goes through here, so no rule can divide one phase's kernels by another's total."""
+    kernels = list(kernels)
+    stray = next((k for k in kernels if not in_phase(k, phase)), None)
+    if stray is not None:
+        raise ValueError(f"{stray.short_name} is a {stray.phase} kernel: not a share of the {phase}")
+    index = ", ".join(str(_kernel_index(run, k)) for k in kernels)
+    value = sum(k.us_per_forward for k in kernels) / run.gpu_us(phase)
+    return Quantity(value, "share", f"share({who}, '{phase}', {index})", of=PHASE_WORDS[phase])
+
+
+def launch_share(run: Run, pairs: Iterable[tuple[Kernel, Launch]], phase: str, who: str = "run") -> Quantity:
+    """The share of `phase`'s GPU time that some launch chains of its kernels take (a kernel launched by several ops:
+    the part one op launched)."""
+    pairs = list(pairs)
+    refs = []
+    for k, launch in pairs:
+        if not in_phase(k, phase):
+            raise ValueError(f"{k.short_name} is a {k.phase} kernel: not a share of the {phase}")
+        i = _kernel_index(run, k)
+        refs += [str(i), str(next(j for j, x in enumerate(k.launched_by) if x is launch))]
+    value = sum(launch.us_per_forward for _, launch in pairs) / run.gpu_us(phase)
+    return Quantity(value, "share", f"launch_share({who}, '{phase}', {', '.join(refs)})", of=PHASE_WORDS[phase])
+
+
+def phase_total(run: Run, phase: str, who: str = "run") -> Quantity:
+    """The kernel table's GPU µs per call for `phase`."""
+    return Quantity(run.gpu_us(phase), "us", f"{who}.gpu_us('{phase}')")
+
+
+def launch_count(run: Run, phase: str, who: str = "run") -> Quantity:
+    """Kernels launched per call in `phase`."""
+    return Quantity(run.launches(phase), "count", f"{who}.launches('{phase}')")
+
+
+def call_gpu(run: Run, who: str = "run") -> Quantity:
+    """The GPU time of one whole call (a backward view's is its step's): what the host figures are set against."""
+    return Quantity(run.call_gpu_ms, "ms", f"{who}.call_gpu_ms")
+
+
+def scores_bytes(run: Run, who: str = "run") -> Quantity:
+    """One S×S score matrix as the run holds it: in fp32 on SDPA's math path (it computes in fp32), else in the
+    inputs' dtype."""
+    element = 4 if ran(run) == "math" else run.workload.element_bytes
+    return measured(run, f"workload.scores_bytes({element})", "bytes", who)
 
 
 def total(parts: Iterable[Quantity], unit: str | None = None) -> Quantity:
@@ -163,6 +224,8 @@ def resolve(source: str, context: Mapping[str, object]) -> float:
     'arch': ARCH}): how a test checks every number of a note against the run it came from."""
     if re.fullmatch(r"-?\d+(\.\d+)?", source):
         return float(source)
+    if re.fullmatch(r"'\w+'", source):
+        return source[1:-1]
     call = re.fullmatch(r"(\w+)\((.*)\)", source)
     if call and call.group(1) in _FUNCTIONS:
         return _FUNCTIONS[call.group(1)](*(resolve(arg, context) for arg in _split_args(call.group(2))))
@@ -189,7 +252,7 @@ def _walk(obj, path: str):
             obj = obj[int(key)] if key.lstrip("-").isdigit() else obj[key]
         elif step.endswith(")"):
             name, args = step[:-1].split("(")
-            obj = getattr(obj, name)(*[int(a) for a in args.split(",") if a])
+            obj = getattr(obj, name)(*[a.strip().strip("'") if "'" in a else int(a) for a in args.split(",") if a])
         else:
             obj = getattr(obj, step)
     return obj
@@ -259,12 +322,22 @@ def occupancy_blocks(k: Kernel, limits: ArchLimits) -> float:
 
 
 def unpredicted_rows(run: Run) -> float:
-    """How many rows of the table the guess did not predict at all."""
-    return float(sum(u.whole for u in match_guess(run, guess(run))[1]))
+    """How many rows of the run's phase the guess did not predict at all."""
+    return float(sum(u.whole and in_phase(u.kernel, run.phase) for u in match_guess(run, guess(run))[1]))
+
+
+def _share(run: Run, phase: str, *index: float) -> float:
+    return sum(run.kernels[int(i)].us_per_forward for i in index) / run.gpu_us(phase)
+
+
+def _launch_share(run: Run, phase: str, *refs: float) -> float:
+    pairs = zip(refs[0::2], refs[1::2])
+    return sum(run.kernels[int(i)].launched_by[int(j)].us_per_forward for i, j in pairs) / run.gpu_us(phase)
 
 
 _FUNCTIONS = {"sum": lambda *xs: sum(xs), "ratio": lambda a, b: a / b, "diff": lambda a, b: a - b,
-              "product": lambda a, b: a * b, "rows": lambda run: float(len(run.kernels)),
+              "share": _share, "launch_share": _launch_share,
+              "product": lambda a, b: a * b, "rows": lambda run: float(len(run.kernels_of())),
               "fit": lambda *sy: log_slope(sy[0::2], sy[1::2]),
               "unpredicted_rows": unpredicted_rows,
               "occupancy_pct": occupancy_pct, "occupancy_blocks": occupancy_blocks}

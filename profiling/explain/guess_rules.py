@@ -1,48 +1,58 @@
 """The guess against the trace: where the kernels, their arithmetic, memory or occupancy differ from what
 reading the code suggests, and why. Each rule reads one run (and, for a ratio, a peer of the same workload)
-and returns a `Note` or None; every sentence is built from what this run's trace shows. The time figures
-(host against GPU, the first call) are `timing_rules`'; the kernels nobody guessed go in the `ledger`.
+and returns a `Note` or None; every sentence is built from what this run's trace shows, and every share names the
+phase it is of (`share_of`). The time figures (host against GPU, the first call) are `timing_rules`'; the kernels
+nobody guessed go in the `ledger`.
 """
 from __future__ import annotations
 
 from ..results import Note, Run
 from .. import text
 from .facts import (ARCH, KINETO_SHARED_PER_BLOCK, NEGLIGIBLE, Peers, constant, difference, guess, host_op,
-                    instruction, kernels_in, launched_under, launches, measured, note, of_kernel, of_launch,
-                    occupancy, on_gpu, ran, ratio, sixteen_bit, total, variant)
+                    instruction, kernels_in, launch_count, launch_share, launched_under, launches, measured, note,
+                    of_kernel, of_launch, occupancy, on_gpu, ran, ratio, scores_bytes, share_of, sixteen_bit,
+                    total, variant)
 
 PYTORCH = "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native"
 
 
 # -- copies and workspaces nobody wrote -------------------------------------------------------------
 def hidden_copy(run: Run, peers: Peers) -> Note | None:
-    """Out-of-place masked_fill must leave its input untouched, so it clones the S×S scores first."""
-    if not run.ok or host_op(run, "aten::masked_fill") is None or host_op(run, "aten::clone") is None:
+    """Out-of-place masked_fill must leave its input untouched, so the forward clones the S×S scores first (the
+    forward's own copy: a backward's masked_fill of the gradient is its own, said apart)."""
+    if not run.ok or host_op(run, "aten::masked_fill", "forward") is None \
+            or host_op(run, "aten::clone", "forward") is None:
         return None
     if on_gpu(run):
-        copies = [k for k in kernels_in(run, "memcpy") if launched_under(k, "aten::masked_fill")]
+        copies = [k for k in kernels_in(run, "memcpy", phase="forward") if launched_under(k, "aten::masked_fill")]
+        again = [k for k in kernels_in(run, "memcpy", phase="backward") if launched_under(k, "aten::masked_fill")]
     else:
-        copies = [k for k in run.kernels if k.name in ("aten::clone", "aten::copy_")]
+        copies = [k for k in run.kernels_of("forward") if k.name in ("aten::clone", "aten::copy_")]
+        again = []
     if not copies:
         return None
     facts = {"size": measured(run, "workload.scores_bytes()", "bytes"),
              "time": total(of_kernel(run, k, "us_per_forward", "us") for k in copies),
-             "share": total(of_kernel(run, k, "share", "share") for k in copies)}
+             "share": share_of(run, copies, "forward")}
     what = "a device-to-device Memcpy" if on_gpu(run) else "clone → copy_"
-    return note("hidden_copy", "guess", "A copy nobody wrote: out-of-place masked_fill clones the scores",
-                "`masked_fill` must leave its input untouched, so it first copies the {size} S×S scores "
-                f"({what}, {{time}}, {{share}} of the forward). `masked_fill_` writes in place: no copy.",
-                weight=0.2 + facts["share"].value / 2, facts=facts, kernels=copies,  # a line the user can change
+    body = ("`masked_fill` must leave its input untouched, so it first copies the {size} S×S scores "
+            f"({what}, {{time}}, {{share}}). `masked_fill_` writes in place: no copy.")
+    if again and run.phase != "forward":
+        facts |= {"again": total(of_kernel(run, k, "us_per_forward", "us") for k in again)}
+        body += " The backward's masked_fill of the gradient copies once more ({again})."
+    return note("hidden_copy", "guess", "A copy nobody wrote: out-of-place masked_fill clones the scores", body,
+                weight=0.2 + facts["share"].value / 2, facts=facts, kernels=copies + again,  # a line the user can change
                 ops=["aten::masked_fill", "aten::clone", "aten::copy_"],
-                evidence=[text.kernel_line(k) for k in copies]
-                + [text.host_line(h) for h in (host_op(run, "aten::clone"), host_op(run, "aten::copy_")) if h])
+                evidence=[text.kernel_line(k) for k in copies + again]
+                + [text.host_line(h) for h in (host_op(run, "aten::clone", "forward"),
+                                               host_op(run, "aten::copy_", "forward")) if h])
 
 
 def in_place(run: Run, peers: Peers) -> Note | None:
-    """`masked_fill_` removes the copy, and so saves time; it saves no peak memory, which `scores * scale`
-    (two S×S matrices alive at once) already reaches."""
-    if not run.ok or host_op(run, "aten::masked_fill_") is None or host_op(run, "aten::masked_fill") \
-            or run.peak_extra_bytes is None:
+    """`masked_fill_` removes the copy, and so saves time; in a forward it saves no peak memory, which
+    `scores * scale` (two S×S matrices alive at once) already reaches."""
+    if not run.ok or run.workload.training or host_op(run, "aten::masked_fill_") is None \
+            or host_op(run, "aten::masked_fill") or run.peak_extra_bytes is None:
         return None
     facts = {"peak": measured(run, "peak_extra_bytes", "bytes"),
              "matrices": ratio(measured(run, "peak_extra_bytes", "bytes"),
@@ -55,9 +65,10 @@ def in_place(run: Run, peers: Peers) -> Note | None:
     if naive and naive.gpu_ms and run.gpu_ms and naive.peak_extra_bytes is not None:
         who = f"peers[{naive.variant}]"
         naive_ms = measured(naive, "timing.median_ms", "ms", who)
-        facts |= {"saved": ratio(difference(naive_ms, measured(run, "timing.median_ms", "ms")), naive_ms, "share"),
-                  "naive_peak": measured(naive, "peak_extra_bytes", "bytes", who)}
-        time_clause = " It saves {saved} of the time (the copy); out of place the peak is {naive_peak} too."
+        saved = ratio(difference(naive_ms, measured(run, "timing.median_ms", "ms")), naive_ms, "share")
+        saved.of = "the forward's time"
+        facts |= {"saved": saved, "naive_peak": measured(naive, "peak_extra_bytes", "bytes", who)}
+        time_clause = " It saves {saved} (the copy); out of place the peak is {naive_peak} too."
         weight = 0.25 + facts["saved"].value / 2  # the pair's lesson, and the guess's mistake
     return note("in_place", "guess", "In place saves time, not peak memory",
                 "The guess said in place only saves memory. The peak, {peak} ({matrices} one S×S matrix), comes "
@@ -68,7 +79,7 @@ def in_place(run: Run, peers: Peers) -> Note | None:
 
 def library_memsets(run: Run, peers: Peers) -> Note | None:
     """cuBLAS and cuDNN clear a workspace with cudaMemsetAsync inside their op: Memsets the code never asked for."""
-    memsets = kernels_in(run, "memset")
+    memsets = kernels_in(run, "memset", phase=run.phase)
     if not on_gpu(run) or not memsets:
         return None
     owners = sorted({launch.ops[-1] for k in memsets for launch in (k.launched_by or []) if launch.ops})
@@ -79,7 +90,7 @@ def library_memsets(run: Run, peers: Peers) -> Note | None:
     n = facts["count"].value
     inside = " and ".join(f"`{text.op(o)}`" for o in owners) or "the library call"
     return note("library_memsets", "guess",
-                f"{{count}} Memset{'s' if n != 1 else ''} per forward from inside {inside}",
+                f"{{count}} Memset{'s' if n != 1 else ''} per {run.phase} from inside {inside}",
                 f"No line of code asks for {'it' if n == 1 else 'them'}: inside {inside}, before its kernel, the "
                 f"{library} call issues a cudaMemsetAsync ({{time}} in all). The profiler lists Memsets with the "
                 "kernels, so the count is {count} above the ops written.",
@@ -93,34 +104,34 @@ def split_launches(run: Run, peers: Peers) -> Note | None:
     TensorIterator checks `can_use_32bit_indexing` on byte offsets (and element count) and splits otherwise."""
     if not on_gpu(run):
         return None
-    split = []  # (kernel, launch, calls of the op that made it)
-    for k, launch in launches(run):
+    split = []  # (kernel, launch, calls of the op that made it, in the kernel's phase)
+    for k, launch in launches(run, phase=run.phase):
         owner = launch.ops[-1] if launch.ops else None
-        calls = host_op(run, owner).calls_per_forward if owner and host_op(run, owner) else None
+        op = host_op(run, owner, k.phase) if owner else None
         same = sum(x.calls_per_forward for x in k.launched_by if x.ops == launch.ops)
-        if calls and k.category in ("elementwise", "copy", "reduction") and round(same / calls, 2) > 1:
-            split.append((k, launch, calls))
+        if op and k.category in ("elementwise", "copy", "reduction") and round(same / op.calls_per_forward, 2) > 1:
+            split.append((k, launch, op))
     if not split:
         return None
-    k, launch, calls = max(split, key=lambda s: s[1].us_per_forward)
+    k, launch, op = max(split, key=lambda s: s[1].us_per_forward)
     element = 4 if ran(run) == "math" else run.workload.element_bytes  # math computes in fp32
     facts = {"launches": of_launch(run, k, launch, "calls_per_forward", "count"),
-             "ops": measured(run, f"host_ops[{run.host_ops.index(host_op(run, launch.ops[-1]))}].calls_per_forward",
-                             "count"),
-             "bytes": measured(run, f"workload.scores_bytes({element})", "bytes"),
-             "extra": total(of_launch(run, x, l_, "calls_per_forward", "count") for x, l_, _ in split)}
-    extra_launches = sum(l_.calls_per_forward - c for _, l_, c in split)
+             "ops": measured(run, f"host_ops[{run.host_ops.index(op)}].calls_per_forward", "count"),
+             "bytes": measured(run, f"workload.scores_bytes({element})", "bytes")}
+    extra_launches = sum(l_.calls_per_forward - o.calls_per_forward for _, l_, o in split)
     dtype = "fp32" if element == 4 else run.workload.dtype
     return note("split_launches", "guess", "More launches than ops: past 32-bit indexing",
                 "One S×S {dtype} tensor is {bytes}, past 2³¹−1 bytes. PyTorch's elementwise kernels then split "
                 "the work, one launch per piece: {op} runs {launches} launches for {calls}. Same work, "
                 "more kernels; {n} split like this.",
                 weight=extra_launches / max(run.kernels_per_forward or 1, 1) * 0.5, facts=facts,
-                names={"dtype": dtype, "op": f"`{text.op(launch.ops[-1])}`", "calls": text.plural(calls, "call"),
+                names={"dtype": dtype, "op": f"`{text.op(launch.ops[-1])}`",
+                       "calls": text.plural(op.calls_per_forward, "call"),
                        "n": text.plural(len({l_.ops[-1] for _, l_, _ in split}), "op")},
                 kernels=[x for x, _, _ in split], ops=[l_.ops[-1] for _, l_, _ in split],
                 evidence=[f"{text.kernel(x)}: {text.count(l_.calls_per_forward)} launches for "
-                          f"{text.plural(c, 'call')} of {text.chain(l_.ops)}" for x, l_, c in split],
+                          f"{text.plural(o.calls_per_forward, 'call')} of {text.chain(l_.ops)} ({x.phase})"
+                          for x, l_, o in split],
                 links=[f"{PYTORCH}/../TensorIterator.cpp (TensorIteratorBase::can_use_32bit_indexing)"])
 
 
@@ -128,22 +139,22 @@ def split_launches(run: Run, peers: Peers) -> Note | None:
 def fp32_gemms(run: Run, peers: Peers) -> Note | None:
     """GEMMs on FP32 CUDA cores (FFMA): the math backend's upcast of 16-bit inputs, or fp32 inputs with TF32 off.
     The dtype comes from the inputs and the op; the kernel's name only confirms the instruction family."""
-    gemms = [k for k in kernels_in(run, "gemm") if instruction(k) == "ffma"]
+    gemms = [k for k in kernels_in(run, "gemm", phase=run.phase) if instruction(k) == "ffma"]
     if not on_gpu(run) or not gemms:
         return None
-    upcast, _ = _math_casts(run)
+    upcast, _ = _math_casts(run) if run.phase != "backward" else ([], [])  # the casts are the forward's
     facts = {"gemm": total(of_kernel(run, k, "us_per_forward", "us") for k in gemms),
-             "share": total(of_kernel(run, k, "share", "share") for k in gemms)}
+             "share": share_of(run, gemms, run.phase)}
     if sixteen_bit(run) and ran(run) == "math":
         if upcast:
             facts["upcast"] = total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in upcast)
-        why = ("SDPA's math path casts {dtype} q, k, v up to fp32 first" + (" ({upcast})" if upcast else "")
-               + ", so cuBLAS runs fp32 GEMMs on CUDA cores (FFMA): {gemm}, {share} of the forward. "
+        why = ("SDPA's math path casts {dtype} q, k, v up to fp32" + (" ({upcast})" if upcast else "")
+               + ", so cuBLAS runs fp32 GEMMs on CUDA cores (FFMA): {gemm}, {share}. "
                "`allow_fp16_bf16_reduction_math_sdp(True)` keeps them {dtype}.")
     elif not sixteen_bit(run):
         why = ("fp32 inputs with TF32 off (PyTorch's default) make cuBLAS run exact fp32 GEMMs on CUDA cores "
-               "(FFMA): {gemm}, {share} of the forward. FP32 throughput is the limit; TF32 or 16-bit inputs bring "
-               "in the tensor cores.")
+               "(FFMA): {gemm}, {share}. FP32 throughput is the limit; TF32 or 16-bit inputs bring in the tensor "
+               "cores.")
     else:
         return None
     return note("fp32_gemms", "guess", "The GEMMs run in fp32 on CUDA cores, not on tensor cores", why,
@@ -155,28 +166,34 @@ def fp32_gemms(run: Run, peers: Peers) -> Note | None:
 
 # -- the math path ---------------------------------------------------------------------------------
 def _math_kernels(run: Run, under: str, skip: str | None = None):
-    """(kernel, launch) pairs launched inside `under` on the math path, without those also inside `skip`."""
-    return [(k, launch) for k, launch in launches(run, under)
+    """The forward's (kernel, launch) pairs launched inside `under` on the math path, without those also inside
+    `skip`."""
+    return [(k, launch) for k, launch in launches(run, under, phase="forward")
             if "aten::_scaled_dot_product_attention_math" in launch.ops and (skip is None or skip not in launch.ops)]
+
+
+def _launch_time(run: Run, pairs):
+    return total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in pairs)
 
 
 def math_mask(run: Run, peers: Peers) -> Note | None:
     """With is_causal the math path builds an S×S bool mask every call, turns it into a −inf/0 float mask
-    (a `where`) and adds it to the scores (`add_`)."""
+    (a `where`) and adds it to the scores (`add_`). Given an explicit mask it builds none (mask_rules says what
+    it does with one)."""
+    w = run.workload
+    if not on_gpu(run) or not (w.causal and w.mask == "flag"):
+        return None
     build = _math_kernels(run, "aten::tril") + _math_kernels(run, "aten::ones") \
         + [(k, launch) for k, launch in _math_kernels(run, "aten::where", skip="aten::_safe_softmax")]
     add = _math_kernels(run, "aten::add_")
-    if not on_gpu(run) or not add:
+    if not add:
         return None
-    facts = {"build": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in build) if build
-             else constant(0.0, "us", "sum()"),
-             "add": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in add),
-             "forward": total(of_kernel(run, k, "us_per_forward", "us") for k in run.kernels)}
-    facts["share"] = ratio(total([facts["build"], facts["add"]]), facts["forward"], "share")
+    facts = {"build": _launch_time(run, build) if build else constant(0.0, "us", "sum()"),
+             "add": _launch_time(run, add), "share": launch_share(run, build + add, "forward")}
     return note("math_mask", "guess", "Math rebuilds the causal mask every call and adds it",
                 "Given is_causal, the math path makes an S×S bool mask each call, turns it into a −inf/0 float "
-                "mask ({build}) and adds it to the scores with `add_` ({add}): {share} of the forward. The naive "
-                "variants build their mask once and fill with it.",
+                "mask ({build}) and adds it to the scores with `add_` ({add}): {share}. The naive variants build "
+                "their mask once and fill with it.",
                 weight=facts["share"].value, facts=facts, kernels=[k for k, _ in build + add],
                 ops=["aten::tril", "aten::where", "aten::add_"],
                 evidence=[f"{text.kernel(k)} · {text.us(launch.us_per_forward)} · launched by {text.chain(launch.ops)}"
@@ -186,16 +203,15 @@ def math_mask(run: Run, peers: Peers) -> Note | None:
 def math_guard(run: Run, peers: Peers) -> Note | None:
     """`_safe_softmax` returns 0, not NaN, for fully masked rows: an isneginf, an `all` reduction and a `where`
     over the S×S scores after the softmax."""
-    guard = [(k, launch) for k, launch in launches(run, "aten::_safe_softmax") if "aten::_softmax" not in launch.ops]
+    guard = [(k, launch) for k, launch in launches(run, "aten::_safe_softmax", phase="forward")
+             if "aten::_softmax" not in launch.ops]
     if not on_gpu(run) or not guard:
         return None
-    facts = {"guard": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in guard),
-             "forward": total(of_kernel(run, k, "us_per_forward", "us") for k in run.kernels)}
+    facts = {"guard": _launch_time(run, guard), "share": launch_share(run, guard, "forward")}
     where = [(k, launch) for k, launch in guard if launch.ops[-1] == "aten::where"]
     if where:
-        facts["where"] = total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in where)
-    facts["share"] = ratio(facts["guard"], facts["forward"], "share")
-    return note("math_guard", "guess", "The softmax guard costs {share} of the forward",
+        facts["where"] = _launch_time(run, where)
+    return note("math_guard", "guess", "The softmax guard costs {share}",
                 "Math calls `_safe_softmax`: after the softmax it finds rows that are all −inf (isneginf, then "
                 "`all`) and zeroes them with a `where`" + (" ({where})" if where else "") + ". Those passes over "
                 "the S×S scores take {guard}; naive softmax and the fused kernels skip them.",
@@ -206,14 +222,15 @@ def math_guard(run: Run, peers: Peers) -> Note | None:
 
 
 def _math_casts(run: Run) -> tuple[list, list]:
-    """The math path's dtype casts (`aten::to` called by the math op itself): (up to fp32 before the first
-    GEMM, back to the input dtype after it), as (kernel, launch) pairs."""
-    gemms = [i for i, k in enumerate(run.kernels) if k.category == "gemm"]
+    """The math path's dtype casts in the forward (`aten::to` called by the math op itself): (up to fp32 before
+    the first GEMM, back to the input dtype after it), as (kernel, launch) pairs."""
+    forward = run.kernels_of("forward")
+    gemms = [i for i, k in enumerate(forward) if k.category == "gemm"]
     if ran(run) != "math" or not sixteen_bit(run) or not gemms:
         return [], []
     casts = [(k, launch) for k, launch in _math_kernels(run, "aten::to")
              if launch.ops[launch.ops.index("aten::_scaled_dot_product_attention_math") + 1] == "aten::to"]
-    before = [(k, launch) for k, launch in casts if run.kernels.index(k) < gemms[0]]
+    before = [(k, launch) for k, launch in casts if forward.index(k) < gemms[0]]
     return before, [c for c in casts if c not in before]
 
 
@@ -223,9 +240,7 @@ def math_cast_back(run: Run, peers: Peers) -> Note | None:
     _, casts = _math_casts(run)
     if not on_gpu(run) or not casts:
         return None
-    facts = {"time": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in casts),
-             "forward": total(of_kernel(run, k, "us_per_forward", "us") for k in run.kernels)}
-    facts["share"] = ratio(facts["time"], facts["forward"], "share")
+    facts = {"time": _launch_time(run, casts), "share": launch_share(run, casts, "forward")}
     return note("math_cast_back", "guess", "Math casts the S×S weights back to {dtype}, then drops them",
                 "The math op returns the output and the attention weights, both cast from fp32 back to {dtype}; "
                 "SDPA keeps only the output. The casts take {time} ({share}), most of it on the S×S weights.",
@@ -237,13 +252,13 @@ def math_cast_back(run: Run, peers: Peers) -> Note | None:
 
 def softmax_kernel(run: Run, peers: Peers) -> Note | None:
     """Long rows leave the one-warp-per-row softmax for a block-per-row kernel; when softmax dominates, say so."""
-    kernels = [k for k in kernels_in(run, "softmax") if k.short_name.startswith("cunn_SoftMax")]
+    kernels = [k for k in kernels_in(run, "softmax", phase="forward") if k.short_name.startswith("cunn_SoftMax")]
     if not on_gpu(run) or not kernels or max(k.share for k in kernels) < 0.2:
         return None
     k = max(kernels, key=lambda x: x.share)
-    facts = {"time": of_kernel(run, k, "us_per_forward", "us"), "share": of_kernel(run, k, "share", "share"),
+    facts = {"time": of_kernel(run, k, "us_per_forward", "us"), "share": share_of(run, [k], "forward"),
              "row": measured(run, "workload.seq_len", "count")}
-    return note("softmax_kernel", "guess", "Softmax is {share} of the forward at rows of {row}",
+    return note("softmax_kernel", "guess", "Softmax is {share} at rows of {row}",
                 "Rows of {row} scores are too long for PyTorch's one-warp-per-row softmax (`softmax_warp_forward`), "
                 "so it runs {kernel}, one block per row: {time}. It reads and writes the whole S×S matrix, which "
                 "the fused kernels never do.",
@@ -254,21 +269,22 @@ def softmax_kernel(run: Run, peers: Peers) -> Note | None:
 
 def flex_mask_per_call(run: Run, peers: Peers) -> Note | None:
     """flex_attention with block_mask=None makes a full block mask inside every call: extra Triton kernels."""
-    extra = [k for k in kernels_in(run, "triton") if k.short_name.startswith(("triton_poi_fused_ones",
-                                                                             "triton_poi_fused_zeros"))]
+    extra = [k for k in kernels_in(run, "triton", phase="forward")
+             if k.short_name.startswith(("triton_poi_fused_ones", "triton_poi_fused_zeros"))]
     v = variant(run)
     if not on_gpu(run) or not (v and v.compiled) or not extra:
         return None
-    facts = {"kernels": measured(run, "kernels_per_forward", "count"),
+    facts = {"kernels": launch_count(run, "forward"),
              "time": total(of_kernel(run, k, "us_per_forward", "us") for k in extra)}
     g = guess(run)
+    guessed = sum(e.phase == "forward" for e in g.kernels) if g else 1
     return note("flex_mask_per_call", "guess",
-                f"{{kernels}} kernels, not {g.kernels_per_forward if g else 1}: a block mask built on every call",
+                f"{{kernels}} kernels per forward, not {guessed}: a block mask built on every call",
                 "Not causal, this variant passes `block_mask=None`, and flex_attention then makes a full block mask "
                 "inside every call; compiled, that is {n} small Triton kernels ({time}). A mask made once with "
                 "`create_block_mask` and passed in removes them.",
                 weight=0.15, facts=facts, names={"n": str(len(extra))}, kernels=extra,
-                evidence=[text.kernel_line(k) for k in kernels_in(run, "triton")])
+                evidence=[text.kernel_line(k) for k in kernels_in(run, "triton", phase="forward")])
 
 
 # -- occupancy ---------------------------------------------------------------------------------------
@@ -289,19 +305,20 @@ def _occupancy_facts(run: Run, k) -> dict:
 def occupancy_by_design(run: Run, peers: Peers) -> Note | None:
     """A fused attention kernel keeps its tiles in registers and shared memory, so few blocks fit on an SM."""
     limits = _limits(run)
-    low = [k for k in kernels_in(run, "fused attention", "triton")
+    low = [k for k in kernels_in(run, "fused attention", "triton", phase=run.phase)
            if limits and occupancy(k, limits) and occupancy(k, limits).fraction < 0.5 and k.share > 0.5]
     if not on_gpu(run) or not low:
         return None
     k = low[0]
     occ = occupancy(k, limits)
-    facts = _occupancy_facts(run, k) | {"share": of_kernel(run, k, "share", "share")}
+    facts = _occupancy_facts(run, k) | {"share": share_of(run, [k], k.phase)}
     g = guess(run)
     expected = "The guess expected high occupancy. " if g and g.occupancy == "high" else ""
     return note("occupancy_by_design", "guess", "{real} occupancy for {kernel}: by design",
                 expected + "With {registers} registers a thread and {smem} of shared memory a block, {blocks} "
-                f"{'blocks fit' if occ.blocks != 1 else 'block fits'} on an {run.environment.sm} SM (limited by {occ.limiter}). "
-                "A fused kernel keeps its tiles on chip and hides latency with asynchronous copies, not more warps.",
+                f"{'blocks fit' if occ.blocks != 1 else 'block fits'} on an {run.environment.sm} SM (limited by "
+                f"{occ.limiter}). A fused kernel keeps its tiles on chip and hides latency with asynchronous "
+                "copies, not more warps.",
                 weight=0.15 if expected else 0.05, facts=facts, names={"kernel": text.kernel(k, 40)},
                 kernels=[k], evidence=[text.kernel_line(k)])
 
@@ -310,10 +327,11 @@ def occupancy_not_zero(run: Run, peers: Peers) -> Note | None:
     """Kineto estimates occupancy assuming 48 KiB of shared memory per block, so a kernel that opts in to more
     reads 0%. The real figure follows from its registers, block and shared memory on this device."""
     limits = _limits(run)
-    zeros = [k for k in run.kernels if k.occupancy_pct == 0 and (k.shared_memory_bytes or 0) > KINETO_SHARED_PER_BLOCK]
+    zeros = [k for k in run.kernels_of() if k.occupancy_pct == 0
+             and (k.shared_memory_bytes or 0) > KINETO_SHARED_PER_BLOCK]
     if not on_gpu(run) or not zeros or not limits:
         return None
-    k = max(zeros, key=lambda x: x.share)
+    k = max(zeros, key=lambda x: x.us_per_forward)
     facts = _occupancy_facts(run, k) | {"kineto": constant(KINETO_SHARED_PER_BLOCK, "bytes", "kineto_shared_per_block"),
                                         "shown": of_kernel(run, k, "occupancy_pct", "pct")}
     api = k.launch_api or "its launch"
@@ -331,11 +349,12 @@ def occupancy_not_zero(run: Run, peers: Peers) -> Note | None:
 
 # -- memory ------------------------------------------------------------------------------------------
 def scores_in_memory(run: Run, peers: Peers) -> Note | None:
-    """Naive and math write the B·H·S×S scores to memory; fused kernels never do. The measured peak tells which."""
+    """Naive and math write the B·H·S×S scores to memory; fused kernels never do. The measured peak of a forward
+    tells which (a training step's peak also holds what autograd saves: `saved_for_backward` reads that)."""
     w = run.workload
-    if not run.ok or run.peak_extra_bytes is None or w.scores_bytes() < 2 * w.input_bytes:
+    if not run.ok or w.training or run.peak_extra_bytes is None or w.scores_bytes() < 2 * w.io_bytes:
         return None  # with S close to D one score matrix is no bigger than q, k, v: the peak cannot tell
-    facts = {"peak": measured(run, "peak_extra_bytes", "bytes"), "scores": measured(run, "workload.scores_bytes()", "bytes")}
+    facts = {"peak": measured(run, "peak_extra_bytes", "bytes"), "scores": scores_bytes(run)}
     facts["matrices"] = ratio(facts["peak"], facts["scores"])
     g = guess(run)
     materialised = facts["matrices"].value >= 0.9
@@ -353,10 +372,11 @@ def scores_in_memory(run: Run, peers: Peers) -> Note | None:
         # in inference only flash writes a log-sum-exp; efficient and cuDNN skip it (should_compute_logsumexp)
         lse = " and a B·H·S log-sum-exp" if ran(run) == "flash" and run.environment.device == "cuda" else ""
         facts["matrices"].unit = "share"
+        facts["matrices"].of = "one S×S matrix"
         return note("scores_in_memory", "guess",
                     ("Guess was wrong: n" if wrong else "N") + "o S×S matrix in memory ({peak} peak)",
                     "The fused kernel computes softmax(q·kᵀ)·v tile by tile on chip and writes only the output"
-                    + lse + ": {peak} at peak, {matrices} of one S×S matrix ({scores}). Memory grows with S, not S².",
+                    + lse + ": {peak} at peak, {matrices} ({scores}). Memory grows with S, not S².",
                     weight=0.8 if wrong else 0.1, facts=facts)
     alive = ("math keeps several S×S tensors alive at once" + (", in fp32" if sixteen_bit(run) else "")) \
         if ran(run) == "math" else "two S×S matrices are alive at once (the scores and their scaled copy, then " \

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from ..results import Note, Run
 from .. import text
-from .facts import NEGLIGIBLE, constant, guess, innermost_op, match_guess, note, of_kernel, total
+from ..results import in_phase
+from .facts import NEGLIGIBLE, constant, guess, innermost_op, match_guess, note, of_kernel, share_of
 
 
 def unpredicted_kernels(run: Run, explained: set[str]) -> Note | None:
@@ -17,23 +18,24 @@ def unpredicted_kernels(run: Run, explained: set[str]) -> Note | None:
     if not run.ok or g is None or not run.kernels:
         return None
     _, unpredicted, missing = match_guess(run, g)
+    unpredicted = [u for u in unpredicted if in_phase(u.kernel, run.phase)]  # a backward view: its own rows
     whole = [u.kernel for u in unpredicted if u.whole]
     extra = [u for u in unpredicted if not u.whole]
     if not unpredicted and not missing:
         return None
     unit = "kernels" if run.environment.device == "cuda" else "ops"
     facts = {"rows": constant(len(whole), "count", "unpredicted_rows(run)"),
-             "table": constant(len(run.kernels), "count", "rows(run)")}
+             "table": constant(len(run.kernels_of()), "count", "rows(run)")}
     if whole:
-        facts["share"] = total(of_kernel(run, k, "share", "share") for k in whole)
+        facts["share"] = share_of(run, whole, run.phase)
     rest = sorted((k for k in whole if k.name not in explained), key=lambda k: -k.share)
     named = [k for k in rest if k.share >= NEGLIGIBLE][:2]
     sentences = []
     if whole:
-        sentences.append("They take {share} of the time; the evidence lists each with the op that launched it.")
+        sentences.append("They take {share}; the evidence lists each with the op that launched it.")
     if named:
         for i, k in enumerate(named):
-            facts[f"k{i}"] = of_kernel(run, k, "share", "share")
+            facts[f"k{i}"] = share_of(run, [k], run.phase)
         sentences.append("Not explained elsewhere: " + ", ".join(
             (f"{text.kernel(k, 40)} from `{text.op(innermost_op(k) or '?')}`" if k.launched_by else f"`{text.op(k.name)}`")
             + f" ({{k{i}}})" for i, k in enumerate(named)) + ".")
@@ -45,11 +47,12 @@ def unpredicted_kernels(run: Run, explained: set[str]) -> Note | None:
         sentences.append("Guessed but not run: " + ", ".join(f"“{what}”" for what in missing) + ".")
     title = ("{rows} of {table} " + unit + (" was" if len(whole) == 1 else " were") + " not in the guess") \
         if whole else f"The {unit} differ from the guess"
-    unexplained = sum(k.share for k in rest)
+    unexplained = sum(k.us_per_forward for k in rest) / (run.gpu_us() or 1.0)
     return note("unpredicted_kernels", "guess", title, " ".join(sentences),
                 weight=unexplained + (0.3 if missing else 0), facts=facts, kernels=whole + [u.kernel for u in extra],
                 evidence=[f"{text.kernel(u.kernel, 64)} · ×{text.count(u.extra_calls)}"
-                          f"{' unpredicted' if u.whole else ' more than guessed'} · {text.share(u.kernel.share)} · "
+                          f"{' unpredicted' if u.whole else ' more than guessed'} · {u.kernel.phase} · "
+                          f"{text.share(u.kernel.share)} of the {u.kernel.phase} · "
                           + ("; ".join(f"from {text.chain(launch.ops)}" for launch in (u.kernel.launched_by or []))
                              or "a CPU op, by self time")
                           + (" · explained in a note" if u.kernel.name in explained else "")

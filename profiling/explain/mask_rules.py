@@ -5,30 +5,30 @@ from __future__ import annotations
 
 from .. import text
 from ..results import Note, Run
-from .facts import (Peers, constant, label, launches, measured, note, of_kernel, of_launch, on_gpu, ran, ratio, scaled,
-                    total, variant)
+from .facts import (Peers, constant, label, launch_share, launches, measured, note, of_kernel, of_launch, on_gpu, ran,
+                    ratio, scaled, share_of, total, variant)
 
 
 def mask_conversion(run: Run, peers: Peers) -> Note | None:
     """SDPA given a bool mask converts it into an additive one (−inf where False) on every call: a `where` over the
-    S×S mask, launched inside scaled_dot_product_attention; the kernel then reads it, tile by tile."""
+    S×S mask, launched inside scaled_dot_product_attention (not the math path's softmax guard, whose `where` is
+    over the scores); the kernel then reads it, tile by tile."""
     w = run.workload
     if not on_gpu(run) or w.mask not in ("bool", "window") or not (variant(run) and variant(run).sdpa_backend):
         return None
-    where = [(k, launch) for k, launch in launches(run) if launch.ops and launch.ops[-1] == "aten::where"
-             and "aten::scaled_dot_product_attention" in launch.ops and k.phase == "forward"]
+    where = [(k, launch) for k, launch in launches(run, "aten::scaled_dot_product_attention", phase="forward")
+             if launch.ops[-1] == "aten::where" and "aten::_safe_softmax" not in launch.ops]
     if not where:
         return None
     facts = {"time": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in where),
-             "bytes": constant(w.seq_len**2 * w.element_bytes, "bytes",
-                               f"product(product(run.workload.seq_len, run.workload.seq_len), {w.element_bytes})")}
-    facts["forward"] = total(measured(run, f"kernels[{i}].us_per_forward", "us")
-                             for i, k in enumerate(run.kernels) if k.phase == "forward")
-    facts["share"] = ratio(facts["time"], facts["forward"], "share")
+             "bytes": scaled(measured(run, "workload.mask_elements", "count"), w.element_bytes, "bytes"),
+             "share": launch_share(run, where, "forward")}
+    then = ("the math path then adds it to the scores, as it would any bias." if ran(run) == "math" else
+            "the kernel then reads it. Given a mask instead of is_causal, a kernel cannot know which tiles are empty, "
+            "so it skips none.")
     return note("mask_conversion", "guess", "The bool mask becomes an additive one on every call ({time})",
-                "SDPA turns the S×S bool mask into a float one ({bytes}) with a `where` before each call, {share} of "
-                "the forward; the kernel then reads it. Given a mask instead of is_causal, a kernel cannot know which "
-                "tiles are empty, so it skips none.",
+                "SDPA turns the S×S bool mask into a float one ({bytes}) with a `where` before each call, {share}; "
+                + then,
                 weight=max(0.15, facts["share"].value), facts=facts, kernels=[k for k, _ in where],
                 ops=["aten::where"], evidence=[f"{text.kernel(k)} · {text.us(launch.us_per_forward)} · launched by "
                                                f"{text.chain(launch.ops)}" for k, launch in where])
@@ -45,7 +45,7 @@ def masked_fill_rate(run: Run, peers: Peers) -> Note | None:
     if not on_gpu(run) or not (v and v.key in ("naive", "naive_inplace")) or not (fill and mul):
         return None
     moved = scaled(measured(run, "workload.scores_bytes()", "bytes"), 2, "bytes")  # read once, written once
-    facts = {"bytes": moved, "share": of_kernel(run, fill, "share", "share"),
+    facts = {"bytes": moved, "share": share_of(run, [fill], "forward"),
              "fill": ratio(moved, of_kernel(run, fill, "us_per_forward", "us"), "bytes_per_us"),
              "mul": ratio(moved, of_kernel(run, mul, "us_per_forward", "us"), "bytes_per_us")}
     facts["slower"] = ratio(facts["mul"], facts["fill"])
@@ -56,7 +56,7 @@ def masked_fill_rate(run: Run, peers: Peers) -> Note | None:
                 " moves {fill}; the scale's mul {mul}",
                 f"Both read and write the S×S scores ({{bytes}}); the {mask} mask, one S×S matrix broadcast over B·H, "
                 "keeps masked_fill on the generic `elementwise_kernel`, without `mul`'s vectorized loads: {slower} "
-                f"slower per byte, {{share}} of the {text.call(run.workload)}'s GPU time.",
+                "slower per byte, {share}.",
                 weight=0.05 + facts["share"].value / 2, facts=facts, kernels=[fill, mul],
                 evidence=[text.kernel_line(fill), text.kernel_line(mul)])
 
@@ -68,9 +68,9 @@ def dense_window(run: Run, peers: Peers) -> Note | None:
     v = variant(run)
     if not run.ok or w.mask != "window" or not (v and v.sdpa_backend):
         return None
-    square = "product(run.workload.seq_len, run.workload.seq_len)"
     facts = {"window": measured(run, "workload.window", "count"), "seq": measured(run, "workload.seq_len", "count"),
-             "outside": constant(1 - w.pairs / w.seq_len**2, "share", f"diff(1, ratio(run.workload.pairs, {square}))")}
+             "outside": constant(1 - w.pairs / w.mask_elements, "share",
+                                 "diff(1, ratio(run.workload.pairs, run.workload.mask_elements))")}
     return note("dense_window", "guess", "A window of {window} keys reaches SDPA as a dense {seq}×{seq} mask",
                 "SDPA has no window argument, so the window is an S×S mask and the kernel computes every tile: "
                 "{outside} of the query–key pairs are outside the window, work a block-sparse kernel skips.",
@@ -104,9 +104,8 @@ def kv_savings(run: Run, peers: Peers) -> Note | None:
     v = variant(run)
     if not run.ok or w.groups == 1 or not (v and v.fused) or ran(run) == "math":
         return None
-    kv_bytes = 2 * w.batch * w.kv_heads * w.seq_len * w.head_dim * w.element_bytes
     facts = {"heads": measured(run, "workload.heads", "count"), "groups": measured(run, "workload.groups", "count"),
-             "bytes": constant(kv_bytes, "bytes", f"{kv_bytes}"), "less": measured(run, "workload.groups", "x")}
+             "bytes": measured(run, "workload.kv_bytes", "bytes"), "less": measured(run, "workload.groups", "x")}
     return note("kv_savings", "guess", "Grouped-query: k and v hold {kv} for {heads} query heads",
                 "Each kv head serves {groups} query heads, so the kernel reads {bytes} of k and v, {less} less than "
                 "with a kv head per query head; the scores' work is the same.",
@@ -115,11 +114,22 @@ def kv_savings(run: Run, peers: Peers) -> Note | None:
 
 def block_mask_setup(run: Run, peers: Peers) -> Note | None:
     """flex's `create_block_mask` evaluates the mask over every (query, key) pair once and keeps the block map:
-    paid before the first call, not per call."""
+    paid before the first call, not per call; and once per mask in a process (a second run of the same mask finds it
+    built, which says nothing of what a build costs)."""
     if not run.ok or run.setup_ms is None or not run.workload.causal or not run.gpu_ms:
         return None
     facts = {"setup": measured(run, "setup_ms", "ms"), "call": measured(run, "timing.median_ms", "ms")}
+    if run.setup_reused:
+        return note("block_mask_setup", "guess", "The block mask was found built, in {setup}; a call takes {call}",
+                    "This process had built the block mask for this mask and S before, and reused it: "
+                    "`create_block_mask` runs once per mask, before the first call, never per call.",
+                    weight=0.05, facts=facts)
+    if run.setup_reused is None:  # a run recorded before reuse was told apart
+        return note("block_mask_setup", "guess", "Preparing the block mask took {setup}; a call takes {call}",
+                    "`create_block_mask` runs once per mask, before the first call, never per call; this recording "
+                    "does not say whether it built the mask then or found it built earlier in the process.",
+                    weight=0.05, facts=facts)
     return note("block_mask_setup", "guess", "Building the block mask took {setup}; a call takes {call}",
                 "`create_block_mask` evaluated the mask at every query–key pair once and kept which tiles are empty, "
-                "full or partial; later calls on this S reuse it (a new S or window builds another).",
+                "full or partial; later calls with this mask reuse it (a new S or window builds another).",
                 weight=0.1 if facts["setup"].value < 10 * facts["call"].value else 0.3, facts=facts)

@@ -144,9 +144,18 @@ def _stops(result: Sweep, f: StopsFitting) -> Note:
                        evidence=[f"{_s(f.seq_len)}: {f.status}" + (f": {f.reason}" if f.reason else "")]), result, v)
 
 
-_EXPECTED = {("time", 2.0): "the work is S²·D per head",
-             ("memory", 2.0): "the S×S scores go through memory",
-             ("memory", 1.0): "a fused kernel stores no S×S scores"}
+def _expected(result: Sweep, f: Slope) -> str:
+    """Why the expected exponent is what it is, in words, from what it follows (`curves.expected_exponent`)."""
+    w = result.workload
+    if f.basis == "rows":
+        return "a fused kernel stores no S×S scores"
+    if f.basis == "scores":
+        return "the scores go through memory" + (f", {w.queries} query rows by S keys" if w.q_len else "")
+    if f.basis == "pairs" and w.mask == "window":
+        return f"it skips the tiles outside the window of {w.window} keys: the work grows as S·W"
+    if w.q_len:
+        return f"{w.queries} queries against S keys: the work grows with S"
+    return "the work is S²·D per head" + (" (a dense mask: every tile)" if w.mask in ("bool", "window") else "")
 
 
 def _slope(result: Sweep, f: Slope) -> Note:
@@ -167,10 +176,10 @@ def _slope(result: Sweep, f: Slope) -> Note:
     expected = text.power(f.expected)
     if f.as_expected:
         title = f"{label(v)}: {what} grows as {{exponent}}, as expected"
-        body = f"Fitted over {span}: {_EXPECTED[quantity, f.expected]}."
+        body = f"Fitted over {span}: {_expected(result, f)}."
     else:
         title = f"{label(v)}: {what} grows as {{exponent}}, not {expected}"
-        body = f"Over {span}; expected {expected}: {_EXPECTED[quantity, f.expected]}."
+        body = f"Over {span}; expected {expected}: {_expected(result, f)}."
     if f.whole_range_exponent is not None and f.whole_range_exponent < f.exponent - 0.25:
         facts["whole"] = _fit(result, v, lengths, quantity)
         fixed = "a fixed per-call cost" if quantity == "time" else "a fixed workspace"

@@ -1,25 +1,26 @@
 """A vs B: one figure on both sides, a named test, and the headline that says only what they support; then a note
 wherever the measured order contradicts the guessed one, with the reasons the two traces show.
 
-The figure: GPU time (CUDA events) when both runs are GPU-bound; when either is host-bound, the back-to-back
-pace of both, since a model's loop runs at that pace; wall time on a CPU. The test (`stats.decide`): an exact
-rank test at level 0.01, and a winner only when the gap is at least 3% and above the drift between the moments A
-and B were measured (none when they were interleaved in one session). Host cost per call is its own figure, in
-its own note, never the headline's.
+The figure: GPU time (CUDA events) when neither run is host-bound (`Run.bound`); when either is, the back-to-back
+pace of both, since a model's loop runs at that pace; wall time on a CPU. The test (`stats.decide`): a rank test at
+level 0.01 (exact where the sizes allow), and a winner only when the gap is at least 3% and above the drift between
+the moments A and B were measured (none when they were interleaved in one session). Host cost per call is its own
+figure, in its own note, never the headline's.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 from .. import stats, text
 from ..results import STOPPED, Note, Run, Timing
 from .environment_rules import refusal
-from .facts import (ampere_design, constant, difference, guess, instruction, kernels_in, label, main_kernel, measured,
-                    note, of_kernel, on_gpu, pinned, ran, ratio)
+from .facts import (ampere_design, call_gpu, constant, difference, guess, hopper_design, instruction, kernels_in,
+                    label, launch_count, main_kernel, measured, note, of_kernel, on_gpu, pinned, ran, ratio,
+                    scores_bytes, total)
 
-HOST_BOUND = 1.10  # back to back over GPU time by more than this: the host sets the pace (as measurement labels it)
 # Runs from two sessions (not interleaved) can differ by the machine's drift alone. Measured on the H200: the
-# host cost of one variant moved ~50% within a process (DESIGN.md); GPU time moves far less.
+# host cost of one variant moved ~50% within a process; GPU time moves far less.
 CROSS_SESSION_DRIFT = {"timing": 0.10, "back_to_back": 0.50}
 FIGURES = {"timing": "GPU time, CUDA events", "back_to_back": "back to back: the pace of a loop of calls",
            "wall": "wall time"}
@@ -28,7 +29,7 @@ FIGURES = {"timing": "GPU time, CUDA events", "back_to_back": "back to back: the
 @dataclass(frozen=True)
 class Verdict:
     """What the named test says of A and B on the figure both are compared on."""
-    kind: str                     # ranked | level | no_practical_difference | too_few | inconsistent
+    kind: str                     # ranked | level | no_practical_difference | too_few | host_gaps
     path: str                     # the Run attribute compared: "timing" or "back_to_back"
     what: str                     # the figure in words
     faster: str | None            # "a" | "b" (ranked, or the lower median where no difference counts)
@@ -37,6 +38,7 @@ class Verdict:
     samples: int                  # the fewer of the two sides'
     threshold: float              # the practical threshold used, drift included
     same_session: bool
+    method: str = ""              # the rank test's: "exact" or "normal approximation"
 
 
 def figure(a: Run, b: Run) -> tuple[str, str]:
@@ -49,21 +51,6 @@ def figure(a: Run, b: Run) -> tuple[str, str]:
     if "host" in (a.bound, b.bound) and a.back_to_back is not None and b.back_to_back is not None:
         return "back_to_back", FIGURES["back_to_back"]
     return "timing", FIGURES["timing"]
-
-
-def call_ms(run: Run) -> float:
-    """The GPU time of one whole call, the unit the host figures are of: a backward-only view's is its step's."""
-    if run.workload.passes == "bwd" and run.forward_timing is not None:
-        return run.forward_timing.median_ms + run.backward_timing.median_ms
-    return run.timing.median_ms
-
-
-def adds_up(run: Run) -> bool:
-    """A GPU run's host figures tell one story: a host-bound pace needs a host cost per call beyond the GPU's time.
-    (Host cost under GPU time with a pace well above both means the loop waited on something neither measures.)"""
-    if run.host_cost is None or run.back_to_back is None or run.timing is None:
-        return True
-    return not (run.host_cost.median_ms < call_ms(run) and run.bound == "host")
 
 
 def quartiles_apart(a: Timing | None, b: Timing | None) -> bool:
@@ -84,19 +71,16 @@ def _samples(timing: Timing | None) -> list[float]:
 
 
 def decision(a: Run, b: Run) -> Verdict:
-    """The named test on the one figure; `inconsistent` when a side's figures do not add up and the order would
-    change if its GPU time stood in for its pace."""
+    """The named test on the one figure; `host_gaps` (no order stated) when a side's GPU time includes gaps in which
+    the GPU waited for the host, so it is not the GPU's own time."""
     path, what = figure(a, b)
     same = a.session is not None and a.session == b.session
     drift = 0.0 if same else CROSS_SESSION_DRIFT[path]
     d = stats.decide(_samples(getattr(a, path)), _samples(getattr(b, path)), drift=drift)
     kind = d.kind
-    if kind == "ranked" and path == "back_to_back" and not (adds_up(a) and adds_up(b)):
-        alt = stats.decide(*(_samples(r.timing) if not adds_up(r) else _samples(r.back_to_back) for r in (a, b)),
-                           drift=drift)
-        if alt.kind != "ranked" or alt.faster != d.faster:
-            kind = "inconsistent"
-    return Verdict(kind, path, what, d.faster, d.ratio, d.p, d.samples, d.threshold, same)
+    if path == "timing" and kind != "too_few" and any(r.timing is not None and r.timing.host_gaps for r in (a, b)):
+        kind = "host_gaps"
+    return Verdict(kind, path, what, d.faster, d.ratio, d.p, d.samples, d.threshold, same, d.method)
 
 
 def _where(run: Run) -> str:
@@ -124,8 +108,8 @@ def headline(a: Run, b: Run) -> Note:
     evidence = [f"figure: {v.what}; " + ("A and B were timed interleaved, in one session" if v.same_session else
                                          "A and B were measured at different moments, so the threshold includes "
                                          "the drift between sessions"),
-                f"named test: exact rank test (Mann–Whitney) at level {stats.LEVEL:g}, {v.samples} samples on the "
-                f"smaller side" + (f", p = {v.p:.2g}" if v.p is not None else "")
+                f"named test: Mann–Whitney rank test ({v.method or 'not run'}) at level {stats.LEVEL:g}, "
+                f"{v.samples} samples on the smaller side" + (f", p = {text.p_value(v.p)}" if v.p is not None else "")
                 + f"; a winner needs a gap of at least {text.share(v.threshold)}"]
     title, more = said(a, b, v, (name[id(a)], name[id(b)]), on, facts, lambda run, path, unit, who:
                        measured(run, path, unit, who))
@@ -168,9 +152,10 @@ def said(a: Run, b: Run, v: Verdict, names: tuple[str, str], on: str, facts: dic
         more["n"] = fact(fewer, f"{v.path}.kept", "count", who)
         return (f"{name['a']} and {name['b']} cannot be ranked {on}: {{n}} samples on a side are too few for the "
                 f"test: {figures}."), more
-    if v.kind == "inconsistent":
-        return (f"{name['a']} and {name['b']} are not ranked {on}, as a side's host figures do not add up: "
-                f"{figures}."), more
+    if v.kind == "host_gaps":
+        gapped = " and ".join(name[w] for w, r in (("a", a), ("b", b)) if r.timing is not None and r.timing.host_gaps)
+        return (f"{name['a']} and {name['b']} are not ranked {on}: {gapped}'s GPU time includes gaps where the GPU "
+                f"waited for the host: {figures}."), more
     if quartiles_apart(getattr(a, v.path), getattr(b, v.path)):
         more["ratio"] = unconfirmed_gap(facts["a"], facts["b"])
         return (f"{name['a']} and {name['b']} are not ranked {on}: {figures}, {{ratio}} apart, but their samples "
@@ -191,44 +176,95 @@ def _fallback(run: Run, side: str) -> tuple[str, dict]:
 
 def _reasons(fast: Run, slow: Run, path: str, side: dict) -> tuple[list[str], dict]:
     """What the two traces show that makes `slow` slower on the compared figure, as sentence templates and their
-    facts; ([], {}) when they show nothing that explains it."""
+    facts; ([], {}) only when nothing anywhere in them explains it. On the back-to-back figure: what holds the slow
+    side's loop back (its host, or neither side), and where its GPU work alone outlasts the fast side's pace, what
+    the GPU does (the same as on GPU time)."""
     reasons, facts = [], {}
+    s, f = side[id(slow)], side[id(fast)]
     if path == "back_to_back":
+        facts |= {"slow_gpu": call_gpu(slow, s), "slow_host": measured(slow, "host_cost.median_ms", "ms", s)}
         if slow.bound == "host":
-            facts |= {"slow_host": measured(slow, "host_cost.median_ms", "ms", side[id(slow)]),
-                      "slow_gpu": measured(slow, "timing.median_ms", "ms", side[id(slow)])}
-            reasons.append(f"{label(slow)} is host-bound: the CPU takes {{slow_host}} to issue a call whose GPU "
-                           "work takes {slow_gpu}")
-        if slow.gpu_ms and fast.gpu_ms and slow.gpu_ms < fast.gpu_ms:
-            facts |= {"gpu_slow": measured(slow, "timing.median_ms", "ms", side[id(slow)]),
-                      "gpu_fast": measured(fast, "timing.median_ms", "ms", side[id(fast)])}
-            reasons.append(f"on the GPU alone {label(slow)} is the faster ({{gpu_slow}} vs {{gpu_fast}})")
-        return reasons[:2], facts
-    if any(instruction(k) == "ffma" for k in kernels_in(slow, "gemm")) and \
-            not any(instruction(k) == "ffma" for k in kernels_in(fast, "gemm")):
+            reasons.append(f"{label(slow)} is host-bound: the CPU takes {{slow_host}} to issue a {slow.call} whose "
+                           "GPU work takes {slow_gpu}")
+        elif slow.bound == "other":
+            facts["slow_pace"] = measured(slow, "back_to_back.median_ms", "ms", s)
+            reasons.append(f"{label(slow)}'s loop runs at {{slow_pace}}, slower than its GPU work ({{slow_gpu}}) and "
+                           "its host cost ({slow_host})")
+        if slow.call_gpu_ms < fast.call_gpu_ms:
+            facts["fast_gpu"] = call_gpu(fast, f)
+            reasons.append(f"on the GPU alone {label(slow)} is the faster ({{slow_gpu}} vs {{fast_gpu}})")
+            return reasons, facts
+        if slow.call_gpu_ms < fast.back_to_back.median_ms:  # the slow side's GPU work fits in the fast one's pace
+            return reasons, facts
+    gpu, more = _gpu_reasons(fast, slow, side)
+    return reasons + gpu, facts | more
+
+
+def _gpu_reasons(fast: Run, slow: Run, side: dict) -> tuple[list[str], dict]:
+    """What the two traces' GPU work shows: FFMA GEMMs, the S×S scores through memory, many more kernels, an older
+    kernel design, and the kernel role (phase and category) whose time differs most: kernels compared by what they do
+    and how long they take, never by name across implementations."""
+    reasons, facts = [], {}
+    s, f, phase = side[id(slow)], side[id(fast)], slow.phase
+    if any(instruction(k) == "ffma" for k in kernels_in(slow, "gemm", phase=phase)) and \
+            not any(instruction(k) == "ffma" for k in kernels_in(fast, "gemm", phase=phase)):
         reasons.append(f"{label(slow)}'s GEMMs run in fp32 on CUDA cores (FFMA)")
-    scores = slow.workload.scores_bytes()
-    if slow.peak_extra_bytes and fast.peak_extra_bytes is not None and slow.peak_extra_bytes >= 0.9 * scores \
-            > fast.peak_extra_bytes:
-        facts["scores"] = measured(slow, "workload.scores_bytes()", "bytes", side[id(slow)])
-        reasons.append(f"{label(slow)} writes the S×S scores ({{scores}}) through memory; {label(fast)} never does")
-    if (slow.kernels_per_forward or 0) >= 2 * (fast.kernels_per_forward or 1e9):
-        facts |= {"slow_kernels": measured(slow, "kernels_per_forward", "count", side[id(slow)]),
-                  "fast_kernels": measured(fast, "kernels_per_forward", "count", side[id(fast)])}
-        reasons.append(f"{label(slow)} launches {{slow_kernels}} kernels to {{fast_kernels}}")
+    if not slow.workload.training:
+        scores = scores_bytes(slow, s)
+        if slow.peak_extra_bytes and fast.peak_extra_bytes is not None and \
+                slow.peak_extra_bytes >= 0.9 * scores.value > fast.peak_extra_bytes:
+            facts["scores"] = scores
+            reasons.append(f"{label(slow)} writes the S×S scores ({{scores}}) through memory; {label(fast)} never does")
+    elif slow.saved_bytes and fast.saved_bytes is not None and slow.saved_bytes >= 0.9 * scores_bytes(slow).value \
+            > fast.saved_bytes:
+        facts |= {"saved_slow": measured(slow, "saved_bytes", "bytes", s),
+                  "saved_fast": measured(fast, "saved_bytes", "bytes", f)}
+        reasons.append(f"{label(slow)} keeps the S×S probabilities ({{saved_slow}}) for its backward, {label(fast)} "
+                       "{saved_fast}")
+    if slow.launches(phase) >= 2 * max(fast.launches(phase), 1e-9) and fast.launches(phase) > 0:
+        facts |= {"slow_kernels": launch_count(slow, phase, s), "fast_kernels": launch_count(fast, phase, f)}
+        reasons.append(f"{label(slow)} launches {{slow_kernels}} kernels per {phase} to {{fast_kernels}}")
     main_fast, main_slow = main_kernel(fast), main_kernel(slow)
-    if main_fast and main_slow and instruction(main_fast) == "wgmma" and ampere_design(main_slow):
-        reasons.append(f"{label(fast)}'s kernel uses Hopper's wgmma; {label(slow)}'s "
+    if main_fast and main_slow and hopper_design(main_fast) and ampere_design(main_slow):
+        reasons.append(f"{label(fast)}'s kernel is written for {fast.environment.sm}; {label(slow)}'s "
                        f"({text.kernel(main_slow, 32)}) is an Ampere-design kernel")
-    only = [k for k in slow.kernels if k.short_name not in {f.short_name for f in fast.kernels}
-            and k is not main_kernel(slow)]  # a different main kernel is what is compared, not a reason
-    gap_us = 1000 * (slow.gpu_ms - fast.gpu_ms) if slow.gpu_ms and fast.gpu_ms else 0
-    if only and not reasons:
-        k = max(only, key=lambda x: x.us_per_forward)
-        if gap_us and k.us_per_forward >= 0.25 * gap_us:
-            facts["only"] = of_kernel(slow, k, "us_per_forward", "us", side[id(slow)])
-            reasons.append(f"{label(slow)} also runs {text.kernel(k, 40)} ({{only}}), which {label(fast)} does not")
-    return reasons[:2], facts
+    role, more = _role_gap(fast, slow, side)
+    if role and len(reasons) < 2:
+        reasons.append(role)
+        facts |= more
+    return reasons[:3], facts
+
+
+ROLES = {"fused attention": "attention", "triton": "attention"}  # a generated attention kernel is the same role
+
+
+def _role_gap(fast: Run, slow: Run, side: dict) -> tuple[str | None, dict]:
+    """The kernel role (phase and category: 'forward memcpy', 'backward gemm') where the slow side spends the most
+    time beyond the fast one, when that is at least a quarter of the gap between them on the GPU."""
+    phase = slow.phase
+    gap_us = 1000 * (slow.timing.median_ms - fast.timing.median_ms)  # GPU time of the phase both are of
+    if gap_us <= 0:
+        return None, {}
+    by_role: dict[tuple[str, str], list[list]] = defaultdict(lambda: [[], []])
+    for i, run in enumerate((slow, fast)):
+        for k in run.kernels_of(phase):
+            by_role[k.phase, ROLES.get(k.category, k.category)][i].append(k)
+    if not by_role:
+        return None, {}
+    (role_phase, category), (slows, fasts) = max(
+        by_role.items(), key=lambda item: sum(k.us_per_forward for k in item[1][0])
+        - sum(k.us_per_forward for k in item[1][1]))
+    extra = sum(k.us_per_forward for k in slows) - sum(k.us_per_forward for k in fasts)
+    if extra < 0.25 * gap_us or not slows:
+        return None, {}
+    s, f = side[id(slow)], side[id(fast)]
+    facts = {"role_slow": total(of_kernel(slow, k, "us_per_forward", "us", s) for k in slows)}
+    where = f"{role_phase} " if slow.phase == "step" else ""
+    if not fasts:
+        return f"{label(slow)}'s {where}{category} kernels take {{role_slow}} a call; {label(fast)} runs none", facts
+    facts["role_fast"] = total(of_kernel(fast, k, "us_per_forward", "us", f) for k in fasts)
+    return (f"{label(slow)}'s {where}{category} kernels take {{role_slow}} a call to {label(fast)}'s {{role_fast}}",
+            facts)
 
 
 def ranking_notes(a: Run, b: Run) -> list[Note]:
@@ -248,7 +284,8 @@ def ranking_notes(a: Run, b: Run) -> list[Note]:
         reasons, because = _reasons(fast, slow, v.path, side)
         facts |= because
         body = ("; ".join(reasons) + ".") if reasons else \
-            "The traces do not show why: no difference in arithmetic, memory, kernel count or host cost explains it."
+            ("The traces do not show why: no difference in arithmetic, memory, kernel count, kernel roles or host "
+             "cost explains it.")
         body = body[0].upper() + body[1:]
         contradicts = guess(slow).speed_rank < guess(fast).speed_rank
         off = 1 - 1 / facts["ratio"].value
@@ -267,13 +304,21 @@ def ranking_notes(a: Run, b: Run) -> list[Note]:
                                     measured(other, "host_cost.median_ms", "ms", side[id(other)])),
                      "expected": measured(expected, "host_cost.median_ms", "ms", side[id(expected)]),
                      "other": measured(other, "host_cost.median_ms", "ms", side[id(other)])}
-            ops = {id(r): sum(h.calls_per_forward for h in r.host_ops) for r in (a, b)}
-            reason = (f"{label(expected)} makes {text.count(ops[id(expected)])} aten calls per forward to "
+            ops = {id(r): sum(h.calls_per_forward for h in r.host_ops if h.name.startswith("aten::"))
+                   for r in (a, b)}
+            reason = (f"{label(expected)} makes {text.count(ops[id(expected)])} aten calls per {a.call} to "
                       f"{text.count(ops[id(other)])}, each a trip through the dispatcher."
-                      if ops[id(expected)] >= 1.5 * ops[id(other)] > 0 else
-                      "The traces do not show why; the cause is not known.")
+                      if ops[id(expected)] >= 1.5 * ops[id(other)] > 0 else _host_reason(expected))
             notes.append(note("host_ranking", "verdict",
                               f"Guessed {label(expected)} lighter on the host; {label(other)} is, by {{ratio}}",
-                              "CPU cost to issue one forward, unprofiled: {expected} vs {other}. " + reason,
+                              f"CPU cost to issue one {a.call}, unprofiled: {{expected}} vs {{other}}. " + reason,
                               weight=min(0.9, 1 - 1 / facts["ratio"].value), facts=facts))
     return notes
+
+
+def _host_reason(run: Run) -> str:
+    """Where the heavier side's host time goes, from its profiled host ops: the op with the largest own time."""
+    top = max(run.host_ops, key=lambda h: h.self_us_per_forward, default=None)
+    if top is None:
+        return "The traces do not show why; the cause is not known."
+    return f"{label(run)}'s largest own CPU time in the profiled call is `{text.host_op(top.name)}`'s."

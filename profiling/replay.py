@@ -1,0 +1,126 @@
+"""Recorded runs from real GPUs, as replay reads them: the recordings shipped with the app, their runs and sweeps,
+and the lookups a request makes (the run of a variant on a workload, the nearest recorded workloads, a sweep).
+Written by `recording` on a GPU; read here, read-only (what is handed out is a copy).
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import math
+from pathlib import Path
+
+from . import text
+from .budget import forward_bytes
+from .results import Run, Sweep
+from .workload import FIELDS, Workload
+
+RECORDED_DIR = Path(__file__).parent / "recorded"
+
+
+def load_recorded(directory: str | Path) -> list[Run]:
+    """Runs from a recording, their trace paths made absolute; the memory estimate beside the measured peak is
+    today's model (`budget.forward_bytes`), as a live run would show it. The kernel tables are as recorded: tests
+    compare them with what the parser reads from the traces today."""
+    from attention_variants import VARIANTS
+
+    directory = Path(directory)
+    runs = [Run.from_dict(d) for d in json.loads((directory / "runs.json").read_text())]
+    for run in runs:
+        if run.variant in VARIANTS:
+            run.estimated_extra_bytes = forward_bytes(run.workload, VARIANTS[run.variant].scratch_bytes(run.workload))
+        if run.trace_path:
+            run.trace_path = str(directory / run.trace_path)
+    return runs
+
+
+def recordings() -> dict[str, Path]:
+    """Name -> folder of every recording shipped with the app."""
+    return {p.name: p for p in sorted(RECORDED_DIR.iterdir()) if (p / "runs.json").exists()} \
+        if RECORDED_DIR.exists() else {}
+
+
+# -- replay: look runs up in a recording ------------------------------------------------------
+@functools.cache
+def recorded_runs(name: str) -> tuple[Run, ...]:
+    """Every run of the recording `name`, loaded once (read-only: find_recorded hands out copies)."""
+    return tuple(load_recorded(recordings()[name]))
+
+
+def _problem(workload: Workload) -> Workload:
+    """The workload with the fields that do not change the problem (device, seed) set aside."""
+    return workload.replace(device="cuda", seed=0)
+
+
+def recorded_workloads(name: str) -> list[Workload]:
+    """The distinct workloads the recording holds, in recording order."""
+    return list(dict.fromkeys(run.workload for run in recorded_runs(name)))
+
+
+def find_recorded(name: str, variant: str, workload: Workload) -> Run | None:
+    """A copy of the recorded run of `variant` on the same problem as `workload` (any device), or None."""
+    wanted = _problem(workload)
+    for run in recorded_runs(name):
+        if run.variant == variant and _problem(run.workload) == wanted:
+            return copy.deepcopy(run)
+    return None
+
+
+def _held(name: str) -> dict[Workload, set[str]]:
+    """The problems the recording `name` holds, in recording order, each with the variants run on it."""
+    held: dict[Workload, set[str]] = {}
+    for run in recorded_runs(name):
+        held.setdefault(_problem(run.workload), set()).add(run.variant)
+    return held
+
+
+def _log2_distance(a: Workload, b: Workload) -> float:
+    return sum(abs(math.log2(getattr(a, f) / getattr(b, f))) for f in ("seq_len", "batch", "heads", "head_dim"))
+
+
+def nearest_recorded(name: str, workload: Workload, variants=(), n: int = 3) -> list[Workload]:
+    """The `n` workloads of the recording `name` closest to `workload`'s problem, best first: those holding a
+    run of every one of `variants` (keys) before the others, then the fewest fields that differ, then the
+    smallest sum of |log2| ratios of S, B, H and D (S=2048 is as near 1024 as 4096 is), then recording order."""
+    wanted, held = _problem(workload), _held(name)
+
+    def distance(problem: Workload) -> tuple:
+        differing = sum(a != b for a, b in zip(problem.problem(), wanted.problem()))
+        return not set(variants) <= held[problem], differing, _log2_distance(problem, wanted)
+
+    return sorted(held, key=distance)[:n]
+
+
+def unrecorded_message(name: str, workload: Workload, variants=()) -> str | None:
+    """None when the recording `name` holds a run of every one of `variants` (keys) on `workload`'s problem
+    (with none given: any run of it); else what is missing and the nearest recorded workloads, in words."""
+    wanted = _problem(workload)
+    held = _held(name).get(wanted)
+    missing = [v for v in variants if v not in (held or ())]
+    if held is not None and not missing:
+        return None
+    gpu = text.machine(recorded_runs(name)[0].environment)
+    what = workload.words() if held is None else f"{' or '.join(missing)} on {workload.words()}"
+    nearest = [w.words() for w in nearest_recorded(name, workload, variants, n=4) if w != wanted][:3]
+    said = f"The {gpu} recording has no run of {what}."
+    return f"{said} Nearest recorded: {'; '.join(nearest)}." if nearest else said
+
+
+# -- recorded sweeps ----------------------------------------------------------------------------
+@functools.cache
+def recorded_sweeps(name: str) -> tuple[Sweep, ...]:
+    """Every sweep of the recording `name` (its sweeps.json, written by `record-sweeps`), loaded once."""
+    folders = {p.name: p for p in RECORDED_DIR.iterdir() if p.is_dir()} if RECORDED_DIR.exists() else {}
+    if name not in folders or not (folders[name] / "sweeps.json").exists():  # a name, never a path
+        return ()
+    path = folders[name] / "sweeps.json"
+    return tuple(Sweep.from_dict(d) for d in json.loads(path.read_text()))
+
+
+def find_recorded_sweep(name: str, a: str, b: str, workload: Workload) -> Sweep | None:
+    """The recorded sweep of A and B on `workload`'s problem with S left free (any device), or None."""
+    wanted = workload.problem(free=("seq_len",))
+    for recorded in recorded_sweeps(name):
+        if {a, b} <= set(recorded.variants) and recorded.workload.problem(free=("seq_len",)) == wanted:
+            return copy.deepcopy(recorded.select([a, b]))  # the cached sweep stays as recorded
+    return None
