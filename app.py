@@ -33,7 +33,7 @@ from profiling import figures, reports, scratch, session, text
 from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
-from profiling.replay import find_recorded, recorded_sweeps, recorded_workloads, unrecorded_message
+from profiling.replay import find_recorded, recorded_sweeps, recorded_workloads
 from profiling.request import KEYS, LIVE, MAX_LENGTHS, Request
 from profiling.results import Comparison, Sweep
 from profiling.timeline import run_timeline
@@ -90,12 +90,11 @@ def route(source: str) -> list:
 
 # -- what the page shows before and around a run ----------------------------------------------------------
 def guesses(*values) -> tuple[str, str, str]:
-    """The guess for A and B on this workload, whether each can run here at all (live only), and a flag when the
-    recording chosen has no run of it, naming the nearest it has."""
-    try:
-        request = Request.from_values(dict(zip(KEYS, values)), ENV.device)
-    except Refusal:
-        request = None
+    """The guess for A and B on this workload, whether each can run here at all (live only), and what Run would
+    refuse (the session's own plan, asked as the controls change): a bad combination, a workload too large, or one
+    the recording chosen lacks, naming the nearest it has."""
+    said = session.preview(dict(zip(KEYS, values)), ENV.device, budget_s=LIVE_BUDGET_S[ENV.device])
+    request = said.request
     source = values[0] if isinstance(values[0], str) and values[0] in (LIVE, *RECORDINGS) else DEFAULT_SOURCE
     shown = request.workload if request else Request.build(source, "naive", "naive", {}, ENV.device).workload
     live = request is not None and request.live
@@ -107,12 +106,9 @@ def guesses(*values) -> tuple[str, str, str]:
             continue
         compile_s = compile_clock.estimate(shown.device, variant, shown.training) \
             if live and (variant.compiled or variant.jit_s) else None
-        cards.append(reports.guess_card(side, variant, guess_for(key, shown),
-                                        variant.supports(shown, ENV) if live else None, cpu=shown.device == "cpu",
-                                        compile_estimate=compile_s))
-    missing = unrecorded_message(request.source, request.workload, (request.a, request.b)) \
-        if request and not request.live else None
-    return cards[0], cards[1], f"⚠️ {missing}" if missing else ""
+        cards.append(reports.guess_card(side, variant, guess_for(key, shown), said.reasons.get(key),
+                                        cpu=shown.device == "cpu", compile_estimate=compile_s))
+    return cards[0], cards[1], reports.refusal_markdown(said.refusal) if said.refusal else ""
 
 
 def switch_source(source, a, *fields) -> list:

@@ -27,7 +27,13 @@ VARIANTS: dict[str, Variant] = {v.key: v for v in (
     fa4.SDPA_FA4,
 )}
 
-__all__ = ["VARIANTS", "Expected", "Guess", "Variant", "get_variant", "guess_for"]
+__all__ = ["VARIANTS", "Expected", "Guess", "Variant", "get_variant", "guess_for", "reasons"]
+
+
+def reasons(variants, workload, env) -> dict[str, str | None]:
+    """Why each of `variants` cannot run `workload` on `env`, by key (None: it can): the one place it is decided,
+    once per request (the plan asks; measurement and the cost model read the plan's answer)."""
+    return {v.key: v.supports(workload, env) for v in variants}
 
 
 def get_variant(key: str, field: str = "variant") -> Variant:

@@ -20,10 +20,11 @@ class Variant:
     key: str
     label: str
     forward: Callable[[Inputs], torch.Tensor]        # one forward, without the pin (see `pin`)
-    scratch_bytes: Callable[[Workload], int]         # memory estimate beyond q, k, v and the output
+    scratch_bytes: Callable[[Workload, Environment], int]  # a call's memory beyond q, k, v and the output
     check: Callable[[Workload, Environment], str | None] = lambda workload, env: None
     setup: Callable[[Inputs], bool] | None = None   # once per workload before the first call (flex: its block mask);
                                                      # returns whether its work was found done (cached) already
+    setup_bytes: Callable[[Workload, Environment], int] = lambda workload, env: 0  # what the setup allocates
     sdpa_backend: str | None = None                  # the SDPBackend it pins ("FLASH_ATTENTION"), "auto", or None
     fused: bool = False                              # meant to run as one kernel that never writes S×S
     sparse: bool = False                             # skips every tile its mask leaves empty (a block mask, a window

@@ -21,6 +21,7 @@ from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
 from .base import Variant
+from .sdpa import SMALL
 
 DIST = "flash-attn-4"
 PIN = "4.0.0b36"            # seen working on the H200 with nvidia-cutlass-dsl 4.8.1 (torch 2.11.0+cu130)
@@ -93,11 +94,13 @@ def fa4_attention(x: Inputs) -> torch.Tensor:
     return out.squeeze(0) if x.q.dim() == 3 else out
 
 
-def _fused_scratch(w: Workload) -> int:
-    n = w.batch * w.heads * w.seq_len
-    scratch = n * 4 + 4 * 2**20  # the fp32 log-sum-exp, a workspace
-    if w.training:  # dQ's fp32 accumulator, dK and dV for every query head (summed per group), softmax_d
-        scratch += n * w.head_dim * 4 + 2 * n * w.head_dim * 4 + n * 4
+def _fused_scratch(w: Workload, env: Environment) -> int:
+    """An fp32 log-sum-exp per query row (every recorded H200 peak); a training step: dQ's fp32 accumulator, dK and
+    dV for every query head (summed per group), softmax_d."""
+    rows = w.batch * w.heads * w.queries
+    scratch = 4 * rows + SMALL
+    if w.training:
+        scratch += rows * w.head_dim * 4 + 2 * rows * w.head_dim * 4 + rows * 4
     return scratch
 
 

@@ -11,6 +11,7 @@ from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
 from .base import Variant
+from .sdpa import SMALL
 
 
 @functools.cache
@@ -27,29 +28,42 @@ def _compiled_flex():
 
 
 @functools.lru_cache(maxsize=4)
-def _block_mask(kind: str, seq_len: int, window: int | None, device: str, allowed: torch.Tensor | None = None):
-    """The BlockMask of a mask kind, built once per (kind, S, W, device) as a user builds it: from a `mask_mod` over
-    positions (causal, a sliding window of W), or one that reads an explicit bool mask."""
+def _block_mask(kind: str, queries: int, keys: int, window: int | None, device: str,
+                allowed: torch.Tensor | None = None):
+    """The BlockMask of a mask kind, built once per (kind, Lq, S, W, device) as a user builds it: from a `mask_mod`
+    over positions (causal, a sliding window of W; the queries are the last Lq of the S positions), or one that reads
+    an explicit bool mask."""
     from torch.nn.attention.flex_attention import create_block_mask
 
+    offset = keys - queries
     if kind == "bool":
         def mask_mod(b, h, q_idx, kv_idx):
             return allowed[q_idx, kv_idx]
     elif kind == "window":
         def mask_mod(b, h, q_idx, kv_idx):
-            return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
+            return (q_idx + offset >= kv_idx) & (q_idx + offset - kv_idx < window)
     else:
         def mask_mod(b, h, q_idx, kv_idx):
-            return q_idx >= kv_idx
-    return create_block_mask(mask_mod, B=None, H=None, Q_LEN=seq_len, KV_LEN=seq_len, device=device)
+            return q_idx + offset >= kv_idx
+    _built.add((kind, queries, keys, window, device))
+    return create_block_mask(mask_mod, B=None, H=None, Q_LEN=queries, KV_LEN=keys, device=device)
 
 
-def _mask_of(x: Inputs):
-    w = x.workload
+_built: set[tuple] = set()  # the masks built in this process (a later build of one may still have left the cache)
+
+
+def _mask_key(w: Workload) -> tuple | None:
     if not w.causal:
         return None
     kind = w.mask if w.mask in ("bool", "window") else "causal"
-    return _block_mask(kind, w.seq_len, w.window, w.device, x.allowed if kind == "bool" else None)
+    return kind, w.queries, w.seq_len, w.window, w.device
+
+
+def _mask_of(x: Inputs):
+    key = _mask_key(x.workload)
+    if key is None:
+        return None
+    return _block_mask(*key, x.allowed if key[0] == "bool" else None)
 
 
 def setup(x: Inputs) -> bool:
@@ -58,6 +72,18 @@ def setup(x: Inputs) -> bool:
     hits = _block_mask.cache_info().hits
     _mask_of(x)
     return _block_mask.cache_info().hits > hits
+
+
+def _setup_bytes(w: Workload, env: Environment) -> int:
+    """What building the block mask allocates, while it lasts (measured on this CPU and the H200: 10 bytes per
+    query-key pair): `create_block_mask` evaluates the mask_mod over the whole Lq×S grid, window or not, with no
+    chunking (a bool grid), then pads it to 128-multiples and sums blocks through an int64 copy: Lq·S + 9·Lq'·S'.
+    Nothing where no mask is built: not causal, or a position mask this process built already."""
+    key = _mask_key(w)
+    if key is None or (key in _built and key[0] != "bool"):
+        return 0
+    padded = lambda n: -(-n // 128) * 128  # noqa: E731
+    return w.queries * w.seq_len + 9 * padded(w.queries) * padded(w.seq_len)
 
 
 def flex_attention(x: Inputs) -> torch.Tensor:
@@ -93,17 +119,11 @@ def _check(w: Workload, env: Environment) -> str | None:
     return None
 
 
-def _scratch_bytes(w: Workload) -> int:
-    """logsumexp and max (fp32 rows, allocated whatever is written) and workspace; a mask's first build: 
-    create_block_mask evaluates the mask at every (q, kv) pair, S×S int64 index grids and S×S bools (on the H200 at
-    S=131072 it asked for 128 GiB in one allocation, S²×8 bytes, and ran out of memory); a training step: dQ, dK, dV
-    in the Triton template's fp32 accumulators, grouped-query dK and dV for every query head."""
-    n = w.batch * w.heads * w.seq_len
-    mask = 9 * w.seq_len * w.seq_len if w.causal else 0
-    scratch = 2 * n * 4 + 2 * 2**20 + mask
-    if w.training:
-        scratch += n * 4 + 3 * n * w.head_dim * 4
-    return scratch
+def _scratch_bytes(w: Workload, env: Environment) -> int:
+    """The call's memory beyond its output (every recorded H200 peak): the Triton template writes an fp32
+    log-sum-exp and row max per query row; its backward an fp32 delta per row besides, and no dK, dV at every query
+    head for grouped-query attention. The block mask is built in `setup`, before the call (`_setup_bytes`)."""
+    return (12 if w.training else 8) * w.batch * w.heads * w.queries + SMALL
 
 
 FLEX = Variant(
@@ -113,5 +133,6 @@ FLEX = Variant(
     scratch_bytes=_scratch_bytes,
     check=_check,
     setup=setup,
+    setup_bytes=_setup_bytes,
     fused=True, sparse=True, compiled=True,
 )

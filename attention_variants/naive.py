@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from profiling.cpu_paths import gemm_workspace
+from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
 from .base import Variant
@@ -36,16 +38,24 @@ def naive_inplace_attention(x: Inputs) -> torch.Tensor:
     return torch.softmax(scores, dim=-1) @ v
 
 
-def _scratch(w: Workload) -> int:
-    """Scores and their scaled copy live together, then the softmax beside the scores; a training step keeps the
-    softmax for the backward, which makes the S×S gradients of the softmax and of the scores beside it; grouped-query
-    attention copies k and v to every head (and back, summing the gradients)."""
+def _scratch(w: Workload, env: Environment) -> int:
+    """Memory beyond q, k, v and the output. The forward holds the scores and their scaled copy (q·kᵀ, then its
+    masked copy), then the softmax beside the scores while `p @ v` runs: two Lq×S score matrices. A training step
+    keeps the softmax for the backward, which makes the gradients of the softmax and of the scores beside it (the
+    H200 recorded 3.9 score matrices: 4 is the bound). Grouped-query attention copies k and v to every head. On a CPU
+    a 16-bit product may add its workspace (`cpu_paths.gemm_workspace`: none, an fp32 copy of its output, or
+    per-thread blocks, by the CPU's instructions) at q·kᵀ and at p·v."""
+    scores = w.scores_bytes()
     expanded = 2 * w.batch * w.heads * w.seq_len * w.head_dim * w.element_bytes if w.groups > 1 else 0
-    if w.device == "cpu" and w.element_bytes == 2:  # a 16-bit GEMM on a CPU works through fp32 buffers
-        expanded += 2 * w.output_bytes
+    qk = pv = 0
+    if w.device == "cpu":
+        threads, bh = env.cpu_threads or torch.get_num_threads(), w.batch * w.heads
+        qk = gemm_workspace(w.dtype, env.cpu_features, bh, w.queries, w.head_dim, w.seq_len, threads)
+        pv = gemm_workspace(w.dtype, env.cpu_features, bh, w.queries, w.seq_len, w.head_dim, threads)
+    forward = max(scores + qk, 2 * scores + pv)
     if not w.training:
-        return 2 * w.scores_bytes() + expanded
-    return 4 * w.scores_bytes() + 2 * expanded
+        return forward + expanded
+    return max(forward, 4 * scores, 2 * scores + qk, 2 * scores + pv) + 2 * expanded
 
 
 NAIVE = Variant(

@@ -7,7 +7,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
-from profiling.environment import Environment, torch_release
+from profiling.cpu_paths import flash_buffers
+from profiling.dispatch import rank3_is_fused
+from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
 from .base import Variant
@@ -16,42 +18,64 @@ from .base import Variant
 def _sdpa(x: Inputs) -> torch.Tensor:
     """As a user writes it: `is_causal` for the causal flag (the point is what SDPA does with causality by itself),
     the mask as `attn_mask` (bool: True where a key may be attended; or the additive bias), and `enable_gqa` for
-    fewer kv heads. SDPA has no sliding-window argument: a window is a dense bool mask."""
+    fewer kv heads. SDPA has no sliding-window argument: a window is a dense bool mask. With fewer queries than keys
+    (a decode step) `is_causal=True` would align the mask to the top left (query i sees keys 0…i): the causal
+    pattern is then `causal_lower_right`, PyTorch's own bias for the queries that are the last positions."""
     w = x.workload
     kwargs = {"enable_gqa": True} if w.groups > 1 else {}
     if w.mask == "flag":
+        if w.causal and w.q_len is not None:
+            from torch.nn.attention.bias import causal_lower_right
+            return F.scaled_dot_product_attention(x.q, x.k, x.v, attn_mask=causal_lower_right(w.queries, w.seq_len),
+                                                  **kwargs)
         return F.scaled_dot_product_attention(x.q, x.k, x.v, is_causal=w.causal, **kwargs)
     mask = x.bias if w.mask == "bias" else x.allowed
     return F.scaled_dot_product_attention(x.q, x.k, x.v, attn_mask=mask, **kwargs)
 
 
-def _math_scratch(w: Workload) -> int:
-    # math upcasts to fp32 and keeps scores, the rebuilt mask and the softmax alive together, beside fp32 copies of
-    # q, k, v and its output: up to 2.75x the fp32 scores on the H200 (recorded), 3.25x on CPU (the causal bias is
-    # an S×S fp32 tensor there too); with grouped-query attention it copies k and v to every head first; a training
-    # step keeps the fp32 softmax and makes the S×S gradients beside it
+SMALL = 8 * 2**10  # a few small blocks (philox seed and offset, an empty log-sum-exp), rounded up by the allocator
+
+
+def _math_scratch(w: Workload, env: Environment) -> int:
+    """The math path upcasts to fp32 and keeps the scores, the rebuilt mask and the softmax alive together, beside
+    fp32 copies of q, k, v (k and v at every query head with grouped-query attention) and its output: up to 2.75x the
+    fp32 scores on the H200 (recorded), 3.25x on a CPU (the causal bias is an fp32 Lq×S tensor there too); a training
+    step keeps the fp32 softmax and makes the Lq×S gradients beside it."""
     scores = (3.5 if w.device == "cpu" else 2.75) * w.scores_bytes(element_bytes=4)
-    qkv = 4 * w.batch * w.heads * w.seq_len * w.head_dim * 4
+    copies = 4 * w.batch * w.heads * w.head_dim * (2 * w.queries + 2 * w.seq_len)
     if w.training:
-        return int(scores + 2 * w.scores_bytes(element_bytes=4)) + 2 * qkv
-    return int(scores) + qkv
+        return int(scores + 2 * w.scores_bytes(element_bytes=4)) + 2 * copies
+    return int(scores) + copies
 
 
-def _fused_scratch(w: Workload) -> int:
-    # the fp32 logsumexp and a workspace; on CPU each thread's blocks of q·kᵀ too (a few MiB); a dense mask
-    # (a window, an explicit mask) is converted to an additive one of S×S in the inputs' dtype; a training step:
-    # the gradients' fp32 accumulators (flash's dQ, cuDNN's) and grouped-query attention's expanded dK and dV
-    n = w.batch * w.heads * w.seq_len
-    mask = w.seq_len**2 * w.element_bytes if w.mask in ("bool", "window") else 0
-    scratch = n * 4 + 4 * 2**20 + mask
+def _fused_scratch(w: Workload, env: Environment) -> int:
+    """A fused kernel's memory beyond its output. On a GPU (every recorded H200 peak): an fp32 log-sum-exp per query
+    row (flash writes it even without grad), and the additive Lq×S mask SDPA makes from a dense bool mask
+    (`where(mask, 0, -inf)` in the inputs' dtype; before torch 2.14 a bool `logical_not` beside it); no workspace.
+    A training step: the fp32 dQ accumulator, dK and dV at every query head before the group sum, a row statistic.
+    On a CPU, the CPU flash kernel's per-thread blocks (`cpu_paths.flash_buffers`) instead of the GPU's."""
+    rows = w.batch * w.heads * w.queries
+    mask = 0
+    if w.mask in ("bool", "window"):
+        negated = env.torch_release < (2, 14) or w.device == "cpu"  # a bool logical_not beside the float mask
+        mask = w.mask_elements * (w.element_bytes + (1 if negated else 0))
+    scratch = 4 * rows + mask + SMALL
+    if w.device == "cpu":
+        threads = env.cpu_threads or torch.get_num_threads()
+        forward = flash_buffers(w.queries, w.seq_len, w.head_dim, w.element_bytes, threads, backward=False)
+        if not w.training:
+            return scratch + forward
+        backward = flash_buffers(w.queries, w.seq_len, w.head_dim, w.element_bytes, threads, backward=True)
+        return scratch + max(forward, w.q_bytes + backward)
     if w.training:
-        scratch += 2 * n * w.head_dim * 4 + 2 * n * w.head_dim * w.element_bytes + n * 4
+        scratch += 2 * rows * w.head_dim * 4 + 2 * rows * w.head_dim * w.element_bytes + 4 * rows
     return scratch
 
 
-def _auto_scratch(w: Workload) -> int:
-    # before torch 2.14 a rank-3 call can only take the math path (DESIGN.md, version facts)
-    return _math_scratch(w) if w.rank == 3 and torch_release() < (2, 14) else _fused_scratch(w)
+def _auto_scratch(w: Workload, env: Environment) -> int:
+    """SDPA's own choice: a fused kernel's, but where the run's torch sends a rank-3 call to the math path (before
+    2.14, PR #192271: `dispatch.rank3_is_fused`), the math path's."""
+    return _math_scratch(w, env) if w.rank == 3 and not rank3_is_fused(env) else _fused_scratch(w, env)
 
 
 def _cuda_only(name: str) -> Callable[[Workload, Environment], str | None]:

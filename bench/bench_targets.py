@@ -92,12 +92,11 @@ def bare_ms(key: str, w: dict, backward: bool, window: int | None = None, reps: 
 
 
 def app_ms(key: str, w: dict, backward: bool, window: int | None = None) -> tuple[float | None, str]:
-    from attention_variants import VARIANTS
-    from profiling.measurement import measure_runs
+    from profiling.session import measure
     from profiling.workload import Workload
     workload = Workload(**w, passes="fwd+bwd" if backward else "fwd",
                         **({"mask": "window", "window": window} if window else {}))
-    (run,) = measure_runs([VARIANTS[key]], workload)
+    (run,) = measure(workload, [key])
     if not run.ok:
         return None, run.status
     return (run.backward_timing if backward else run.timing).median_ms, run.status

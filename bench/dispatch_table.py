@@ -17,7 +17,7 @@ if os.environ.get("FA4_SITE"):
 import torch  # noqa: E402
 
 from attention_variants import VARIANTS  # noqa: E402
-from profiling.measurement import measure_runs  # noqa: E402
+from profiling.session import measure  # noqa: E402
 from profiling.workload import Workload  # noqa: E402
 
 
@@ -31,7 +31,7 @@ def main(device: str) -> None:
             for kv in (None, 2):
                 w = Workload(batch=1, heads=8, kv_heads=kv, seq_len=256, head_dim=64, dtype=dtype, device=device,
                              mask=mask, passes=passes, **extra)
-                runs = measure_runs(list(VARIANTS.values()), w)
+                runs = measure(w, list(VARIANTS))
                 cells = []
                 for run in runs:
                     if run.ok:

@@ -20,7 +20,7 @@ if os.environ.get("FA4_SITE"):
     site.addsitedir(os.environ["FA4_SITE"])  # a --target install: its .pth files must run
 
 from attention_variants import VARIANTS  # noqa: E402
-from profiling.measurement import measure_runs  # noqa: E402
+from profiling.session import measure  # noqa: E402
 from profiling.workload import Workload  # noqa: E402
 
 OUT = Path(os.environ.get("OUT", "/tmp/explore"))
@@ -53,10 +53,10 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     traces = OUT / "traces"
     runs = []
-    chosen = [VARIANTS[k] for k in sys.argv[1].split(",")] if len(sys.argv) > 1 else list(VARIANTS.values())
+    chosen = sys.argv[1].split(",") if len(sys.argv) > 1 else list(VARIANTS)
     for w in WORKLOADS:
         t0 = time.perf_counter()
-        got = measure_runs(chosen, w, trace_dir=traces)
+        got = measure(w, chosen, trace_dir=traces)
         print(f"{w.words()}: {time.perf_counter() - t0:.1f} s", flush=True)
         for run in got:
             print(line(run), flush=True)

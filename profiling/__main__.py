@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from attention_variants import VARIANTS, guess_for
+from attention_variants import VARIANTS, guess_for, reasons
 
 from . import reports, scratch, session, text
 from .budget import LIVE_BUDGET_S
@@ -87,9 +87,10 @@ def cmd_list(args) -> int:
     workload = Request.build(LIVE, "naive", "naive", fields, device).workload
     env = detect(device)
     print(f"{env.summary()}\nworkload: {workload.words()}\n")
+    why = reasons(VARIANTS.values(), workload, env)
     for v in VARIANTS.values():
         print(f"{v.key}: {v.label}")
-        for name, words in (("here", v.supports(workload, env) or "can run"),
+        for name, words in (("here", why[v.key] or "can run"),
                             ("guess", guess_for(v.key, workload).summary)):
             print(textwrap.fill(words, WIDTH, initial_indent=f"  {name}: ", subsequent_indent="    "))
     return 0

@@ -12,25 +12,26 @@ from .results import Accuracy
 from .workload import Inputs
 
 
-def checked_rows(seq_len: int) -> torch.Tensor | None:
+def checked_rows(queries: int, keys: int) -> torch.Tensor | None:
     """The query rows the output's check compares (`accuracy_rows` of them): every row (None) while a row-block of
     fp64 scores fits REFERENCE_CHUNK_BYTES, else a seeded sample that always includes the first and last rows (the
-    one that sees one key, the one that sees them all)."""
-    rows = accuracy_rows(seq_len)
-    if rows >= seq_len:
+    one that sees the fewest keys, the one that sees them all)."""
+    rows = accuracy_rows(queries, keys)
+    if rows >= queries:
         return None
     generator = torch.Generator().manual_seed(0)
-    sample = torch.randperm(seq_len - 2, generator=generator)[:rows - 2] + 1
-    return torch.cat([torch.tensor([0, seq_len - 1]), sample]).sort().values
+    sample = torch.randperm(queries - 2, generator=generator)[:rows - 2] + 1
+    return torch.cat([torch.tensor([0, queries - 1]), sample]).sort().values
 
 
 def _flat(x: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """q as [B*H, S, D]; k and v as [B*H, S, D] too, each query head beside its kv head (views, no copies)."""
+    """q as [B*H, Lq, D]; k and v as [B*H, S, D], each query head beside its kv head (views, no copies)."""
     w = x.workload
     q = x.q.reshape(-1, *x.q.shape[-2:])
+    kv_shape = (q.shape[0], w.seq_len, w.head_dim)
     if w.groups == 1:
-        return q, x.k.reshape(q.shape), x.v.reshape(q.shape)
-    k, v = (t.unsqueeze(2).expand(w.batch, w.kv_heads, w.groups, w.seq_len, w.head_dim).reshape(q.shape)
+        return q, x.k.reshape(kv_shape), x.v.reshape(kv_shape)
+    k, v = (t.unsqueeze(2).expand(w.batch, w.kv_heads, w.groups, w.seq_len, w.head_dim).reshape(kv_shape)
             for t in (x.k, x.v))
     return q, k, v
 
@@ -73,8 +74,8 @@ def gradients(x: Inputs, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     rows = max(1, REFERENCE_CHUNK_BYTES // (4 * s * torch.finfo(dtype).bits // 8))
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     for h in range(q.shape[0]):
-        for r0 in range(0, s, rows):
-            r = torch.arange(r0, min(s, r0 + rows), device=q.device)
+        for r0 in range(0, w.queries, rows):
+            r = torch.arange(r0, min(w.queries, r0 + rows), device=q.device)
             p = torch.softmax(_masked(q[h, r] @ k[h].T * x.scale, x, r), dim=-1)    # [R, S]
             o, do = p @ v[h], d_out[h, r]
             dv[h] += p.T @ do
@@ -95,7 +96,7 @@ class Reference:
 
     def __init__(self, x: Inputs):
         self.x = x
-        self.rows = checked_rows(x.workload.seq_len)
+        self.rows = checked_rows(x.workload.queries, x.workload.seq_len)
         self.out = attention(x, torch.float64, self.rows)
         naive = attention(x, x.q.dtype, self.rows)
         self.naive_error = (naive.double() - self.out).abs().max().item()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from . import text
-from .workload import Refusal, Workload
+from .workload import PASS_FLOPS, Refusal, Workload
 
 REFERENCE_CHUNK_BYTES = 256 * 2**20  # the fp64 accuracy check keeps its scores in flight under this
 
@@ -21,52 +21,52 @@ REFERENCE_CHUNK_BYTES = 256 * 2**20  # the fp64 accuracy check keeps its scores 
 # -- memory: everything a measurement allocates, bounded before anything is -------------------------
 def forward_bytes(workload: Workload, scratch_bytes: int) -> int:
     """One call's peak beyond q, k, v: its output and the variant's scratch (`Variant.scratch_bytes`); a training
-    step's gradients of q, k and v too (at most q's size each)."""
-    grads = 3 * workload.output_bytes if workload.training else 0
+    step's gradients of q, k and v too (each as large as what it is the gradient of)."""
+    grads = workload.q_bytes + workload.kv_bytes if workload.training else 0
     return workload.output_bytes + scratch_bytes + grads
 
 
 def _attention_slice_bytes(workload: Workload, element_bytes: int, rows: int) -> int:
-    """Peak temporaries of `measurement._chunked_attention` in a dtype of `element_bytes` over `rows` query rows:
-    per slice of B·H heads, the scores and their scaled copy (then scores and softmax) live together, rows×S
-    each, beside the slice's q rows, k, v, a contiguous copy of kᵀ and the product with v."""
+    """Peak temporaries of `accuracy.attention` in a dtype of `element_bytes` over `rows` query rows: per slice of
+    B·H heads, the scores and their scaled copy (then scores and softmax) live together, rows×S each, beside the
+    slice's q rows, k, v, a contiguous copy of kᵀ and the product with v."""
     w = workload
     heads = min(w.batch * w.heads, max(1, REFERENCE_CHUNK_BYTES // (rows * w.seq_len * element_bytes)))
     return heads * element_bytes * (2 * rows * w.seq_len + 4 * w.seq_len * w.head_dim + 2 * rows * w.head_dim)
 
 
-def accuracy_rows(seq_len: int) -> int:
+def accuracy_rows(queries: int, keys: int) -> int:
     """How many query rows the fp64 accuracy check compares: all while one row-block of fp64 scores (rows×S)
     stays under REFERENCE_CHUNK_BYTES, else that many (at least 64)."""
-    return min(seq_len, max(64, REFERENCE_CHUNK_BYTES // (seq_len * 8)))
+    return min(queries, max(64, REFERENCE_CHUNK_BYTES // (keys * 8)))
 
 
 def measure_bytes(workload: Workload, scratch_bytes: int, *, inputs_ready: bool = False,
-                  reference_ready: bool = False, compiled: bool = False) -> int:
-    """Bytes `measurement` may add to what is resident now, at its peak: the inputs and mask (unless ready), the
+                  reference_ready: bool = False, compiled: bool = False, setup_bytes: int = 0) -> int:
+    """Bytes `measurement` may add to what is resident now, at its peak: the inputs and masks (unless ready), the
     first call's output (kept for the accuracy check), the fp64 reference rows (unless ready); and on top, the
-    largest of its phases: a forward (output + scratch), the reference's slices, the same check in the workload's
-    dtype, and the accuracy differences in fp64, over `accuracy_rows` query rows. Plus 5%, and what a measurement
-    holds whatever its size (`fixed_bytes`)."""
+    largest of its phases: the variant's setup (flex's block mask), a call (output + scratch), the reference's
+    slices, the same check in the workload's dtype, and the accuracy differences in fp64, over `accuracy_rows`
+    query rows. Plus 5%, and what a measurement holds whatever its size (`fixed_bytes`)."""
     w = workload
-    checked_rows = accuracy_rows(w.seq_len)
-    n = w.batch * w.heads * w.seq_len * w.head_dim        # elements of q, k, v or an output
-    r = w.batch * w.heads * checked_rows * w.head_dim     # elements of the rows checked
-    out = n * w.element_bytes
+    checked = accuracy_rows(w.queries, w.seq_len)
+    r = w.batch * w.heads * checked * w.head_dim          # elements of the rows checked
+    out = w.output_bytes
     fp64_diffs = r * w.element_bytes + 3 * 8 * r           # the rows picked from out, .double(), difference, abs()
     resident = out
-    phases = [forward_bytes(w, scratch_bytes), fp64_diffs]
+    phases = [forward_bytes(w, scratch_bytes), fp64_diffs, setup_bytes]
     if not inputs_ready:
-        resident += 3 * out + (2 * w.seq_len**2 if w.causal or w.mask != "flag" else 0)  # q, k, v and the masks
-        resident += w.seq_len**2 * w.element_bytes if w.mask == "bias" else 0
+        masks = 2 * w.mask_elements if w.causal or w.mask != "flag" else 0  # allowed and hidden, bool
+        resident += w.q_bytes + w.kv_bytes + masks + (w.mask_elements * w.element_bytes if w.mask == "bias" else 0)
     if w.training:  # the output's gradient, q, k, v copies that require grad and their gradients; the fp64
         # reference's gradients kept, its backward's row blocks (the chunk) and the plain one's in the dtype
-        resident += out + 2 * 3 * out + 3 * 8 * n
-        phases.append(3 * n * w.element_bytes + REFERENCE_CHUNK_BYTES)
+        inputs = w.q_bytes + w.kv_bytes
+        resident += out + 2 * inputs + 8 // w.element_bytes * inputs
+        phases.append(inputs + REFERENCE_CHUNK_BYTES)
     if not reference_ready:
         resident += 8 * r                                  # the fp64 reference rows, kept for B
-        phases.append(_attention_slice_bytes(w, 8, checked_rows))
-        naive = r * w.element_bytes + _attention_slice_bytes(w, w.element_bytes, checked_rows)
+        phases.append(_attention_slice_bytes(w, 8, checked))
+        naive = r * w.element_bytes + _attention_slice_bytes(w, w.element_bytes, checked)
         phases.append(max(naive, r * w.element_bytes + fp64_diffs))
     return int((resident + max(phases)) * 1.05) + fixed_bytes(w.device, compiled)
 
@@ -164,19 +164,19 @@ _MID_TIMED_CALLS = {"cpu": 20, "cuda": 110}  # 1 to 10 ms on a GPU: back-to-back
 _TIMING_S = {"cpu": 0.5, "cuda": 0.1}
 
 
-def _forward_seconds(w: Workload, variant, cost: DeviceCost) -> float:
+def _forward_seconds(w: Workload, variant, cost: DeviceCost, env) -> float:
     """One call of `variant` (a Variant) on `w`: fused, SDPA's math path, or naive ops in the dtype; a training
-    call (forward and backward) 3.5 forwards. A dense mask is priced as no mask: the kernel computes every tile."""
-    full_flops = 4.0 * w.batch * w.heads * w.seq_len**2 * w.head_dim
-    score_elements = w.batch * w.heads * w.seq_len**2
-    step = 3.5 if w.training else 1.0
-    flops = w.flops if w.mask == "flag" else full_flops
+    call (forward and backward) as the pass's FLOP factor says. A dense mask is priced as no mask: the kernel
+    computes every tile."""
+    score_elements = w.score_elements
+    step = PASS_FLOPS["fwd+bwd"] if w.training else 1.0
+    flops = w.flops if w.mask == "flag" or variant.sparse else w.dense_flops
     # fused: never writes S×S (unless its scratch says it takes the math path: SDPA auto on rank 3 before 2.14)
-    if variant.fused and variant.scratch_bytes(w) < w.scores_bytes(element_bytes=4):
-        return step * (flops / cost.fused_flops_per_s + score_elements * (flops / full_flops) * cost.fused_score_s)
+    if variant.fused and variant.scratch_bytes(w, env) < w.scores_bytes(element_bytes=4):
+        return step * (flops / cost.fused_flops_per_s + score_elements * (flops / w.dense_flops) * cost.fused_score_s)
     if variant.sdpa_backend is not None:  # SDPA's math path: upcasts to fp32, more passes
-        return step * (full_flops / cost.gemm_flops_per_s["fp32"] + score_elements * cost.math_score_s)
-    return step * (full_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype])
+        return step * (w.dense_flops / cost.gemm_flops_per_s["fp32"] + score_elements * cost.math_score_s)
+    return step * (w.dense_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype])
 
 
 class CompileClock:
@@ -204,8 +204,8 @@ class CompileClock:
 compile_clock = CompileClock()
 
 
-def _measure_seconds(w: Workload, variant, cost: DeviceCost) -> float:
-    forward = _forward_seconds(w, variant, cost)
+def _measure_seconds(w: Workload, variant, cost: DeviceCost, env) -> float:
+    forward = _forward_seconds(w, variant, cost, env)
     compile_s = cost.compile_s if variant.compiled else 0.0
     if variant.jit_s:
         compile_s = variant.jit_s[0] + (variant.jit_s[1] if w.training else 0.0)
@@ -217,7 +217,7 @@ def _measure_seconds(w: Workload, variant, cost: DeviceCost) -> float:
 
 def _reference_seconds(w: Workload, cost: DeviceCost) -> float:
     """The fp64 reference and the naive computation in the workload's dtype (`measurement._accuracy`)."""
-    rows = accuracy_rows(w.seq_len)                          # query rows checked, against all S keys
+    rows = accuracy_rows(w.queries, w.seq_len)               # query rows checked, against all S keys
     full_flops = 4.0 * w.batch * w.heads * rows * w.seq_len * w.head_dim
     score_elements = w.batch * w.heads * rows * w.seq_len
     fp64 = full_flops / cost.fp64_flops_per_s + score_elements * cost.fp64_score_s
@@ -225,7 +225,7 @@ def _reference_seconds(w: Workload, cost: DeviceCost) -> float:
     if not w.training:
         return fp64 + naive
     # the gradients' reference: every row, a forward and the backward's four GEMMs, in fp64 and in the dtype
-    every_row = w.seq_len / rows
+    every_row = w.queries / rows
     return (fp64 + naive) * (1 + 3 * every_row)
 
 
@@ -268,22 +268,27 @@ def _device_cost(device: str, env) -> DeviceCost:
         fp64_flops_per_s=cost.fp64_flops_per_s * k, fp64_score_s=cost.fp64_score_s / k)
 
 
-def predicted_seconds(workload: Workload, variants, env=None, *, reference_ready: bool = False) -> float:
+def predicted_seconds(workload: Workload, variants, env=None, *, reference_ready: bool = False,
+                      reasons: dict[str, str | None] | None = None) -> float:
     """Wall time a live measurement of `variants` (Variants) on `workload` should take on `env`'s device: warm-up,
     timing and profiled window of each, plus the reference once (unless already computed). A variant that cannot
-    run there costs nothing: it is refused before its first call."""
+    run there (`reasons`, the plan's) costs nothing: it is refused before its first call."""
     cost = _device_cost(workload.device, env)
     total = 0.0 if reference_ready else _reference_seconds(workload, cost) + cost.per_comparison_s
+    if reasons is None and env is not None:
+        from attention_variants import reasons as why_not
+        reasons = why_not(variants, workload, env)
     for variant in variants:
-        if env is None or variant.supports(workload, env) is None:
-            total += _measure_seconds(workload, variant, cost)
+        if not (reasons or {}).get(variant.key):
+            total += _measure_seconds(workload, variant, cost, env)
     return total
 
 
-def check_time(workload: Workload, variants, env, budget_s: float, *, reference_ready: bool = False) -> float:
+def check_time(workload: Workload, variants, env, budget_s: float, *, reference_ready: bool = False,
+               reasons: dict[str, str | None] | None = None) -> float:
     """The predicted seconds of measuring `variants` on `workload`; a Refusal of kind "time" past `budget_s`."""
     variants = list(variants)
-    seconds = predicted_seconds(workload, variants, env, reference_ready=reference_ready)
+    seconds = predicted_seconds(workload, variants, env, reference_ready=reference_ready, reasons=reasons)
     if seconds > budget_s:
         names = " vs ".join(v.key for v in variants)
         speed = cpu_16bit_speed().get(workload.dtype, 1.0) if workload.device == "cpu" else 1.0
@@ -296,11 +301,11 @@ def check_time(workload: Workload, variants, env, budget_s: float, *, reference_
     return seconds
 
 
-def memory_refusal(variant, workload: Workload, available: int) -> Refusal | None:
+def memory_refusal(variant, workload: Workload, env, available: int) -> Refusal | None:
     """Why measuring `variant` (a Variant) on `workload` from nothing would not fit in `available` bytes, or None.
     The one memory rule: the plan of a comparison and each point of a sweep ask it."""
-    scratch = variant.scratch_bytes(workload)
-    needed = measure_bytes(workload, scratch, compiled=variant.compiled)
+    scratch = variant.scratch_bytes(workload, env)
+    needed = measure_bytes(workload, scratch, compiled=variant.compiled, setup_bytes=variant.setup_bytes(workload, env))
     if needed <= available:
         return None
     reference = reference_bytes(workload, scratch)

@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .cpu_paths import read_features
+
 # Dense datasheet peaks in TFLOP/s (tensor cores for fp16/bf16; plain FP32 on CUDA cores).
 # Only used to show "share of peak"; unknown GPUs simply show none.
 _PEAK_TFLOPS = {
@@ -39,6 +41,7 @@ class Environment:
     total_memory_bytes: int | None
     peak_tflops: dict[str, float] | None
     cpu_threads: int | None = None   # torch's intra-op threads: CPU kernels split their work by them
+    cpu_features: tuple[str, ...] | None = None  # a CPU run's instruction flags that pick PyTorch's paths (cpu_paths)
 
     @property
     def torch_release(self) -> tuple[int, int]:
@@ -73,8 +76,9 @@ class Environment:
     @classmethod
     def from_dict(cls, data: dict) -> "Environment":
         data = dict(data)
-        if data.get("compute_capability") is not None:
-            data["compute_capability"] = tuple(data["compute_capability"])
+        for key in ("compute_capability", "cpu_features"):
+            if data.get(key) is not None:
+                data[key] = tuple(data[key])
         return cls(**data)
 
 
@@ -117,4 +121,4 @@ def detect(device: str | None = None) -> Environment:
             total_memory_bytes=props.total_memory, peak_tflops=_peak_for(props.name), **common)
     return Environment(
         device="cpu", device_name=_cpu_name(), compute_capability=None, cuda_version=None,
-        cudnn_version=None, total_memory_bytes=None, peak_tflops=None, **common)
+        cudnn_version=None, total_memory_bytes=None, peak_tflops=None, cpu_features=read_features(), **common)

@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from attention_variants import Variant
+from attention_variants import Variant, reasons as why_not
 
 from . import capture, text, timing, trace as trace_mod
 from .accuracy import Reference
@@ -232,12 +232,12 @@ def _free(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def _prepare(subject: _Subject, progress: Progress) -> None:
-    """The variant's own check, its one-off setup, then the first call (PyTorch's refusals, compilation), its
-    accuracy against the fp64 reference (made once per workload), and warm-up."""
+def _prepare(subject: _Subject, reason: str | None, progress: Progress) -> None:
+    """The plan's answer to whether the variant can run here (`reason`), its one-off setup, then the first call
+    (PyTorch's refusals, compilation), its accuracy against the fp64 reference (made once per workload), and
+    warm-up."""
     variant, run = subject.variant, subject.run
-    workload, env = run.workload, run.environment
-    reason = variant.supports(workload, env)
+    workload = run.workload
     if reason:
         run.status, run.reason = UNSUPPORTED, reason
         return
@@ -330,21 +330,23 @@ def _guarded(subject: _Subject, step: Callable[[], None]) -> None:
 
 def measure_runs(variants: list[Variant], workload: Workload, *, env: Environment | None = None,
                  trace_dir: str | Path | None = None, progress: Progress = _no_progress,
-                 guard: Guard | None = None, labels: list[str] | None = None) -> list[Run]:
+                 guard: Guard | None = None, labels: list[str] | None = None,
+                 reasons: dict[str, str | None] | None = None) -> list[Run]:
     """Measure `variants` on the same inputs as one session, under the process-wide lock: each prepared in turn
     (compiled ones last), then timed in interleaved rounds, their host figures taken, and each profiled. A variant
-    that cannot run comes back with status "unsupported" and the reason; once `guard` stops it, the runs not yet
-    done come back "stopped" with what they had measured. Whether the request fits in memory and time is the
-    plan's to decide before this is called (`session.plan`)."""
+    that cannot run (`reasons`: the plan's, by key) comes back with status "unsupported" and the reason; once
+    `guard` stops it, the runs not yet done come back "stopped" with what they had measured. Whether the request
+    fits in memory and time is the plan's to decide before this is called (`session.plan`)."""
     if workload.device == "cuda" and not torch.cuda.is_available():
         raise Refusal("device", "cuda", "no CUDA GPU is visible to this process")
     env = env or detect(workload.device)
+    reasons = reasons if reasons is not None else why_not(variants, workload, env)
     guard = guard or Guard()
     session = uuid.uuid4().hex[:12]
     with _LOCK:
         started = time.perf_counter()
         subjects = [_Subject(v, Run(variant=v.key, workload=workload, environment=env, session=session,
-                                    estimated_extra_bytes=forward_bytes(workload, v.scratch_bytes(workload))))
+                                    estimated_extra_bytes=forward_bytes(workload, v.scratch_bytes(workload, env))))
                     for v in variants]
         n = len(subjects)
         names = [f"{label} · " if label else "" for label in (labels or [""] * n)]
@@ -357,7 +359,7 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
         try:
             for i, s in sorted(enumerate(subjects), key=lambda e: e[1].variant.compiled):
                 guard.check()
-                _guarded(s, lambda s=s, i=i: _prepare(s, step_progress(i, "prepare")))
+                _guarded(s, lambda s=s, i=i: _prepare(s, reasons.get(s.variant.key), step_progress(i, "prepare")))
             going = [s for s in subjects if s.going]
             compiled_before, mark = _compiled_before(), other_work.mark()
             for s in going:

@@ -44,14 +44,14 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
     """Measure every variant on every workload, each workload one session (the variants' timings interleaved, the
     compiled ones prepared last); keep each run and its gzipped Chrome trace."""
     from attention_variants import VARIANTS
-    from .measurement import measure_runs
+    from .session import measure
 
     out_dir = Path(out_dir)
     (out_dir / "traces").mkdir(parents=True, exist_ok=True)
     runs = []
-    chosen = [VARIANTS[k] for k in (variants or VARIANTS)]
+    keys = list(variants or VARIANTS)
     for workload in workloads:
-        for run in measure_runs(chosen, workload, trace_dir=out_dir / "raw"):
+        for run in measure(workload, keys, trace_dir=out_dir / "raw"):
             if run.trace_path:
                 target = out_dir / "traces" / (Path(run.trace_path).name + ".gz")
                 with open(run.trace_path, "rb") as src, gzip.open(target, "wb") as dst:
@@ -85,16 +85,14 @@ def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print) -> list[S
     import time
 
     from attention_variants import VARIANTS
-    from .environment import detect
-    from .sweep import run_sweep
+    from .session import sweep_all
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sweeps = []
     for base, keys, lengths in families:
         t0 = time.perf_counter()
-        variants = [VARIANTS[k] for k in (keys or VARIANTS)]
-        result = run_sweep(variants, base.replace(seq_len=lengths[0]), lengths, detect(base.device),
+        result = sweep_all(base, keys or list(VARIANTS), lengths,
                            progress=lambda f, m: progress(f"{time.perf_counter() - t0:6.1f} s  {m}")
                            if m.endswith(": done") or m.startswith("predicted") else None)
         progress(f"{base.family()}: {len(result.runs)} points in {time.perf_counter() - t0:.0f} s")

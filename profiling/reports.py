@@ -334,6 +334,12 @@ def present_markdown(explanation: Explanation) -> str:
                        + [f"{i + 1}. {_md(n.title)}" for i, n in enumerate(explanation.notes[:TOP])])
 
 
+def refusal_markdown(refusal) -> str:
+    """What Run would refuse, as the page flags it: the core's one line, every character Markdown or HTML would read
+    as markup escaped (it quotes the client's value)."""
+    return f"⚠️ {_md(str(refusal))}"
+
+
 def side_notes_markdown(explanation: Explanation, side: str) -> str:
     """The notes about one side ('a' or 'b') that are not among the top ones, folded."""
     rest = [n for n in explanation.notes[TOP:] if n.side == side]

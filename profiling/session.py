@@ -7,10 +7,10 @@ or replay the recording, explain once, and return one `Answer` shape: the reques
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
-from attention_variants import VARIANTS, Variant
+from attention_variants import VARIANTS, Variant, reasons as why_not
 
 from .budget import available_bytes, check_time, memory_refusal, predicted_seconds
 from .environment import Environment, detect
@@ -18,8 +18,8 @@ from .explain import Explanation, explain, explain_sweep
 from .measurement import Guard, Progress, measure_runs
 from .replay import find_recorded, find_recorded_sweep, recorded_runs, recorded_sweeps, unrecorded_message
 from .request import LIVE, MAX_LENGTHS, Request
-from .results import Comparison, Sweep
-from .sweep import run_sweep
+from .results import Comparison, Run, Sweep
+from .sweep import fitting, run_sweep
 from .workload import Refusal, Workload, spec_of
 
 FIRST_LENGTH = 128
@@ -42,6 +42,8 @@ class Plan:
     lengths: tuple[int, ...] | None = None     # a sweep's
     predicted_s: float | None = None           # a live request's wall time (a sweep's: its first length)
     budget_s: float | None = None
+    reasons: dict[str, str | None] = field(default_factory=dict)  # live: why each variant cannot run here (None:
+                                                                  # it can), decided once, read by all that follow
 
 
 @dataclass
@@ -89,17 +91,45 @@ def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False
     lengths = None
     if sweep:
         lengths = request.seq_lens or default_lengths(variants, w, env, budget_s)
-        if w.window and lengths[0] < w.window:
-            raise Refusal("seq_lens", lengths[0], f"each length must be at least the window W={w.window}")
+        for s in lengths:  # every length must make a workload with the other fields (a window, a query length)
+            try:
+                w.replace(seq_len=s)
+            except Refusal as error:
+                raise Refusal("seq_lens", s, f"at S={s}: {error.limit}") from None
         w = w.replace(seq_len=lengths[0])
+    reasons = why_not(variants, w, env)
     free = available_bytes(w.device)
     for v in variants:
-        refusal = memory_refusal(v, w, free) if v.supports(w, env) is None else None
+        refusal = memory_refusal(v, w, env, free) if reasons[v.key] is None else None
         if refusal and not sweep:  # a sweep keeps a point that does not fit as data
             raise refusal
-    predicted = check_time(w, variants, env, budget_s) if budget_s is not None else \
-        predicted_seconds(w, variants, env)
-    return Plan(request, variants, env, lengths, predicted, budget_s)
+    predicted = check_time(w, variants, env, budget_s, reasons=reasons) if budget_s is not None else \
+        predicted_seconds(w, variants, env, reasons=reasons)
+    return Plan(request, variants, env, lengths, predicted, budget_s, reasons)
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What the page shows as the controls change, before anything runs: the request the values make (None when
+    they make none), why it could not be served as it stands (a Refusal of any kind: a bad field, memory, time, a
+    workload the recording lacks), and for a live one why each variant could not run here (None: it can)."""
+    request: Request | None
+    refusal: Refusal | None
+    reasons: dict[str, str | None]
+
+
+def preview(values, live_device: str, *, budget_s: float | None = None, sweep: bool = False,
+            seq_lens: str | None = None) -> Preview:
+    """`plan`, asked as the controls change: never raises, says what would happen on Run."""
+    try:
+        request = Request.from_values(values, live_device, seq_lens)
+    except Refusal as error:
+        return Preview(None, error, {})
+    try:
+        p = plan(request, budget_s=budget_s, sweep=sweep)
+    except Refusal as error:
+        return Preview(request, error, {})
+    return Preview(request, None, p.reasons)
 
 
 def default_lengths(variants, base: Workload, env: Environment, budget_s: float | None) -> tuple[int, ...]:
@@ -116,7 +146,7 @@ def default_lengths(variants, base: Workload, env: Environment, budget_s: float 
         w = base.replace(seq_len=s)
         if budget_s is not None and predicted_seconds(w, bounding, env) > budget_s:
             break
-        if all(memory_refusal(v, w, free) for v in bounding):
+        if all(memory_refusal(v, w, env, free) for v in bounding):
             break
         lengths.append(s)
         s *= 2
@@ -130,7 +160,8 @@ def compare(request: Request, *, budget_s: float | None = None, progress: Progre
     p = plan(request, budget_s=budget_s)
     if request.live:
         runs = measure_runs(list(p.variants), request.workload, env=p.environment, trace_dir=trace_dir,
-                            progress=progress, guard=Guard.within(budget_s, cancelled), labels=["A", "B"])
+                            progress=progress, guard=Guard.within(budget_s, cancelled), labels=["A", "B"],
+                            reasons=p.reasons)
         comparison = Comparison(*runs)
     else:
         comparison = Comparison(*(find_recorded(request.source, key, request.workload)
@@ -151,4 +182,28 @@ def sweep(request: Request, *, budget_s: float | None = None, progress: Progress
     return Answer(request, result, explain_sweep(result))
 
 
-__all__ = ["LIVE", "Answer", "Plan", "Refusal", "Request", "compare", "plan", "sweep"]
+def measure(workload: Workload, keys, *, trace_dir=None, progress: Progress = _no_progress) -> list[Run]:
+    """The door of the recordings and the benches: every variant of `keys` on `workload`, measured live as one
+    session (their timings interleaved), each planned as a request is: one that cannot run, or does not fit the
+    memory free now, comes back as a run saying so, without a byte allocated for it. No time budget: a recording
+    runs as long as it needs."""
+    env = detect(workload.device)
+    variants = [VARIANTS[k] for k in keys]
+    reasons = why_not(variants, workload, env)
+    going, refused = fitting(variants, workload, env, available_bytes(workload.device), reasons)
+    runs = {r.variant: r for r in refused}
+    if going:
+        runs |= {r.variant: r for r in measure_runs(going, workload, env=env, trace_dir=trace_dir,
+                                                    progress=progress, reasons=reasons)}
+    return [runs[k] for k in keys]
+
+
+def sweep_all(base: Workload, keys, lengths, *, progress: Progress = _no_progress) -> Sweep:
+    """The door of recorded sweeps: every variant of `keys` over `lengths`, each point planned for memory as a
+    sweep's are (a point that does not fit is kept as such and stops that variant)."""
+    return run_sweep([VARIANTS[k] for k in keys], base.replace(seq_len=lengths[0]), list(lengths),
+                     detect(base.device), progress=progress)
+
+
+__all__ = ["LIVE", "Answer", "Plan", "Preview", "Refusal", "Request", "compare", "measure", "plan", "preview", "sweep",
+           "sweep_all"]

@@ -27,6 +27,24 @@ def _no_progress(fraction: float, message: str) -> None:
     pass
 
 
+def fitting(variants: list[Variant], workload: Workload, env: Environment, free: int,
+            reasons: dict[str, str | None] | None = None) -> tuple[list[Variant], list[Run]]:
+    """The variants whose measurement of `workload` fits in `free` bytes, and for each that does not, a run saying
+    so (needed against available, the fp64 check's part) with nothing allocated. One that cannot run at all
+    (`reasons`) is not priced: measurement says why."""
+    fit, refused = [], []
+    for v in variants:
+        refusal = memory_refusal(v, workload, env, free) if not (reasons or {}).get(v.key) else None
+        if refusal is None:
+            fit.append(v)
+            continue
+        scratch = v.scratch_bytes(workload, env)
+        refused.append(Run(v.key, workload, env, status=DOES_NOT_FIT, reason=refusal.limit,
+                           estimated_extra_bytes=forward_bytes(workload, scratch), needed_bytes=refusal.needed,
+                           available_bytes=refusal.available, reference_bytes=reference_bytes(workload, scratch)))
+    return fit, refused
+
+
 def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: Environment, *,
               progress: Progress = _no_progress, guard: Guard | None = None) -> Sweep:
     """Every variant at every length, shortest first, each length one session."""
@@ -41,24 +59,14 @@ def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: 
         going = [v for v in variants if v.key not in stopped]
         if not going:
             break
-        free = available_bytes(workload.device)
-        fitting = []
-        for v in going:
-            refusal = memory_refusal(v, workload, free)
-            if refusal is None:
-                fitting.append(v)
-                continue
-            scratch = v.scratch_bytes(workload)
-            result.runs.append(Run(v.key, workload, env, status=DOES_NOT_FIT, reason=refusal.limit,
-                                   estimated_extra_bytes=forward_bytes(workload, scratch),
-                                   needed_bytes=refusal.needed, available_bytes=refusal.available,
-                                   reference_bytes=reference_bytes(workload, scratch)))
-            stopped.add(v.key)
-            done += 1
+        fit, refused = fitting(going, workload, env, available_bytes(workload.device))
+        result.runs += refused
+        stopped |= {r.variant for r in refused}
+        done += len(refused)
         try:
             guard.check()
             left = guard.left_s()
-            ahead = sum(_predict_s(result, v.key, s) or 0.0 for v in fitting)
+            ahead = sum(_predict_s(result, v.key, s) or 0.0 for v in fit)
             if left is not None and ahead > left:
                 result.stopped = (f"time budget: S={s:,} would take about {ahead:.0f} s, {max(0.0, left):.0f} s of "
                                   f"{guard.budget_s:.0f} s left")
@@ -66,9 +74,9 @@ def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: 
         except Stopped as stop:
             result.stopped = f"{stop} after {done} of {total} points"
             break
-        if fitting:
-            runs = measure_runs(fitting, workload, env=env, guard=guard,
-                                progress=lambda f, m: progress((done + f * len(fitting)) / total, f"S={s:,} · {m}"))
+        if fit:
+            runs = measure_runs(fit, workload, env=env, guard=guard,
+                                progress=lambda f, m: progress((done + f * len(fit)) / total, f"S={s:,} · {m}"))
             for run in runs:
                 result.runs.append(run.light())
                 if run.stops:

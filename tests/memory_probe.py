@@ -12,7 +12,10 @@ import sys
 
 from profiling import measurement
 from profiling.budget import forward_bytes, measure_bytes
+from profiling.environment import detect
 from profiling.workload import Workload
+
+ENV = detect("cpu")
 from attention_variants import get_variant
 
 
@@ -29,14 +32,15 @@ def main(a: str, b: str, batch: str, heads: str, seq: str, head_dim: str, dtype:
     rows = []
     for key, ready in ((a, False), (b, True)):
         variant = get_variant(key)
-        estimate = measure_bytes(w, variant.scratch_bytes(w), inputs_ready=ready, reference_ready=ready)
+        estimate = measure_bytes(w, variant.scratch_bytes(w, ENV), inputs_ready=ready, reference_ready=ready,
+                                 setup_bytes=variant.setup_bytes(w, ENV))
         before = status("VmRSS")
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # resets VmHWM to the current resident size
         (run,) = measurement.measure_runs([variant], w)
         rows.append({"variant": key, "ready": ready, "status": run.status, "grew": status("VmHWM") - before,
                      "estimate": estimate, "forward_peak": run.peak_extra_bytes,
-                     "forward_estimate": forward_bytes(w, variant.scratch_bytes(w))})
+                     "forward_estimate": forward_bytes(w, variant.scratch_bytes(w, ENV))})
     print(json.dumps(rows))
 
 

@@ -161,7 +161,7 @@ def _sleepy_pin_variant(calls: list) -> Variant:
         calls.append(1)
         return x.q.clone()
 
-    return SleepyPin("pinned_probe", "probe", forward, lambda w: 0, sdpa_backend="MATH")
+    return SleepyPin("pinned_probe", "probe", forward, lambda w, env: 0, sdpa_backend="MATH")
 
 
 def test_a_pinned_call_is_timed_without_its_pin_and_the_pin_is_costed_apart():
@@ -206,7 +206,7 @@ def test_a_cancel_during_timing_keeps_the_samples_taken():
     def cancel_after_ten() -> bool:
         return len(calls) > 10
 
-    slow = Variant("slow", "Slow", lambda x: (calls.append(1), time.sleep(0.002), x.q.clone())[-1], lambda w: 0)
+    slow = Variant("slow", "Slow", lambda x: (calls.append(1), time.sleep(0.002), x.q.clone())[-1], lambda w, env: 0)
     (run,) = measure_runs([slow], small(), guard=Guard(cancelled=cancel_after_ten))
     assert run.status == "stopped" and "cancelled" in run.reason
     assert run.timing is not None and 0 < run.timing.samples < 20  # stopped inside the timing rounds
@@ -232,7 +232,7 @@ def test_other_work_during_timing_marks_the_run():
 def test_out_of_memory_is_a_result_and_the_next_run_works():
     def out_of_memory(inputs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB")
-    run = measure(Variant("oom", "OOM", out_of_memory, lambda w: 0), small(seq_len=32))
+    run = measure(Variant("oom", "OOM", out_of_memory, lambda w, env: 0), small(seq_len=32))
     assert run.status == "out of memory" and "out of memory" in run.reason and run.stops
     assert measure("naive", small(seq_len=32)).ok
 
@@ -240,15 +240,15 @@ def test_out_of_memory_is_a_result_and_the_next_run_works():
 def test_a_variant_that_raises_is_a_result_not_a_crash():
     def fails(inputs):
         raise ValueError("this variant is broken")
-    run = measure(Variant("broken", "Broken", fails, lambda w: 0), small(seq_len=32))
+    run = measure(Variant("broken", "Broken", fails, lambda w, env: 0), small(seq_len=32))
     assert run.status == "error" and "this variant is broken" in run.reason and not run.stops
 
 
 def test_accuracy_at_large_s_checks_a_sample_of_rows_with_bounded_memory():
-    rows = accuracy.checked_rows(131072)
+    rows = accuracy.checked_rows(131072, 131072)
     assert rows is not None and 64 <= len(rows) <= 256 and {0, 131071} <= set(rows.tolist())
     assert len(rows) * 131072 * 8 <= budget.REFERENCE_CHUNK_BYTES  # one slice of fp64 scores
-    assert accuracy.checked_rows(1024) is None                      # small S: every row
+    assert accuracy.checked_rows(1024, 1024) is None                      # small S: every row
     x = small(seq_len=256).make_inputs()
     picked = torch.tensor([0, 7, 100, 255])
     full = accuracy.attention(x, torch.float64, None)

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_variants import VARIANTS, sdpa
+from attention_variants import VARIANTS
 from profiling import budget
-from profiling.replay import recorded_runs
+from profiling.replay import recorded_runs, recorded_sweeps
 from profiling.budget import available_bytes, forward_bytes
+from profiling.environment import detect
 from profiling.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,13 +69,34 @@ def test_the_estimate_is_not_loose_where_s_squared_rules(probed):
             assert row["estimate"] <= 2 * row["grew"] + slack, row
 
 
-@pytest.mark.parametrize("run", [r for r in recorded_runs("h200-torch2.11") if r.peak_extra_bytes is not None],
-                         ids=lambda r: f"{r.variant}-{r.workload.words()}")
-def test_the_forward_estimate_bounds_the_recorded_h200_peak(run, monkeypatch):
-    # the estimate of the recording's torch (rank-3 SDPA auto runs math before 2.14), not of this one
-    monkeypatch.setattr(sdpa, "torch_release", lambda: run.environment.torch_release)
-    variant = VARIANTS[run.variant]
-    assert forward_bytes(run.workload, variant.scratch_bytes(run.workload)) >= run.peak_extra_bytes
+RECORDED_PEAKS = [r for r in recorded_runs("h200-torch2.11") if r.peak_extra_bytes is not None] + \
+    [r for s in recorded_sweeps("h200-torch2.11") for r in s.runs if r.ok and r.peak_extra_bytes is not None]
+
+
+def test_the_forward_estimate_bounds_every_recorded_h200_peak_within_twice():
+    """Every recorded forward (matrix and sweeps): estimate >= peak, and no more than twice it, so a run that fits is
+    not refused. The rules are keyed by the run's own environment (rank-3 SDPA auto takes math on the recording's
+    torch 2.11, whatever this process runs). The worst ratio per variant is printed."""
+    worst: dict[str, float] = {}
+    for run in RECORDED_PEAKS:
+        estimate = forward_bytes(run.workload, VARIANTS[run.variant].scratch_bytes(run.workload, run.environment))
+        where = f"{run.variant} · {run.workload.words()}: estimate {estimate:,} B, peak {run.peak_extra_bytes:,} B"
+        assert run.peak_extra_bytes <= estimate <= 2 * run.peak_extra_bytes, where
+        worst[run.variant] = max(worst.get(run.variant, 0.0), estimate / run.peak_extra_bytes)
+    print("\nworst estimate/peak per variant:", {k: round(v, 2) for k, v in sorted(worst.items())})
+    assert len(RECORDED_PEAKS) > 200 and len(worst) >= 8
+
+
+def test_a_block_mask_build_is_a_phase_of_the_measurement_not_of_the_call():
+    """flex's create_block_mask runs in setup, before the call: the issue's 1×8×65,536×128 window of 4,096 was
+    estimated at 36,998 MiB per call and peaked at 132 MiB; the build (10 bytes a query-key pair) is its own phase."""
+    from attention_variants import flex
+    w = Workload(batch=1, heads=8, seq_len=65536, head_dim=128, mask="window", window=4096)
+    env = recorded_runs("h200-torch2.11")[0].environment
+    call = forward_bytes(w, flex.FLEX.scratch_bytes(w, env))
+    assert call <= 2 * 132 * 2**20 and flex.FLEX.setup_bytes(w, env) == 65536**2 * 10
+    assert budget.measure_bytes(w, flex.FLEX.scratch_bytes(w, env), setup_bytes=flex.FLEX.setup_bytes(w, env)) \
+        >= 10 * 65536**2
 
 
 def test_a_gpu_counts_cached_unused_blocks_as_free(monkeypatch):
@@ -89,5 +111,5 @@ def test_the_issue_s_largest_accepted_request_is_priced_at_its_real_peak():
     """naive, S=46459, B=H=D=1 peaked near 17.6 B·S² (~35 GiB) when the fp64 check held whole S×S slices;
     it now samples rows, and the estimate still counts naive's own two fp32 score matrices."""
     w = Workload(batch=1, heads=1, seq_len=46459, head_dim=1, dtype="fp32", device="cpu")
-    needed = budget.measure_bytes(w, VARIANTS["naive"].scratch_bytes(w))
+    needed = budget.measure_bytes(w, VARIANTS["naive"].scratch_bytes(w, detect("cpu")))
     assert needed >= 8 * w.seq_len**2  # naive's own two fp32 score matrices; the fp64 check samples rows now

@@ -84,7 +84,7 @@ def test_a_recording_is_read_back_as_written_with_todays_memory_model(tmp_path):
     back = replay.load_recorded(tmp_path)
     for measured, loaded in zip(made, back):
         assert dataclasses.replace(loaded, trace_path=measured.trace_path) == measured
-        assert loaded.estimated_extra_bytes == forward_bytes(TINY, VARIANTS[loaded.variant].scratch_bytes(TINY))
+        assert loaded.estimated_extra_bytes == forward_bytes(TINY, VARIANTS[loaded.variant].scratch_bytes(TINY, loaded.environment))
         if measured.ok:
             assert measured.trace_path == f"traces/{Path(loaded.trace_path).name}"
             assert Path(loaded.trace_path) == tmp_path / measured.trace_path and loaded.trace_path.endswith(".json.gz")

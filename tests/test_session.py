@@ -140,7 +140,7 @@ def test_a_cancelled_live_comparison_stops_and_keeps_what_it_measured():
 def test_a_live_sweep_has_a_run_per_length_per_variant_and_refuses_what_does_not_fit(monkeypatch):
     request = live("naive", "sdpa_flash", seq_lens=(64, 128, 2048), head_dim=16, heads=1)
     at = {s: request.workload.replace(seq_len=s) for s in (128, 2048)}
-    need = {s: max(budget.measure_bytes(w, VARIANTS[k].scratch_bytes(w)) for k in ("naive", "sdpa_flash"))
+    need = {s: max(budget.measure_bytes(w, VARIANTS[k].scratch_bytes(w, CPU)) for k in ("naive", "sdpa_flash"))
             for s, w in at.items()}
     free = (need[128] + need[2048]) // 2  # room for S=128, not for S=2048 (the fp64 check alone needs more)
     from profiling import sweep as sweep_mod

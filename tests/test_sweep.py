@@ -103,10 +103,10 @@ def test_a_point_that_does_not_fit_is_refused_before_allocating_with_the_models_
     grows 256 S×S matrices faster stands in for the real one: the memory rule and the sweep are the real ones."""
     calls = []
     real = VARIANTS["naive"]
-    big = dataclasses.replace(real, scratch_bytes=lambda w: real.scratch_bytes(w) + 256 * w.scores_bytes(),
+    big = dataclasses.replace(real, scratch_bytes=lambda w, env: real.scratch_bytes(w, env) + 256 * w.scores_bytes(),
                               forward=lambda x: calls.append(x.workload.seq_len) or real.forward(x))
     flash = VARIANTS["sdpa_flash"]
-    need = {(v.key, s): budget.measure_bytes(SMALL.replace(seq_len=s), v.scratch_bytes(SMALL.replace(seq_len=s)))
+    need = {(v.key, s): budget.measure_bytes(SMALL.replace(seq_len=s), v.scratch_bytes(SMALL.replace(seq_len=s), CPU))
             for v in (big, flash) for s in (64, 256, 512)}
     free = (need["naive", 64] + need["naive", 256]) // 2
     assert need["naive", 64] < free < need["naive", 256] and need["sdpa_flash", 512] <= free  # as planned
@@ -118,10 +118,10 @@ def test_a_point_that_does_not_fit_is_refused_before_allocating_with_the_models_
     assert [r.status for r in result.of("sdpa_flash")] == ["ok"] * 3
     assert set(calls) == {64}  # nothing of naive ran at 256
     refused, w = naive[1], SMALL.replace(seq_len=256)
-    scratch = big.scratch_bytes(w)
+    scratch = big.scratch_bytes(w, CPU)
     assert refused.needed_bytes == need["naive", 256] and refused.available_bytes == free == result.available_bytes
     assert refused.reference_bytes == budget.reference_bytes(w, scratch) < refused.needed_bytes
-    assert refused.reason == budget.memory_refusal(big, w, free).limit
+    assert refused.reason == budget.memory_refusal(big, w, CPU, free).limit
     assert text.size(refused.needed_bytes) in refused.reason
     assert refused.timing is None and refused.peak_extra_bytes is None and refused.session is None and refused.stops
     (stop,) = stops_fitting(result)
@@ -223,11 +223,11 @@ def test_default_lengths_are_powers_of_two_up_to_what_the_bounding_variants_fit_
         assert lengths[0] == session.FIRST_LENGTH and all(b == 2 * a for a, b in zip(lengths, lengths[1:]))
         for s in lengths:  # each fits for some bounding variant, within the budget
             w = base.replace(seq_len=s)
-            assert not all(budget.memory_refusal(v, w, session.available_bytes(w.device)) for v in bounding)
+            assert not all(budget.memory_refusal(v, w, CPU, session.available_bytes(w.device)) for v in bounding)
             assert budget_s is None or budget.predicted_seconds(w, bounding, env) <= budget_s
         after = base.replace(seq_len=min(2 * lengths[-1], high))
         assert (2 * lengths[-1] > high or len(lengths) == MAX_LENGTHS
-                or all(budget.memory_refusal(v, after, session.available_bytes(after.device)) for v in bounding)
+                or all(budget.memory_refusal(v, after, CPU, session.available_bytes(after.device)) for v in bounding)
                 or (budget_s is not None and budget.predicted_seconds(after, bounding, env) > budget_s))
         return lengths
 
