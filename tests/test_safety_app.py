@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import secrets
 import socket
@@ -30,7 +31,7 @@ from profiling.recording import find_recorded
 from profiling.request import KEYS, Request
 from profiling.results import Comparison
 from profiling.workload import Workload
-from serving import ResultStore
+from serving import MAX_NESTING, ResultStore
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDING = "h200-torch2.11"
@@ -400,9 +401,60 @@ def test_an_unknown_parameter_of_a_named_call_is_a_422_naming_it(app_url, capfd,
     assert answer.status_code == 422 and "bogus" in answer.json()["detail"]
     assert httpx.post(app_url + "gradio_api/call/v2/compare", json=LIVE, timeout=30).status_code == 422  # a list
     no_traceback(capfd, caplog)
-    assert len(refusals_logged(caplog)) == 1
+    assert len(refusals_logged(caplog)) == 2  # one line each
     good = httpx.post(app_url + "gradio_api/call/v2/replay", json=dict(zip(KEYS, REPLAY)), timeout=30)
     assert good.status_code == 200 and "event_id" in good.json()  # by name, every parameter it takes: joined
+
+
+def hostile_bodies(index: int) -> dict[str, bytes]:
+    """Bodies no client of this app sends, each for an event that exists (`index`) where it names one."""
+    def body(**fields) -> bytes:
+        return json.dumps({"data": LIVE, "fn_index": index, "session_hash": "hostile", **fields}).encode()
+    deep_lists, deep_dicts = b"[" * 1000 + b"]" * 1000, b'{"a": ' * 1000 + b"1" + b"}" * 1000  # 2 KB and 6 KB
+    return {
+        "lists 1,000 deep": b'{"data": [' + deep_lists + b'], "fn_index": 0}',
+        "dicts 1,000 deep": b'{"data": [' + deep_dicts + b']}',
+        "lists 5,000 deep at the top": b"[" * 5000 + b"]" * 5000,
+        "a body 17 deep": body(data=[json.loads(b"[" * (MAX_NESTING - 1) + b"]" * (MAX_NESTING - 1))]),
+        "a number of 10^6 digits": b'{"data": [' + b"9" * 10**6 + b"]}",
+        "a number of 5,000 digits": b'{"data": [' + b"9" * 5000 + b"]}",
+        "invalid UTF-8": b'{"data": ["\xff\xfe"], "session_hash": "\xc3"}',
+        "not JSON": b'{"data": [',
+        "empty": b"",
+        "NaN at the top": b"NaN",
+        "NaN as fn_index": body(fn_index=math.nan),
+        "Infinity as session_hash": body(session_hash=math.inf),
+        "-Infinity as data": body(data=-math.inf),
+        "a top-level array": json.dumps([LIVE]).encode(),
+        "a top-level string": b'"compare"',
+        "fn_index as text": body(fn_index=str(index)),
+        "fn_index 1.5": body(fn_index=1.5),
+        "fn_index true": body(fn_index=True),
+        "fn_index a list": body(fn_index=[index]),
+        "session_hash a number": body(session_hash=7),
+        "session_hash a list": body(session_hash=["hostile"]),
+        "session_hash an object": body(session_hash={"a": 1}),
+        "data an object": body(data=dict(zip(KEYS, LIVE))),
+        "data a string": body(data="live"),
+        "data a number": body(data=14),
+        "data null": body(data=None),
+        "no data": json.dumps({"fn_index": index, "session_hash": "hostile"}).encode(),
+    }
+
+
+@pytest.mark.parametrize("route", ["/gradio_api/queue/join", "/gradio_api/call/compare", "/gradio_api/run/compare",
+                                   "/gradio_api/call/replay"])
+def test_a_malformed_nested_or_huge_body_is_a_4xx_in_one_log_line(app_url, route, capfd, caplog):
+    """json.loads in the guard overran the stack on a body nested 1,000 deep (a 500 and a 57-line traceback); what
+    gradio's own parser refused, it refused with no line in the log."""
+    with httpx.Client(base_url=app_url, timeout=30) as http:
+        for name, body in hostile_bodies(fn_index("compare")).items():
+            caplog.clear()
+            answer = http.post(route, content=body, headers={"content-type": "application/json"})
+            assert 400 <= answer.status_code < 500, (name, answer.status_code, answer.text[:200])
+            assert len(refusals_logged(caplog)) == 1, (name, refusals_logged(caplog))
+            assert len(answer.text) < 400, name  # one line: the body is not sent back
+    no_traceback(capfd, caplog)
 
 
 @pytest.mark.parametrize("route", ["gradio_api/call/compare/{id}", "gradio_api/call/v2/replay/{id}",
