@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -144,6 +147,46 @@ def test_progress_follows_the_phases_and_only_grows():
 def test_the_trace_is_kept_for_download(tmp_path):
     run = measure("sdpa_math", small(), trace_dir=tmp_path)
     assert run.trace_path.startswith(str(tmp_path)) and json.loads(open(run.trace_path).read())["traceEvents"]
+
+
+def test_the_trace_folder_prunes_past_a_dangling_link_and_a_trace_removed_meanwhile(tmp_path, monkeypatch):
+    """One dangling entry in the temporary folder made every later live run fail (pruning read each with stat()):
+    only the app's own traces go, oldest first; links are neither followed nor removed; what vanished is skipped."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(capture, "KEPT_TRACES", 2)
+    folder = tmp_path / f"attention_profiler_{os.getpid()}"
+    folder.mkdir()
+    traces = [folder / f"12000{i}_{i}_naive_B1H2S64D16_fp32_causal_r4.json" for i in range(4)]
+    for i, trace in enumerate(traces):
+        trace.write_text("{}")
+        os.utime(trace, (1000 + i, 1000 + i))
+    outside, mine = tmp_path / "outside.json", folder / "notes.json"
+    for path in (outside, mine):
+        path.write_text("{}")
+        os.utime(path, (0, 0))
+    dangling, linked = folder / "120009_9_naive_gone.json", folder / "120008_8_naive_link.json"
+    dangling.symlink_to(tmp_path / "missing.json")
+    linked.symlink_to(outside)
+    listed = os.scandir
+
+    class Listing(list):  # as os.scandir's answer: iterable, and a context manager
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def then_the_oldest_vanishes(path):
+        entries = Listing(listed(path))
+        traces[0].unlink(missing_ok=True)  # removed by someone else between the listing and its stat
+        return entries
+    with monkeypatch.context() as m:
+        m.setattr(os, "scandir", then_the_oldest_vanishes)
+        path = capture.trace_path("naive", small(), None)
+    assert path.parent == folder and path.name.endswith("_naive_B1H2S64D16_fp32_causal_r4.json")
+    assert not traces[1].exists() and traces[2].exists() and traces[3].exists()  # the newest two kept
+    assert dangling.is_symlink() and linked.is_symlink() and outside.exists() and mine.exists()
+    assert capture.trace_path("naive", small(), None).parent == folder  # and the next run too
 
 
 def _sleepy_pin_variant(calls: list) -> Variant:
