@@ -8,7 +8,6 @@ import itertools
 import os
 import re
 import stat
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -19,7 +18,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from attention_variants import Variant
 
-from . import trace as trace_mod
+from . import scratch, trace as trace_mod
 from .timing import sync
 from .workload import Inputs, Workload
 
@@ -89,7 +88,7 @@ def trace_path(key: str, w: Workload, trace_dir: str | Path | None) -> Path:
     if trace_dir:
         directory = Path(trace_dir)
     else:  # a long-running app must not fill the disk with traces nobody downloads
-        directory = Path(tempfile.gettempdir()) / f"attention_profiler_{os.getpid()}"
+        directory = scratch.process_folder()
         name = f"{time.strftime('%H%M%S')}_{next(_trace_counter)}_{name}"
         _prune(directory, KEPT_TRACES)
     directory.mkdir(parents=True, exist_ok=True)
@@ -102,7 +101,7 @@ def _prune(directory: Path, keep: int) -> None:
     or cannot be read or removed meanwhile is skipped (one of them made every later live run fail)."""
     try:
         entries = list(os.scandir(directory))
-    except OSError:  # not made yet
+    except OSError:  # removed meanwhile
         return
     aged = []
     for entry in entries:

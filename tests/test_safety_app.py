@@ -10,7 +10,10 @@ import json
 import math
 import os
 import secrets
+import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -331,9 +334,7 @@ def test_only_the_servers_own_folders_hold_servable_traces(tmp_path):
         assert handlers.served_trace(str(link)) is None
         assert not scratch.is_scratch_file(tmp_path / "x.json")
     finally:
-        link.unlink()
-        inside.unlink()
-        folder.rmdir()
+        shutil.rmtree(folder)  # its files and its lock
 
 
 def test_view_folders_made_from_many_threads_at_once_never_fail():
@@ -711,8 +712,6 @@ def test_literal_is_one_code_span_holding_the_text(text):
 
 # -- 7. temp folders of dead processes are removed at start-up --------------------------------------------------------
 def test_stale_scratch_folders_of_dead_processes_are_removed(tmp_path):
-    import subprocess
-    import sys
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     made = {name: tmp_path / name for name in (
@@ -737,3 +736,49 @@ def test_stale_scratch_folders_of_dead_processes_are_removed(tmp_path):
         assert made[name].exists(), name
     assert recent.exists()
     assert (ROOT / "app.py").exists()
+
+
+def holding_the_lock_of(folder: Path) -> subprocess.Popen:
+    """Another process that holds `folder`'s lock (as its owner does while it lives), once it has taken it."""
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fcntl.flock(os.open(sys.argv[1], os.O_RDWR | os.O_CREAT), fcntl.LOCK_EX)\n"
+                               "print('held', flush=True)\ntime.sleep(120)", str(folder / scratch.LOCK_NAME)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_a_folder_whose_lock_is_held_is_kept_whatever_its_pid_and_age_and_a_free_one_goes(tmp_path):
+    """Liveness by pid was wrong across PID namespaces sharing /tmp (a live process's folder under a pid dead here),
+    and a live folder idle for 5 minutes went too: every CLI command and each app start removed the others'."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    held, free = tmp_path / f"attention_profiler_{dead.pid}", tmp_path / f"attention_profiler_views_{os.getppid()}"
+    an_hour_ago = time.time() - 3600
+    for folder in (held, free):
+        folder.mkdir()
+        for path in (folder / "trace.json", folder / scratch.LOCK_NAME):
+            path.write_text("")
+            os.utime(path, (an_hour_ago, an_hour_ago))
+        os.utime(folder, (an_hour_ago, an_hour_ago))
+    holder = holding_the_lock_of(held)
+    try:
+        assert scratch.clean_stale_folders(tmp_path) == [free]  # a pid alive here names no owner: its lock is free
+        assert held.is_dir() and (held / "trace.json").exists() and not free.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert scratch.clean_stale_folders(tmp_path) == [held]  # its owner gone: the lock is free
+
+
+def test_the_folders_a_process_makes_are_locked_while_it_lives(tmp_path, monkeypatch):
+    """What another process's clean-up sees of this one's folders, even where its pid looks dead and they are old."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    views, traces = scratch.process_folder("views"), scratch.process_folder()
+    assert (views.name, traces.name) == (f"attention_profiler_views_{os.getpid()}", f"attention_profiler_{os.getpid()}")
+    cleaned = subprocess.run([sys.executable, "-c", "import sys\nfrom profiling import scratch\n"
+                              "scratch._alive = lambda pid: False  # as from another PID namespace\n"
+                              "print(scratch.clean_stale_folders(sys.argv[1], min_age_s=0))", str(tmp_path)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert cleaned.returncode == 0 and cleaned.stdout == "[]\n", cleaned.stderr
+    assert views.is_dir() and traces.is_dir()
