@@ -17,7 +17,7 @@ from oracles import attention_fp64, gradients_fp64
 
 from attention_variants import VARIANTS, Variant, get_variant
 from profiling import accuracy, budget, capture, measurement, text
-from profiling.environment import torch_release
+from profiling.environment import detect, torch_release
 from profiling.measurement import Guard, measure_runs, other_work
 from profiling.results import Run
 from profiling.workload import Workload
@@ -337,6 +337,33 @@ def test_a_compile_says_up_front_how_long_and_then_what_the_last_one_took(monkey
     assert "fake: warm-up (compiled before in this process)" in messages(small())
     assert budget.compile_clock.estimate("cpu", fake)[0] == took_s  # a warm first call is no compile
     assert f"fake: compiling (first call; estimated ~{text.seconds(took_s)}, {basis})" in messages(small(seq_len=32))
+
+
+@pytest.mark.parametrize("passes", ["fwd+bwd", "bwd"])
+def test_flex_with_a_backward_on_a_cpu_is_refused_up_front_in_pytorchs_words(passes, monkeypatch):
+    """It was accepted, compiled (~30 s), then failed: refused before anything runs while this torch says it cannot
+    (read here from a compiled call as flex.py makes it; a torch that can is not refused). A forward still runs."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from attention_variants import flex
+    q = torch.zeros(1, 1, 128, 16, requires_grad=True)  # [B, H, S, D]
+    try:
+        torch.compile(flex_attention, dynamic=False)(q, q, q)
+        said = None
+    except NotImplementedError as error:  # torch 2.14.1: "FlexAttention does not support backward on CPU. ..."
+        said = str(error).split(". ")[0]
+    w = small(passes=passes)
+    if said is None:
+        assert VARIANTS["flex"].supports(w, detect("cpu")) is None
+        return
+
+    def compiled():
+        raise AssertionError("compiled for a run it cannot finish")
+    monkeypatch.setattr(flex, "_compiled_flex", compiled)
+    run = measure("flex", w)
+    assert run.status == "unsupported" and run.timing is None
+    assert run.reason == f"torch {torch.__version__}: {said}: measure its forward alone, or on a GPU"
+    assert VARIANTS["flex"].supports(small(), run.environment) is None
 
 
 @pytest.mark.parametrize("key", ["fa4", "sdpa_fa4"])
