@@ -126,10 +126,13 @@ def endpoint(kind: str, live: bool, page: bool):
                 del SWEEPS[http.session_hash]
         return (client, kept) if page else client
 
-    params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in (*KEYS, *extra)]
-    params += [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request),
+    # The API's named parameters: the request's own fields. Each defaults to None, what the core reads as not given:
+    # gradio documents a control with no initial value (kv_heads, window, seq_lens) as optional only so.
+    params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for k in (*KEYS, *extra)]
+    params += [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                 annotation=gr.Request),
                inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress())]
-    handler.__signature__ = inspect.Signature(params)  # the API's named parameters: the request's own fields
+    handler.__signature__ = inspect.Signature(params)
     handler.__annotations__ = {"request": gr.Request}
     handler.__name__ = f"{'run_' if page else ''}{kind}{'' if live else '_replay'}"
     return handler
