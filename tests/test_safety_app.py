@@ -156,6 +156,27 @@ def test_live_runs_never_overlap_whichever_door_they_come_through(app_url, monke
     assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:])), "two live runs overlapped"
 
 
+def test_every_live_run_is_measured_on_one_thread_and_replays_on_others(monkeypatch):
+    """The profiler's library registers on the thread that first starts it and logs an error when a later start comes
+    from another: two live runs, even at once, run on the same thread (in turn); replays keep a pool of their own."""
+    threads, replay = {}, session.compare
+
+    def measured(request, **kwargs):  # stands in for a measurement: records its thread, answers a replay
+        threads.setdefault("live" if request.live else "replay", []).append(threading.get_ident())
+        time.sleep(0.2)
+        return replay(Request.build(RECORDING, request.a, request.b, {}, "cpu"))
+    monkeypatch.setattr(session, "compare", measured)
+    live, recorded = (Request.from_values(dict(zip(KEYS, values)), "cpu") for values in (LIVE, REPLAY))
+
+    async def at_once():
+        await asyncio.gather(*(handlers.serve("compare", r, lambda *a, **k: None, keep=False)
+                               for r in (live, live, recorded, recorded)))
+    asyncio.run(at_once())
+    asyncio.run(at_once())  # another event loop, another pool: the same live thread
+    assert len(threads["live"]) == 4 and len(set(threads["live"])) == 1
+    assert len(threads["replay"]) == 4 and not set(threads["replay"]) & set(threads["live"])
+
+
 def test_a_cancelled_live_run_stops_at_a_safe_point_and_holds_the_queue_until_it_has(app_url, monkeypatch):
     started, spans = threading.Event(), {}
     replay = session.compare
