@@ -263,17 +263,41 @@ class Side:
 
 
 def control(f):
-    """The page's control of one workload field, made from its spec."""
+    """The page's control of one workload field, made from its spec, documented in the API as the spec takes it."""
     spec, default = f.metadata["spec"], f.default
     if spec.boolean:
-        return gr.Checkbox(default, label=spec.label, elem_id=f"field-{f.name}")
-    if spec.limits:
-        return gr.Number(default, precision=0, label=spec.label, placeholder=spec.empty or None,
-                         elem_id=f"field-{f.name}")
-    labels = spec.labels or spec.choices
-    wide = max(len(str(x)) for x in labels) > 8  # spans two columns of the grid (page.css)
-    return gr.Dropdown(list(zip(labels, spec.choices)), value=default, label=spec.label, elem_id=f"field-{f.name}",
-                       elem_classes="wide" if wide else None)
+        component = gr.Checkbox(default, label=spec.label, elem_id=f"field-{f.name}")
+    elif spec.limits:
+        component = gr.Number(default, precision=0, label=spec.label, placeholder=spec.empty or None,
+                              elem_id=f"field-{f.name}")
+    else:
+        labels = spec.labels or spec.choices
+        wide = max(len(str(x)) for x in labels) > 8  # spans two columns of the grid (page.css)
+        component = gr.Dropdown(list(zip(labels, spec.choices)), value=default, label=spec.label,
+                                elem_id=f"field-{f.name}", elem_classes="wide" if wide else None)
+    return documented(component, field_schema(spec))
+
+
+def field_schema(spec) -> dict:
+    """The JSON schema of what a field's spec takes, exactly: its type (a rank is the int 4, never "4"), its limits,
+    and None where the field is optional. gradio's own says a Dropdown's choices are strings whatever their type and
+    a Number is never empty; and gradio_client writes an enum's values as strings, so non-text choices are consts."""
+    if spec.boolean:
+        schema = {"type": "boolean"}
+    elif spec.limits:
+        schema = {"type": "integer", "minimum": spec.limits[0], "maximum": spec.limits[1]}
+    elif all(isinstance(c, str) for c in spec.choices):
+        schema = {"type": "string", "enum": list(spec.choices)}
+    else:
+        schema = {"anyOf": [{"const": c} for c in spec.choices]}
+    return {"anyOf": [schema, {"type": "null"}]} if spec.optional else schema
+
+
+def documented(component, schema: dict):
+    """`component`, its API info set to `schema`. On the instance: a subclass of a gradio component would make gradio
+    write a .pyi stub of it beside this file at every start."""
+    component.api_info = lambda: schema
+    return component
 
 
 def scroll_to(*selectors: str) -> str:
@@ -354,6 +378,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                 seqs = gr.Textbox(label="sequence lengths S", elem_id="seqs", scale=3, min_width=260,
                                   placeholder="empty: 128, 256, … up to the largest that fits",
                                   info=f"A and B at each, the other controls fixed; up to {MAX_LENGTHS} lengths")
+                documented(seqs, {"anyOf": [{"type": "string"}, {"type": "null"}]})  # None, as empty: the plan's
                 with gr.Column(scale=1, min_width=200):
                     sweep_button = gr.Button("Sweep A and B over S", variant="primary", elem_id="sweep-run")
                     stop_button = gr.Button("Stop the sweep", size="sm", elem_id="sweep-stop")
@@ -397,9 +422,12 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     replays = dict(concurrency_id="replay", concurrency_limit=REPLAYS_AT_ONCE, preprocess=False)
     shows = dict(api_visibility="private", concurrency_id="show", concurrency_limit=REPLAYS_AT_ONCE)
     never = gr.State()  # fires no event of the page: the public endpoints hang on it, for API clients alone
-    for kind, inputs, output in (("compare", controls, result), ("sweep", [*controls, seqs], sweep_result)):
+    # the replays' endpoints take a recording only: their source, documented so, is a control the page never shows
+    recorded = gr.Radio(SOURCES[1:], value=next(iter(RECORDINGS), None), label="Source", visible=False)
+    for kind, extra, output in (("compare", [], result), ("sweep", [seqs], sweep_result)):
         for live, group in ((True, gpu), (False, replays)):
             name = kind if live else "replay" if kind == "compare" else "sweep_replay"
+            inputs = [source if live else recorded, *controls[1:], *extra]
             never.change(endpoint(kind, live, page=False), inputs, output, api_name=name, **group)
     live_run = live_started.change(endpoint("compare", True, True), controls, [result, result_id],
                                    api_visibility="private", show_progress_on=[verdict], **gpu)

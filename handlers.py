@@ -14,10 +14,13 @@ except ImportError:
         return fn
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import json
 import secrets
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import gradio as gr
@@ -49,6 +52,10 @@ NOT_KEPT = f"This result is no longer kept (results are kept {KEPT_FOR_S // 60} 
 # -- serving a request: every one goes through profiling.session ----------------------------------------
 RUNNING: dict[str, threading.Event] = {}  # run id -> its cancel, while it runs
 SWEEPS: dict[str, str] = {}               # session -> the run id of its live sweep (Stop sets that run's cancel)
+# Every live measurement runs on this one thread: the profiler's library (Kineto, CUPTI) registers its client on
+# the thread that first starts it, and logs an error when a later one starts from another ("External init callback
+# must run in same thread as registerClient"). Replays run on the event loop's pool, as many at once as it allows.
+LIVE_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="live-measurement")
 
 
 def request_of(values, seq_lens=None, *, live: bool = True) -> Request:
@@ -77,10 +84,10 @@ def serve_live(kind: str, request: Request, run_id: str, progress) -> session.An
 
 async def serve(kind: str, request: Request, progress, run_id: str | None = None,
                 keep: bool = True) -> tuple[dict, str | None]:
-    """Serve `request` ("compare" or "sweep") in a worker thread: (what the client is sent, the id of what the
-    server keeps, its files included; None unless `keep`: an API client gets no id, so nothing is kept for it
-    that would crowd out the pages' results). A cancel by the client ends a live run at its next safe point, and
-    the queue's slot is held until it has: nothing runs on that the queue cannot see."""
+    """Serve `request` ("compare" or "sweep") in a worker thread, a live one on LIVE_WORKER: (what the client is
+    sent, the id of what the server keeps, its files included; None unless `keep`: an API client gets no id, so
+    nothing is kept for it that would crowd out the pages' results). A cancel by the client ends a live run at its
+    next safe point, and the queue's slot is held until it has: nothing runs on that the queue cannot see."""
     run_id = run_id or secrets.token_hex(8)
     cancel = RUNNING.setdefault(run_id, threading.Event())
 
@@ -92,7 +99,11 @@ async def serve(kind: str, request: Request, progress, run_id: str | None = None
         except Refusal as error:
             raise refused(str(error), TITLES[error.kind]) from None
 
-    task = asyncio.ensure_future(asyncio.to_thread(work))
+    if request.live:  # as asyncio.to_thread runs it (gradio's progress reads the event's context), on the live thread
+        call = functools.partial(contextvars.copy_context().run, work)
+        task = asyncio.ensure_future(asyncio.get_running_loop().run_in_executor(LIVE_WORKER, call))
+    else:
+        task = asyncio.ensure_future(asyncio.to_thread(work))
     try:
         answer = await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -126,10 +137,13 @@ def endpoint(kind: str, live: bool, page: bool):
                 del SWEEPS[http.session_hash]
         return (client, kept) if page else client
 
-    params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in (*KEYS, *extra)]
-    params += [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request),
+    # The API's named parameters: the request's own fields. Each defaults to None, what the core reads as not given:
+    # gradio documents a control with no initial value (kv_heads, window, seq_lens) as optional only so.
+    params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for k in (*KEYS, *extra)]
+    params += [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                 annotation=gr.Request),
                inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress())]
-    handler.__signature__ = inspect.Signature(params)  # the API's named parameters: the request's own fields
+    handler.__signature__ = inspect.Signature(params)
     handler.__annotations__ = {"request": gr.Request}
     handler.__name__ = f"{'run_' if page else ''}{kind}{'' if live else '_replay'}"
     return handler

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import itertools
 import json
 import logging
 import re
@@ -87,6 +88,19 @@ _RESULT_STREAM = re.compile(r"/gradio_api/call/(?:v2/)?[^/]+/([^/]+)/?")
 _UPLOAD_ROUTES = ("/gradio_api/upload", "/gradio_api/upload/", "/gradio_api/upload_progress")
 
 
+# How deep lists and objects may nest in an event's body: the page sends two levels. json.loads recurses per level,
+# and so does whatever reads the values after it; a body of a few KB nested 1,000 deep overran Python's stack.
+MAX_NESTING = 16
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def _nesting(body: bytes) -> int:
+    """How deep lists and objects nest in a JSON body, counted without parsing it (brackets in strings aside)."""
+    brackets = _JSON_STRING.sub(b"", body).translate(None, delete=_NOT_BRACKETS)
+    return max(itertools.accumulate(1 if b in b"[{" else -1 for b in brackets), default=0)
+
+
 def _said(text: str, limit: int = 160) -> str:
     """A client's text as a log line quotes it: one line, cut short."""
     text = text.replace("\n", " ").replace("\r", " ")
@@ -109,6 +123,9 @@ class RequestGuard:
     - a request body over `max_bytes`: 413 at once when its Content-Length says so, else as soon as the bytes read
       pass the limit, before any handler parses it; a URL over `max_url_bytes`: 414 (gradio's own URL parser
       fails at 64 KB, with a traceback);
+    - an event's body that is not a JSON object of the right shapes: nested over MAX_NESTING deep, not UTF-8, not
+      JSON (an integer past Python's 4,300 digits too), not an object, or a `data`, `fn_index` or `session_hash`
+      of the wrong type: 400 or 422 (json.loads overran the stack on a deep one: a 500 and a traceback);
     - a request naming an event that does not exist (a stray fn_index or api_name), or one with no Python
       function (`js=` alone, a `cancels=` click): 404; an empty session_hash: 400 (gradio would queue the event
       under a session nothing reads, and fail on it); a parameter /call/v2/<api_name> does not take: 422;
@@ -130,8 +147,11 @@ class RequestGuard:
             return await self.app(scope, receive, send)
         path, method = scope["path"], scope["method"]
 
+        def logged(why: str) -> None:
+            log.warning("refused: %s %s: %s", method, _said(path, 120), why)
+
         async def refuse(status: int, detail: str, why: str | None = None):
-            log.warning("refused: %s %s: %s", method, _said(path, 120), why or detail)
+            logged(why or detail)
             await JSONResponse({"detail": detail}, status_code=status)(scope, receive, send)
 
         url_bytes = len(scope.get("raw_path") or path.encode()) + len(scope.get("query_string") or b"")
@@ -140,7 +160,8 @@ class RequestGuard:
                                 f"URL of {url_bytes} bytes, over {self.max_url_bytes}")
         declared = dict(scope["headers"]).get(b"content-length", b"0")
         if len(declared) > 12 or not declared.isdigit() or int(declared) > self.max_bytes:
-            return await JSONResponse({"detail": self._too_large()}, status_code=413)(scope, receive, send)
+            return await refuse(413, self._too_large(),
+                                f"Content-Length {_said(declared.decode('latin-1'), 20)}: {self._too_large()}")
         received, started = 0, False
 
         async def limited_receive():
@@ -148,6 +169,7 @@ class RequestGuard:
             message = await receive()
             received += len(message.get("body", b""))
             if received > self.max_bytes:  # a chunked body that grew past the limit: FastAPI answers 413
+                logged(self._too_large())
                 raise HTTPException(413, detail=self._too_large())
             return message
 
@@ -167,8 +189,7 @@ class RequestGuard:
                     try:
                         body = await self._read_body(receive)
                     except _TooLarge:
-                        return await JSONResponse({"detail": self._too_large()}, status_code=413)(scope, receive,
-                                                                                                  send)
+                        return await refuse(413, self._too_large())
                     status, why = self._check_event(blocks, route, path, body)
                     if status:
                         return await refuse(status, why)
@@ -222,17 +243,28 @@ class RequestGuard:
 
     @staticmethod
     def _check_event(blocks, route, path: str, body: bytes) -> tuple[int, str]:
-        """(a 4xx status, why) for a request naming an event it cannot run; (0, "") to let gradio answer (a body
-        it cannot parse gets its own 422)."""
+        """(a 4xx status, why) for a request naming an event it cannot run, or a body that is not one; (0, "") to
+        let gradio answer."""
+        nesting = _nesting(body)
+        if nesting > MAX_NESTING:
+            return 400, f"request body nested {nesting} deep: at most {MAX_NESTING}"
         try:
             data = json.loads(body)
-        except ValueError:
-            return 0, ""
+        except ValueError as error:  # not UTF-8, not JSON, or an integer past Python's 4,300-digit limit
+            return 400, f"request body is not JSON this app can read: {_said(str(error), 100)}"
         if not isinstance(data, dict):
-            return 0, ""
+            return 422, f"request body is a JSON {type(data).__name__}: it must be an object"
         api_name = route.fullmatch(path).group(1) or None
         v2 = "/call/v2/" in path
-        if not v2:
+        if not v2:  # the body of gradio's PredictBody: what this guard reads of it, of the type gradio takes
+            for key, kind, allowed in (("data", list, "must be a list of the event's values"),
+                                       ("session_hash", str, "must be a string naming the session"),
+                                       ("fn_index", int, "must be a whole number")):
+                value = data.get(key)
+                if value is None and key == "data":
+                    return 422, f"data was not given: {allowed}"
+                if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+                    return 422, f"{key}={_said(repr(value), 40)} is not allowed: {allowed}"
             session_hash = data.get("session_hash")
             if isinstance(session_hash, str) and not session_hash.strip():
                 return 400, "session_hash is empty: name the session the event belongs to"
@@ -242,8 +274,6 @@ class RequestGuard:
             fns = blocks.state_holder[session_hash].blocks_config.fns
         index = None if v2 else data.get("fn_index")
         if index is not None:
-            if isinstance(index, bool) or not isinstance(index, int):
-                return 422, "fn_index must be a whole number"
             fn = fns.get(index)
         else:
             fn = next((f for f in fns.values() if api_name and f.api_name == api_name), None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import warnings
 
 import torch
 
@@ -106,6 +107,22 @@ def _zero_gpu() -> bool:
     return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
 
 
+@functools.cache
+def _cpu_backward_refusal() -> str | None:
+    """What this torch says when FlexAttention is given inputs that need a backward on a CPU, read once from a call on
+    a tiny shape (it checks before any work; torch 2.14.1, compiled or not: "FlexAttention does not support backward
+    on CPU"); None where it takes them. Read, not assumed from a version: a torch that adds it is not refused."""
+    from torch.nn.attention.flex_attention import flex_attention
+    q = torch.zeros(1, 1, 16, 16, requires_grad=True)  # [B, H, S, D]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # eager flex warns that it runs unfused: this call only asks
+            flex_attention(q, q, q)
+    except NotImplementedError as error:
+        return str(error).split(". ")[0]
+    return None
+
+
 def _check(w: Workload, env: Environment) -> str | None:
     if _zero_gpu():
         return ("ZeroGPU runs the GPU function without torch.compile, and this variant is FlexAttention "
@@ -116,6 +133,8 @@ def _check(w: Workload, env: Environment) -> str | None:
         return f"torch {env.torch_version} has no torch.nn.attention.flex_attention"
     if w.device == "cuda" and env.triton_version is None:
         return "FlexAttention compiles to Triton, and Triton is not installed"
+    if w.device == "cpu" and w.training and _cpu_backward_refusal():
+        return f"torch {env.torch_version}: {_cpu_backward_refusal()}: measure its forward alone, or on a GPU"
     return None
 
 

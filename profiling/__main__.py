@@ -44,18 +44,20 @@ def _budget(text_: str) -> float:
 
 
 def _writable_file(option: str, path: str) -> Path:
-    """`path` once a regular file could really be opened for writing there (and removed again if it was not there
-    before): checked before measuring, so no result is lost to a typo, a read-only folder or a pipe that would
-    block."""
+    """`path` once a regular file could really be opened for writing there: checked before measuring, so no result
+    is lost to a typo, a read-only folder or a pipe that would block. Nothing but `path` itself is created, and only
+    what the probe created is removed: a new file is made with O_EXCL (which follows no link), and a link to
+    nothing is refused (opening it would create its target elsewhere)."""
     path = Path(path)
     if path.is_dir():
         raise Refusal(option, str(path), "is a folder: give a file name")
+    if path.is_symlink() and not path.exists():
+        raise Refusal(option, str(path), "is a link to nothing (a dangling link): give a file name")
     existed = path.exists()
     if existed and not stat.S_ISREG(path.stat().st_mode):
         raise Refusal(option, str(path), "is not a regular file (a pipe or a device): give a file name")
     try:
-        with open(path, "a"):
-            pass
+        os.close(os.open(path, os.O_WRONLY | (os.O_APPEND if existed else os.O_CREAT | os.O_EXCL), 0o666))
     except OSError as error:
         raise Refusal(option, str(path), f"cannot be written ({error.strerror})") from None
     if not existed:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import itertools
 import os
-import tempfile
+import re
+import stat
 import time
 import warnings
 from pathlib import Path
@@ -17,12 +18,13 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from attention_variants import Variant
 
-from . import trace as trace_mod
+from . import scratch, trace as trace_mod
 from .timing import sync
 from .workload import Inputs, Workload
 
 KEPT_TRACES = 64              # traces kept in the temporary folder when no trace_dir is given
 _trace_counter = itertools.count()
+_KEPT_NAME = re.compile(r"\d{6}_\d+_.+\.json")  # a trace trace_path named in the temporary folder
 
 
 def peak_extra_bytes(call: Callable[[], None], x: Inputs) -> int | None:
@@ -82,9 +84,31 @@ def trace_path(key: str, w: Workload, trace_dir: str | Path | None) -> Path:
     if trace_dir:
         directory = Path(trace_dir)
     else:  # a long-running app must not fill the disk with traces nobody downloads
-        directory = Path(tempfile.gettempdir()) / f"attention_profiler_{os.getpid()}"
+        directory = scratch.process_folder()
         name = f"{time.strftime('%H%M%S')}_{next(_trace_counter)}_{name}"
-        for old in sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEPT_TRACES]:
-            old.unlink(missing_ok=True)
+        _prune(directory, KEPT_TRACES)
     directory.mkdir(parents=True, exist_ok=True)
     return directory / f"{name}.json"
+
+
+def _prune(directory: Path, keep: int) -> None:
+    """Remove all but the newest `keep` traces trace_path named in `directory`. Only regular files named as it names
+    them, read with lstat: a link is never followed nor removed (it is not the app's), and an entry that vanished
+    or cannot be read or removed meanwhile is skipped (one of them made every later live run fail)."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:  # removed meanwhile
+        return
+    aged = []
+    for entry in entries:
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if _KEPT_NAME.fullmatch(entry.name) and stat.S_ISREG(info.st_mode):
+            aged.append((info.st_mtime, entry.path))
+    for _, path in sorted(aged)[:-keep]:
+        try:
+            os.unlink(path)
+        except OSError:
+            continue

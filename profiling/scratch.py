@@ -2,27 +2,63 @@
 
 Each process writes into folders named `attention_profiler_<pid>` (the measurement's traces) and
 `attention_profiler_<kind>_<pid>` (the app's downloads). A process that crashed or was restarted
-leaves its folders behind; `clean_stale_folders` removes those whose process is gone.
+leaves its folders behind; `clean_stale_folders` removes those whose process is gone. A pid does not
+say so (a temp dir shared across PID namespaces, as containers share it, holds live folders under pids
+dead here, or alive as another process): each process holds an exclusive flock on a lock file in each
+folder it owns while it lives, and a folder is stale only when its lock can be taken.
 """
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; a folder is judged by its pid and age alone
+    fcntl = None
+
 PREFIX = "attention_profiler_"
+LOCK_NAME = ".lock"
 _FOLDER = re.compile(rf"^{PREFIX}(?:[a-z]+_)?(\d+)$")
+_held: dict[Path, int] = {}  # a lock file of this process's folders -> its descriptor, held (locked) until exit
+_holding = threading.Lock()
 
 
-def process_folder(kind: str) -> Path:
-    """This process's folder for `kind` (e.g. "views"), created on first use."""
-    folder = Path(tempfile.gettempdir()) / f"{PREFIX}{kind}_{os.getpid()}"
+def process_folder(kind: str = "") -> Path:
+    """This process's folder for `kind` ("views"; none for the measurement's traces), created on first use and
+    locked while the process lives."""
+    folder = Path(tempfile.gettempdir()) / f"{PREFIX}{kind}{'_' if kind else ''}{os.getpid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
+    if fcntl is not None:
+        with _holding:
+            _hold(folder / LOCK_NAME)
     return folder
+
+
+def _hold(lock: Path) -> None:
+    """Take the lock of a folder of this process, unless it holds it already (it may have been removed by hand, or
+    by the system's temp cleaner, and made again: then its new lock)."""
+    held = _held.get(lock)
+    try:
+        if held is not None and os.path.samestat(os.fstat(held), os.lstat(lock)):
+            return
+    except FileNotFoundError:
+        pass
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # a live process of the same pid in another PID namespace holds it: its folder too
+        os.close(fd)
+        return
+    if held is not None:
+        os.close(held)
+    _held[lock] = fd
 
 
 def _alive(pid: int) -> bool:
@@ -36,10 +72,13 @@ def _alive(pid: int) -> bool:
 
 
 def clean_stale_folders(root: str | Path | None = None, min_age_s: float = 300) -> list[Path]:
-    """Remove the scratch folders of processes that no longer run; returns what was removed.
-    Only folders this user owns, named as this module names them and untouched for `min_age_s` (a temp dir
-    shared with another PID namespace may hold a live process's folder under a pid dead here) are touched;
-    a link is unlinked, never followed."""
+    """Remove the scratch folders of processes that no longer run; returns what was removed. Only what this user
+    owns and this module names is touched; a link is unlinked, never followed.
+
+    A folder with a lock file is stale when its lock can be taken (it is removed holding it) and the lock file is
+    `min_age_s` old (a younger one may be a process's between creating it and locking it). A folder without one
+    (made before folders had locks, or on Windows) only when its pid is dead here and it is untouched for
+    `min_age_s`."""
     root = Path(root or tempfile.gettempdir())
     removed = []
     try:
@@ -48,20 +87,40 @@ def clean_stale_folders(root: str | Path | None = None, min_age_s: float = 300) 
         return removed
     for path in entries:
         match = _FOLDER.match(path.name)
-        if not match or int(match.group(1)) == os.getpid() or _alive(int(match.group(1))):
+        if not match or int(match.group(1)) == os.getpid():
             continue
         try:
             info = path.lstat()
-            if info.st_uid != os.getuid() or time.time() - info.st_mtime < min_age_s:
+            if info.st_uid != os.getuid():
                 continue
-            if path.is_symlink() or not path.is_dir():
-                path.unlink()
-            else:
+            lock = _lock_of(path) if stat.S_ISDIR(info.st_mode) and fcntl is not None else None
+            if lock is not None:
+                if time.time() - lock.st_mtime < min_age_s:
+                    continue
+                fd = os.open(path / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: its process is alive
+                    shutil.rmtree(path)
+                finally:
+                    os.close(fd)
+            elif _alive(int(match.group(1))) or time.time() - info.st_mtime < min_age_s:
+                continue
+            elif stat.S_ISDIR(info.st_mode):
                 shutil.rmtree(path)
+            else:
+                path.unlink()
             removed.append(path)
-        except OSError:  # removed meanwhile, or not ours to remove
+        except OSError:  # alive, removed meanwhile, or not ours to remove
             continue
     return removed
+
+
+def _lock_of(folder: Path) -> os.stat_result | None:
+    """The lock file of a scratch folder (lstat), or None where it has none."""
+    try:
+        return (folder / LOCK_NAME).lstat()
+    except FileNotFoundError:
+        return None
 
 
 def is_scratch_file(path: str | Path) -> bool:

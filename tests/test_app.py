@@ -135,6 +135,98 @@ def test_the_app_keeps_serving_after_refusals(client):
     assert compare(client, RECORDING, "sdpa_flash", "sdpa_cudnn")["b"]["status"] == "ok"
 
 
+# -- the API documented is the API accepted --------------------------------------------------------------------------
+def same(value, other) -> bool:
+    return type(value) is type(other) and value == other
+
+
+def fits(value, schema: dict) -> bool:
+    """Whether `value`, as a Python client sends it, is of the type a JSON schema of the API documents (the keywords
+    gradio's API info uses, each of them holding; 3.0 is no integer, True no integer)."""
+    kinds = {"integer": int, "string": str, "boolean": bool, "null": type(None)}
+    return (("anyOf" not in schema or any(fits(value, s) for s in schema["anyOf"]))
+            and ("const" not in schema or same(value, schema["const"]))
+            and ("enum" not in schema or any(same(value, c) for c in schema["enum"]))
+            and ("type" not in schema or type(value) is kinds[schema["type"]])
+            and ("minimum" not in schema or schema["minimum"] <= value <= schema["maximum"]))
+
+
+def documented_values(schema: dict) -> list:
+    """Each value a schema lists: every choice, and None where it allows None (a free type lists none)."""
+    if "anyOf" in schema:
+        return [value for s in schema["anyOf"] for value in documented_values(s)]
+    if "const" in schema:
+        return [schema["const"]]
+    return list(schema.get("enum", [None] if schema.get("type") == "null" else []))
+
+
+# what the core refuses of a value's type or range, which the documented schema can say too
+REFUSED = [("rank", "4"), ("rank", 3.0), ("rank", 5), ("kv_heads", "2"), ("kv_heads", 0), ("window", 256.0),
+           ("heads", 128.7), ("batch", True), ("seq_len", "1024"), ("seq_len", 0), ("seq_len", None),
+           ("head_dim", 513), ("dtype", "BF16"), ("causal", "true"), ("causal", 1), ("passes", None),
+           ("mask", "sliding"), ("a", "nope"), ("source", "../../etc"), ("seq_lens", 1024)]
+
+
+def test_every_public_endpoint_takes_exactly_the_types_its_api_documents(client, monkeypatch):
+    """view_api documented rank as Literal['4', '3'] and refused '4', and kv_heads and window as required ints though
+    None is their default; /replay documented the live source it refuses. Every endpoint is called with each value
+    its docs list (every choice, None where optional, the documented defaults otherwise), and every one is taken, as
+    sent; what the core refuses of a type or a range, the docs do not document."""
+    replayed = {}  # one real answer per kind, served for every call: these calls test the values, not the runs
+    compare_replay, sweep_replay = session.compare, session.sweep
+    got = []
+
+    def compared(request, **kwargs):
+        got.append(request)
+        if "compare" not in replayed:
+            replayed["compare"] = compare_replay(Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {}, "cpu"))
+        return replayed["compare"]
+
+    def swept(request, **kwargs):
+        got.append(request)
+        if "sweep" not in replayed:
+            replayed["sweep"] = sweep_replay(Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {}, "cpu",
+                                                           (1024, 4096)))
+        return replayed["sweep"]
+    monkeypatch.setattr(session, "compare", compared)
+    monkeypatch.setattr(session, "sweep", swept)
+    api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    assert set(api) == {"/compare", "/replay", "/sweep", "/sweep_replay"}
+    for name, endpoint in api.items():
+        params = {p["parameter_name"]: p for p in endpoint["parameters"]}
+        assert list(params) == [*KEYS, *(["seq_lens"] if "sweep" in name else [])]
+        assert all(p["parameter_has_default"] for p in params.values()), name  # optional ones default to None
+        base = {key: p["parameter_default"] for key, p in params.items()}
+        listed = {key: documented_values(p["type"]) for key, p in params.items()}
+        for key, values_ in listed.items():
+            if values_:  # what the python type shows: the same values, of the same types (Literal[4], not '4')
+                shown = re.findall(r"Literal\[([^]]*)\]", params[key]["python_type"]["type"])
+                assert sorted(x for group in shown for x in group.split(", ")) \
+                    == sorted(repr(v) for v in values_ if v is not None), (name, key, params[key]["python_type"])
+                assert ("None" in params[key]["python_type"]["type"]) == (None in values_), (name, key)
+        for i in range(max(map(len, listed.values()))):  # each listed value sent once at least, the rest as base
+            call = base | {key: values_[i % len(values_)] for key, values_ in listed.items() if values_}
+            if call["mask"] == "window":  # a documented int: mask=window needs one
+                call["window"] = 256
+            assert all(fits(call[key], params[key]["type"]) for key in call), (name, call)
+            got.clear()
+            answer = client.predict(**call, api_name=name)
+            assert answer["verdict"], (name, call)
+            (request,) = got  # taken as sent: the same values, of the same types
+            assert all(same(sent, kept) for sent, kept in zip([call[k] for k in KEYS], request.values())), \
+                (name, call, request)
+        for key, value in REFUSED:
+            if key in params:
+                assert not fits(value, params[key]["type"]), (name, key, value)
+                sent = base | {key: value}
+                with pytest.raises(gr.Error):  # the core's rule, as the endpoint applies it
+                    handlers.request_of([sent[k] for k in KEYS], sent.get("seq_lens"), live="replay" not in name)
+        if "replay" in name:  # a live run is not theirs, and not documented so
+            assert not fits(LIVE, params["source"]["type"])
+            with pytest.raises(AppError, match="a live run joins the GPU's queue"):
+                client.predict(**base | {"source": LIVE}, api_name=name)
+
+
 # -- replays of the recorded H200 runs -------------------------------------------------------------------------------
 @pytest.mark.parametrize("a, b, changes", [
     ("sdpa_flash", "sdpa_cudnn", {}),

@@ -177,6 +177,23 @@ def test_a_bad_invocation_is_one_message_and_nothing_runs(argv, says, tmp_path, 
     assert sorted(tmp_path.iterdir()) == [fifo]  # nothing created (record --out on a CPU, a --json checked)
 
 
+@pytest.mark.parametrize("command", [["compare", "naive", "sdpa_math"], ["sweep", "naive", "sdpa_math", "--seq", "64"]])
+def test_json_on_a_dangling_link_is_refused_creating_and_removing_nothing(command, tmp_path, capsys, monkeypatch):
+    """The check that --json can be written opened the path to append: through a dangling link that created the
+    link's target, and then removed the link, before the run."""
+    def measured(*args, **kwargs):
+        raise AssertionError("a refused --json must fail before measuring")
+    for name in ("measure_runs", "run_sweep"):
+        monkeypatch.setattr(session, name, measured)
+    monkeypatch.chdir(tmp_path)
+    link, target = tmp_path / "out.json", tmp_path / "elsewhere.json"
+    link.symlink_to(target)
+    code, out, err = run([*command, "--device", "cpu", "--json", "out.json"], capsys)
+    assert code == 2 and out == ""
+    assert err == "error: --json='out.json' is not allowed: is a link to nothing (a dangling link): give a file name\n"
+    assert link.is_symlink() and not target.exists() and sorted(tmp_path.iterdir()) == [link]
+
+
 @no_gpu
 def test_a_bad_invocation_in_a_real_process_prints_one_line_and_no_traceback():
     out = subprocess.run([sys.executable, "-m", "profiling", "list", "--seq", HUGE], capture_output=True, text=True,

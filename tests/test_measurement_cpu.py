@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,7 +17,7 @@ from oracles import attention_fp64, gradients_fp64
 
 from attention_variants import VARIANTS, Variant, get_variant
 from profiling import accuracy, budget, capture, measurement, text
-from profiling.environment import torch_release
+from profiling.environment import detect, torch_release
 from profiling.measurement import Guard, measure_runs, other_work
 from profiling.results import Run
 from profiling.workload import Workload
@@ -144,6 +147,46 @@ def test_progress_follows_the_phases_and_only_grows():
 def test_the_trace_is_kept_for_download(tmp_path):
     run = measure("sdpa_math", small(), trace_dir=tmp_path)
     assert run.trace_path.startswith(str(tmp_path)) and json.loads(open(run.trace_path).read())["traceEvents"]
+
+
+def test_the_trace_folder_prunes_past_a_dangling_link_and_a_trace_removed_meanwhile(tmp_path, monkeypatch):
+    """One dangling entry in the temporary folder made every later live run fail (pruning read each with stat()):
+    only the app's own traces go, oldest first; links are neither followed nor removed; what vanished is skipped."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(capture, "KEPT_TRACES", 2)
+    folder = tmp_path / f"attention_profiler_{os.getpid()}"
+    folder.mkdir()
+    traces = [folder / f"12000{i}_{i}_naive_B1H2S64D16_fp32_causal_r4.json" for i in range(4)]
+    for i, trace in enumerate(traces):
+        trace.write_text("{}")
+        os.utime(trace, (1000 + i, 1000 + i))
+    outside, mine = tmp_path / "outside.json", folder / "notes.json"
+    for path in (outside, mine):
+        path.write_text("{}")
+        os.utime(path, (0, 0))
+    dangling, linked = folder / "120009_9_naive_gone.json", folder / "120008_8_naive_link.json"
+    dangling.symlink_to(tmp_path / "missing.json")
+    linked.symlink_to(outside)
+    listed = os.scandir
+
+    class Listing(list):  # as os.scandir's answer: iterable, and a context manager
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def then_the_oldest_vanishes(path):
+        entries = Listing(listed(path))
+        traces[0].unlink(missing_ok=True)  # removed by someone else between the listing and its stat
+        return entries
+    with monkeypatch.context() as m:
+        m.setattr(os, "scandir", then_the_oldest_vanishes)
+        path = capture.trace_path("naive", small(), None)
+    assert path.parent == folder and path.name.endswith("_naive_B1H2S64D16_fp32_causal_r4.json")
+    assert not traces[1].exists() and traces[2].exists() and traces[3].exists()  # the newest two kept
+    assert dangling.is_symlink() and linked.is_symlink() and outside.exists() and mine.exists()
+    assert capture.trace_path("naive", small(), None).parent == folder  # and the next run too
 
 
 def _sleepy_pin_variant(calls: list) -> Variant:
@@ -294,6 +337,33 @@ def test_a_compile_says_up_front_how_long_and_then_what_the_last_one_took(monkey
     assert "fake: warm-up (compiled before in this process)" in messages(small())
     assert budget.compile_clock.estimate("cpu", fake)[0] == took_s  # a warm first call is no compile
     assert f"fake: compiling (first call; estimated ~{text.seconds(took_s)}, {basis})" in messages(small(seq_len=32))
+
+
+@pytest.mark.parametrize("passes", ["fwd+bwd", "bwd"])
+def test_flex_with_a_backward_on_a_cpu_is_refused_up_front_in_pytorchs_words(passes, monkeypatch):
+    """It was accepted, compiled (~30 s), then failed: refused before anything runs while this torch says it cannot
+    (read here from a compiled call as flex.py makes it; a torch that can is not refused). A forward still runs."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from attention_variants import flex
+    q = torch.zeros(1, 1, 128, 16, requires_grad=True)  # [B, H, S, D]
+    try:
+        torch.compile(flex_attention, dynamic=False)(q, q, q)
+        said = None
+    except NotImplementedError as error:  # torch 2.14.1: "FlexAttention does not support backward on CPU. ..."
+        said = str(error).split(". ")[0]
+    w = small(passes=passes)
+    if said is None:
+        assert VARIANTS["flex"].supports(w, detect("cpu")) is None
+        return
+
+    def compiled():
+        raise AssertionError("compiled for a run it cannot finish")
+    monkeypatch.setattr(flex, "_compiled_flex", compiled)
+    run = measure("flex", w)
+    assert run.status == "unsupported" and run.timing is None
+    assert run.reason == f"torch {torch.__version__}: {said}: measure its forward alone, or on a GPU"
+    assert VARIANTS["flex"].supports(small(), run.environment) is None
 
 
 @pytest.mark.parametrize("key", ["fa4", "sdpa_fa4"])

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import secrets
+import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -30,7 +34,7 @@ from profiling.replay import find_recorded
 from profiling.request import KEYS, Request
 from profiling.results import Comparison
 from profiling.workload import Workload
-from serving import ResultStore
+from serving import MAX_NESTING, ResultStore
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDING = "h200-torch2.11"
@@ -150,6 +154,27 @@ def test_live_runs_never_overlap_whichever_door_they_come_through(app_url, monke
     spans.sort()
     assert len(spans) == 4  # only the queued calls ran
     assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:])), "two live runs overlapped"
+
+
+def test_every_live_run_is_measured_on_one_thread_and_replays_on_others(monkeypatch):
+    """The profiler's library registers on the thread that first starts it and logs an error when a later start comes
+    from another: two live runs, even at once, run on the same thread (in turn); replays keep a pool of their own."""
+    threads, replay = {}, session.compare
+
+    def measured(request, **kwargs):  # stands in for a measurement: records its thread, answers a replay
+        threads.setdefault("live" if request.live else "replay", []).append(threading.get_ident())
+        time.sleep(0.2)
+        return replay(Request.build(RECORDING, request.a, request.b, {}, "cpu"))
+    monkeypatch.setattr(session, "compare", measured)
+    live, recorded = (Request.from_values(dict(zip(KEYS, values)), "cpu") for values in (LIVE, REPLAY))
+
+    async def at_once():
+        await asyncio.gather(*(handlers.serve("compare", r, lambda *a, **k: None, keep=False)
+                               for r in (live, live, recorded, recorded)))
+    asyncio.run(at_once())
+    asyncio.run(at_once())  # another event loop, another pool: the same live thread
+    assert len(threads["live"]) == 4 and len(set(threads["live"])) == 1
+    assert len(threads["replay"]) == 4 and not set(threads["replay"]) & set(threads["live"])
 
 
 def test_a_cancelled_live_run_stops_at_a_safe_point_and_holds_the_queue_until_it_has(app_url, monkeypatch):
@@ -330,9 +355,7 @@ def test_only_the_servers_own_folders_hold_servable_traces(tmp_path):
         assert handlers.served_trace(str(link)) is None
         assert not scratch.is_scratch_file(tmp_path / "x.json")
     finally:
-        link.unlink()
-        inside.unlink()
-        folder.rmdir()
+        shutil.rmtree(folder)  # its files and its lock
 
 
 def test_view_folders_made_from_many_threads_at_once_never_fail():
@@ -400,9 +423,60 @@ def test_an_unknown_parameter_of_a_named_call_is_a_422_naming_it(app_url, capfd,
     assert answer.status_code == 422 and "bogus" in answer.json()["detail"]
     assert httpx.post(app_url + "gradio_api/call/v2/compare", json=LIVE, timeout=30).status_code == 422  # a list
     no_traceback(capfd, caplog)
-    assert len(refusals_logged(caplog)) == 1
+    assert len(refusals_logged(caplog)) == 2  # one line each
     good = httpx.post(app_url + "gradio_api/call/v2/replay", json=dict(zip(KEYS, REPLAY)), timeout=30)
     assert good.status_code == 200 and "event_id" in good.json()  # by name, every parameter it takes: joined
+
+
+def hostile_bodies(index: int) -> dict[str, bytes]:
+    """Bodies no client of this app sends, each for an event that exists (`index`) where it names one."""
+    def body(**fields) -> bytes:
+        return json.dumps({"data": LIVE, "fn_index": index, "session_hash": "hostile", **fields}).encode()
+    deep_lists, deep_dicts = b"[" * 1000 + b"]" * 1000, b'{"a": ' * 1000 + b"1" + b"}" * 1000  # 2 KB and 6 KB
+    return {
+        "lists 1,000 deep": b'{"data": [' + deep_lists + b'], "fn_index": 0}',
+        "dicts 1,000 deep": b'{"data": [' + deep_dicts + b']}',
+        "lists 5,000 deep at the top": b"[" * 5000 + b"]" * 5000,
+        "a body 17 deep": body(data=[json.loads(b"[" * (MAX_NESTING - 1) + b"]" * (MAX_NESTING - 1))]),
+        "a number of 10^6 digits": b'{"data": [' + b"9" * 10**6 + b"]}",
+        "a number of 5,000 digits": b'{"data": [' + b"9" * 5000 + b"]}",
+        "invalid UTF-8": b'{"data": ["\xff\xfe"], "session_hash": "\xc3"}',
+        "not JSON": b'{"data": [',
+        "empty": b"",
+        "NaN at the top": b"NaN",
+        "NaN as fn_index": body(fn_index=math.nan),
+        "Infinity as session_hash": body(session_hash=math.inf),
+        "-Infinity as data": body(data=-math.inf),
+        "a top-level array": json.dumps([LIVE]).encode(),
+        "a top-level string": b'"compare"',
+        "fn_index as text": body(fn_index=str(index)),
+        "fn_index 1.5": body(fn_index=1.5),
+        "fn_index true": body(fn_index=True),
+        "fn_index a list": body(fn_index=[index]),
+        "session_hash a number": body(session_hash=7),
+        "session_hash a list": body(session_hash=["hostile"]),
+        "session_hash an object": body(session_hash={"a": 1}),
+        "data an object": body(data=dict(zip(KEYS, LIVE))),
+        "data a string": body(data="live"),
+        "data a number": body(data=14),
+        "data null": body(data=None),
+        "no data": json.dumps({"fn_index": index, "session_hash": "hostile"}).encode(),
+    }
+
+
+@pytest.mark.parametrize("route", ["/gradio_api/queue/join", "/gradio_api/call/compare", "/gradio_api/run/compare",
+                                   "/gradio_api/call/replay"])
+def test_a_malformed_nested_or_huge_body_is_a_4xx_in_one_log_line(app_url, route, capfd, caplog):
+    """json.loads in the guard overran the stack on a body nested 1,000 deep (a 500 and a 57-line traceback); what
+    gradio's own parser refused, it refused with no line in the log."""
+    with httpx.Client(base_url=app_url, timeout=30) as http:
+        for name, body in hostile_bodies(fn_index("compare")).items():
+            caplog.clear()
+            answer = http.post(route, content=body, headers={"content-type": "application/json"})
+            assert 400 <= answer.status_code < 500, (name, answer.status_code, answer.text[:200])
+            assert len(refusals_logged(caplog)) == 1, (name, refusals_logged(caplog))
+            assert len(answer.text) < 400, name  # one line: the body is not sent back
+    no_traceback(capfd, caplog)
 
 
 @pytest.mark.parametrize("route", ["gradio_api/call/compare/{id}", "gradio_api/call/v2/replay/{id}",
@@ -659,8 +733,6 @@ def test_literal_is_one_code_span_holding_the_text(text):
 
 # -- 7. temp folders of dead processes are removed at start-up --------------------------------------------------------
 def test_stale_scratch_folders_of_dead_processes_are_removed(tmp_path):
-    import subprocess
-    import sys
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     made = {name: tmp_path / name for name in (
@@ -685,3 +757,49 @@ def test_stale_scratch_folders_of_dead_processes_are_removed(tmp_path):
         assert made[name].exists(), name
     assert recent.exists()
     assert (ROOT / "app.py").exists()
+
+
+def holding_the_lock_of(folder: Path) -> subprocess.Popen:
+    """Another process that holds `folder`'s lock (as its owner does while it lives), once it has taken it."""
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fcntl.flock(os.open(sys.argv[1], os.O_RDWR | os.O_CREAT), fcntl.LOCK_EX)\n"
+                               "print('held', flush=True)\ntime.sleep(120)", str(folder / scratch.LOCK_NAME)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_a_folder_whose_lock_is_held_is_kept_whatever_its_pid_and_age_and_a_free_one_goes(tmp_path):
+    """Liveness by pid was wrong across PID namespaces sharing /tmp (a live process's folder under a pid dead here),
+    and a live folder idle for 5 minutes went too: every CLI command and each app start removed the others'."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    held, free = tmp_path / f"attention_profiler_{dead.pid}", tmp_path / f"attention_profiler_views_{os.getppid()}"
+    an_hour_ago = time.time() - 3600
+    for folder in (held, free):
+        folder.mkdir()
+        for path in (folder / "trace.json", folder / scratch.LOCK_NAME):
+            path.write_text("")
+            os.utime(path, (an_hour_ago, an_hour_ago))
+        os.utime(folder, (an_hour_ago, an_hour_ago))
+    holder = holding_the_lock_of(held)
+    try:
+        assert scratch.clean_stale_folders(tmp_path) == [free]  # a pid alive here names no owner: its lock is free
+        assert held.is_dir() and (held / "trace.json").exists() and not free.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert scratch.clean_stale_folders(tmp_path) == [held]  # its owner gone: the lock is free
+
+
+def test_the_folders_a_process_makes_are_locked_while_it_lives(tmp_path, monkeypatch):
+    """What another process's clean-up sees of this one's folders, even where its pid looks dead and they are old."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    views, traces = scratch.process_folder("views"), scratch.process_folder()
+    assert (views.name, traces.name) == (f"attention_profiler_views_{os.getpid()}", f"attention_profiler_{os.getpid()}")
+    cleaned = subprocess.run([sys.executable, "-c", "import sys\nfrom profiling import scratch\n"
+                              "scratch._alive = lambda pid: False  # as from another PID namespace\n"
+                              "print(scratch.clean_stale_folders(sys.argv[1], min_age_s=0))", str(tmp_path)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert cleaned.returncode == 0 and cleaned.stdout == "[]\n", cleaned.stderr
+    assert views.is_dir() and traces.is_dir()
