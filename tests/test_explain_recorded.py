@@ -10,18 +10,21 @@ says "here". And the headline and top three of every pair are a golden file a pe
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import trace_oracle
 from explain_helpers import RUNS, assert_numbers_are_the_runs, comparison_context
 from scipy.stats import mannwhitneyu
 
 from attention_variants import guess_for
 from profiling import reports, stats, text
-from profiling.explain import TOP, Explanation, explain, facts
+from profiling.explain import TOP, Explanation, explain, explain_sweep, facts
+from profiling.replay import recorded_sweeps
 from profiling.explain.verdict import decision
 from profiling.results import Comparison, Note, Run, in_phase
 
@@ -55,6 +58,27 @@ def golden_lines(explained) -> list[str]:
         for i, n in enumerate(e.notes[:TOP]):
             lines += [f"{i + 1}. {n.title} [{n.side}]", f"   {n.body}"]
     return lines
+
+
+GOLDEN_SWEEPS = Path(__file__).parent / "golden" / "recorded_sweeps.txt"
+SWEEP_PAIRS = [s.select([a, b]) for s in recorded_sweeps("h200-torch2.11") for a, b in itertools.combinations(s.variants, 2)]
+
+
+def golden_sweep_lines() -> list[str]:
+    """What tests/golden/recorded_sweeps.txt holds: per pair of every recorded sweep, its headline and top three
+    notes, title and body."""
+    lines = []
+    for sweep in SWEEP_PAIRS:
+        e = explain_sweep(sweep)
+        lines += [f"## {sweep.a} vs {sweep.b} · {sweep.workload.family()} · S={sweep.seq_lens[0]}…{sweep.seq_lens[-1]}",
+                  f"headline: {e.headline.title}"]
+        for i, n in enumerate(e.notes[:TOP]):
+            lines += [f"{i + 1}. {n.title} [{n.side}]", f"   {n.body}"]
+    return lines
+
+
+def test_the_recorded_sweeps_headlines_and_top_notes_are_the_reviewed_golden_file():
+    assert GOLDEN_SWEEPS.read_text().splitlines() == golden_sweep_lines()
 
 
 def test_the_recording_holds_every_pair_of_its_workloads():
@@ -210,3 +234,66 @@ def test_a_replay_names_the_gpu_it_ran_on_never_here(explained):
                 assert gpu in getattr(note, NAMES_THE_GPU[note.rule]), (note.rule, note.title, note.body)
         for markdown in rendered:
             assert not HERE.search(QUOTED_GUESS.sub("", markdown)), markdown
+
+
+# -- an independent oracle: every share and phase total a note states, against a second reader of the traces -----
+ORACLE = {id(r): trace_oracle.read(r.trace_path) for r in RUNS
+          if r.ok and r.trace_path and r.environment.device == "cuda"}
+_SHARE = re.compile(r"^(launch_)?share\((\w+(?:\[\w+\])?), '(\w+)', ([\d, ]+)\)$")
+_PHASE_TOTAL = re.compile(r"^(\w+(?:\[\w+\])?)\.(gpu_us|launches)\('(\w+)'\)$")
+
+
+def test_every_recorded_runs_phases_are_the_oracles():
+    """The parser files each GPU row under the phase the oracle's own rule gives (the launching thread), with the
+    same microseconds: the tables every share is read from are right, phase by phase."""
+    assert len(ORACLE) >= 100
+    for run in (r for r in RUNS if id(r) in ORACLE):
+        oracle, where = ORACLE[id(run)], f"{run.variant} · {run.workload.words()}"
+        for phase in ("forward", "backward", "step"):
+            assert math.isclose(run.gpu_us(phase), oracle.total(phase), rel_tol=1e-6, abs_tol=1e-6), (where, phase)
+            assert math.isclose(run.launches(phase), oracle.count(phase), rel_tol=1e-6), (where, phase)
+        for k in run.kernels:
+            assert math.isclose(k.us_per_forward, oracle.us[k.name, k.phase], rel_tol=1e-6), (where, k.name, k.phase)
+        assert {p for _, p in oracle.us} == ({"forward", "backward"} if run.workload.training else {"forward"}), where
+
+
+def _run_named(c: Comparison, note: Note, who: str) -> Run:
+    if who == "run":
+        return c.b if note.side == "b" else c.a
+    if who in ("a", "b"):
+        return getattr(c, who)
+    peer = re.fullmatch(r"peers\[(\w+)\]", who).group(1)
+    return next(r for r in (c.a, c.b) if r.variant == peer)
+
+
+def test_every_share_and_phase_total_a_note_states_is_the_oracles_for_the_phase_it_names(explained):
+    """Each share of a note is its kernels' time over the total of the phase the share names, and says that phase
+    ("…% of the backward"); each phase total and kernel count is that phase's: all read again from the traces by the
+    oracle, not by the parser (a share of the step said as the forward's, or a forward kernel counted in a backward
+    view, fails here)."""
+    checked = 0
+    for c, e in explained:
+        for note in e.notes:
+            for name, q in note.facts.items():
+                where = (pair_id(c), note.rule, name, q.source)
+                share, total = _SHARE.match(q.source), _PHASE_TOTAL.match(q.source)
+                if share:
+                    run = _run_named(c, note, share.group(2))
+                    if id(run) not in ORACLE:
+                        continue
+                    phase, refs = share.group(3), [int(i) for i in share.group(4).split(",")]
+                    if share.group(1):  # launch chains: pairs of (kernel, launch) indices
+                        part = sum(run.kernels[i].launched_by[j].us_per_forward for i, j in zip(refs[::2], refs[1::2]))
+                    else:
+                        part = sum(ORACLE[id(run)].us[run.kernels[i].name, run.kernels[i].phase] for i in refs)
+                    assert math.isclose(q.value, part / ORACLE[id(run)].total(phase), rel_tol=1e-6), where
+                    assert q.of == f"the {phase}" and f"of the {phase}" in text.quantity(q), where
+                    checked += 1
+                elif total:
+                    run = _run_named(c, note, total.group(1))
+                    if id(run) in ORACLE:
+                        oracle, phase = ORACLE[id(run)], total.group(3)
+                        expected = oracle.total(phase) if total.group(2) == "gpu_us" else oracle.count(phase)
+                        assert math.isclose(q.value, expected, rel_tol=1e-6), where
+                        checked += 1
+    assert checked > 1000

@@ -244,7 +244,7 @@ def test_a_crossover_note_exactly_where_the_ranked_order_changes():
     (cross,) = crossovers(result)
     note = assert_words_hold(result).notes[0]  # first: where the order changes matters most
     assert (note.rule, note.side) == ("sweep_crossover", "pair")
-    assert note.title == "SDPA · FlashAttention overtakes Naive (masked_fill) near S=1,024"
+    assert note.title == "SDPA · FlashAttention overtakes Naive (masked_fill) near S=1,024 (GPU time)"
     assert note.body == ("Naive (masked_fill) is 1.4× faster at S=512, SDPA · FlashAttention 1.4× at S=2,048; "
                          "between them their GPU times grow as S^2 and S^1.50.")
     assert note.facts["r0"].value == pytest.approx(cross.ratio_before)

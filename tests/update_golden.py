@@ -1,4 +1,4 @@
-"""Rewrite tests/golden/recorded_pairs.txt from today's explainer: run it only after reading what changed, then read
+"""Rewrite tests/golden/recorded_pairs.txt and recorded_sweeps.txt from today's explainer: run it only after reading what changed, then read
 its diff (`git diff tests/golden`) as a reviewer before committing it.
 
     python tests/update_golden.py
@@ -10,10 +10,11 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]
 
-from test_explain_recorded import GOLDEN, PAIRS, golden_lines  # noqa: E402
+from test_explain_recorded import GOLDEN, GOLDEN_SWEEPS, PAIRS, golden_lines, golden_sweep_lines  # noqa: E402
 
 from profiling.explain import explain  # noqa: E402
 
 if __name__ == "__main__":
     GOLDEN.write_text("\n".join(golden_lines([(c, explain(c)) for c in PAIRS])) + "\n")
-    print(f"wrote {GOLDEN} ({len(PAIRS)} pairs)")
+    GOLDEN_SWEEPS.write_text("\n".join(golden_sweep_lines()) + "\n")
+    print(f"wrote {GOLDEN} ({len(PAIRS)} pairs) and {GOLDEN_SWEEPS}")

@@ -103,18 +103,20 @@ def _crossover(result: Sweep, f: Crossover) -> Note:
     t = {(v, s): _of(result, v, s, f"{paths[s]}.median_ms", "ms") for v in (before, after)
          for s in (f.s_before, f.s_after)}
     facts = {"r0": ratio(t[after, f.s_before], t[before, f.s_before]),
-             "r1": ratio(t[before, f.s_after], t[after, f.s_after]),
-             "e0": _fit(result, before, [f.s_before, f.s_after], "time"),
-             "e1": _fit(result, after, [f.s_before, f.s_after], "time")}
-    if f.same_figure:
-        where, on0, on1 = f"near {_s(f.seq_len)}", "", ""
+             "r1": ratio(t[before, f.s_after], t[after, f.s_after])}
+    gpu_times = f.same_figure and f.path == "timing"
+    if f.same_figure:  # the figure compared is said, so a chart of another figure is never read for it
+        where, on0, on1 = f"near {_s(f.seq_len)} ({FIGURE_WORDS[f.path]})", "", ""
     else:  # a host-bound side is compared back to back, a GPU-bound pair on GPU time: no one curve crosses
         where = f"between {_s(f.s_before)} and {f.s_after:,}"
         on0, on1 = (f" ({FIGURE_WORDS[paths[s]]})" for s in (f.s_before, f.s_after))
+    if gpu_times:  # how the work grows; a host-bound pace says how the host's cost does, which is not the point
+        facts |= {"e0": _fit(result, before, [f.s_before, f.s_after], "time"),
+                  "e1": _fit(result, after, [f.s_before, f.s_after], "time")}
     return _sided(note(
         "sweep_crossover", "sweep", f"{label(after)} overtakes {label(before)} {where}",
         f"{label(before)} is {{r0}} faster at {_s(f.s_before)}{on0}, {label(after)} {{r1}} at {_s(f.s_after)}{on1}"
-        + ("; between them their GPU times grow as {e0} and {e1}." if f.same_figure else "."),
+        + ("; between them their GPU times grow as {e0} and {e1}." if gpu_times else "."),
         weight=WEIGHTS["sweep_crossover"], facts=facts,
         evidence=[f"{_s(s)}: {label(v)} {text.quantity(t[v, s])}" for s in (f.s_before, f.s_after)
                   for v in (before, after)]
