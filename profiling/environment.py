@@ -8,16 +8,17 @@ import torch
 
 from .cpu_paths import read_features
 
-# Dense datasheet peaks in TFLOP/s (tensor cores for fp16/bf16; plain FP32 on CUDA cores).
-# Only used to show "share of peak"; unknown GPUs simply show none.
+# Dense datasheet peaks in TFLOP/s (tensor cores for fp16/bf16, without sparsity; plain FP32 on CUDA cores), from
+# NVIDIA's datasheets (tests/test_environment.py holds each with its source). Only used to show "share of peak";
+# a GPU not listed, or a MIG slice (a part of the chip), shows none. Longest names first: "H200 NVL" before "H200".
 _PEAK_TFLOPS = {
+    "H200 NVL": {"bf16": 835.0, "fp16": 835.0, "fp32": 60.0},
     "H200": {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0},
     "H100 80GB HBM3": {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0},
     "H100 PCIe": {"bf16": 756.0, "fp16": 756.0, "fp32": 51.0},
     "A100": {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5},
-    "L4": {"bf16": 121.0, "fp16": 121.0, "fp32": 30.3},
-    "A10G": {"bf16": 70.0, "fp16": 70.0, "fp32": 31.2},
     "L40S": {"bf16": 362.0, "fp16": 362.0, "fp32": 91.6},
+    "L4": {"bf16": 121.0, "fp16": 121.0, "fp32": 30.3},
     "T4": {"fp16": 65.0, "fp32": 8.1},
 }
 
@@ -94,6 +95,8 @@ def _cpu_name() -> str:
 
 
 def _peak_for(name: str) -> dict[str, float] | None:
+    if "MIG" in name:  # a slice of the chip: the datasheet's peak is the whole chip's
+        return None
     for key, peaks in _PEAK_TFLOPS.items():
         if key in name:
             return peaks

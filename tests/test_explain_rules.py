@@ -12,8 +12,8 @@ from explain_helpers import RUNS, apply, recorded, with_env
 
 from attention_variants import VARIANTS, guess_for
 from profiling import text
-from profiling.explain import (blog_rules, environment_rules, explain, facts, guess_rules, ledger, timing_rules,
-                               verdict)
+from profiling.explain import (blog_rules, environment_rules, explain, facts, guess_rules, ledger, mask_rules,
+                               timing_rules, verdict)
 from profiling.measurement import measure_runs
 from profiling.reference import BLOG
 from profiling.results import Comparison, Kernel, Launch, Timing
@@ -511,3 +511,15 @@ def test_masked_fill_moves_the_scores_slower_than_the_scale_and_says_by_how_much
     assert fill.us_per_forward > mul.us_per_forward and "2.8× slower per byte" in n.body
     assert "The causal mask" not in n.body and "the causal mask, one S×S matrix" in n.body
     assert mask_rules.masked_fill_rate(recorded("sdpa_flash"), {}) is None
+
+
+def test_the_grouped_query_notes_figures_are_the_tensors_own():
+    """What k and v hold, counted on the tensors a workload makes (not on the note's own formula); the FLOPs over
+    every query head: the GQA recording's TFLOP/s from its pairs, its heads and its D."""
+    (run,) = [r for r in RUNS if r.variant == "sdpa_cudnn" and r.workload.kv_heads == 8 and r.workload.passes == "fwd"]
+    note = apply(mask_rules.kv_savings, run)
+    x = run.workload.replace(device="cpu", batch=1, seq_len=64).make_inputs()  # the same layout, a small S
+    per_token = (x.k.numel() + x.v.numel()) * x.k.element_size() / 64
+    assert note.facts["bytes"].value == per_token * run.workload.seq_len * run.workload.batch
+    w = run.workload
+    assert run.tflops == pytest.approx(4 * w.batch * w.heads * w.head_dim * w.pairs / (run.gpu_ms * 1e-3) / 1e12)

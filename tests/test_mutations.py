@@ -1,0 +1,173 @@
+"""Planted faults a user would see as a wrong answer, each caught by the test named beside it: the fault is planted
+as behaviour (a function or a table replaced for the test's duration), not as an edit of the source's text, so a
+refactor cannot quietly turn it into a fault of nothing. Each check is a test of the suite, called as it is; under
+the fault it must fail by an assertion (a crash would prove nothing about the truth it checks).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import pytest
+
+import test_environment
+import test_explain_recorded
+import test_explain_rules
+import test_measurement_cpu
+import test_sweep
+import test_text
+import test_trace_h200
+import test_verdict
+import test_workload
+import torch
+from attention_variants import flex
+from profiling import accuracy, environment, explain, stats, text, timing, trace
+from profiling.explain import blog_rules, curves, facts, guess_rules, ledger, mask_rules, verdict
+from profiling.results import Run
+from profiling.workload import Workload
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    name: str
+    plant: Callable[[pytest.MonkeyPatch], None]
+    check: Callable[[pytest.MonkeyPatch], None]  # a test of the suite that must now fail
+
+
+def _decide_with(**forced):
+    real = stats.decide
+    return lambda a, b, **kw: real(a, b, **(kw | forced))
+
+
+def _flipped_decide(a, b, **kw):
+    d = _REAL_DECIDE(a, b, **kw)
+    swapped = {"a": "b", "b": "a"}.get(d.faster)
+    return dataclasses.replace(d, faster=swapped) if d.kind == "ranked" else d
+
+
+_REAL_DECIDE = stats.decide
+_REAL_RATIO = facts.ratio
+_REAL_FIGURE = verdict.figure
+_REAL_SHARE_BY_PHASE = trace.share_by_phase
+_REAL_INPUTS = Workload.make_inputs
+_REAL_PASS_TIMINGS = timing._pass_timings
+_REAL_SHARE_OF = facts.share_of
+
+
+def _host_cost_figure(a, b):
+    path, words = _REAL_FIGURE(a, b)
+    return ("host_cost", words) if path == "back_to_back" else (path, words)
+
+
+def _wider_window(self):
+    """make_inputs with a sliding window one key wider than W."""
+    x = _REAL_INPUTS(self)
+    if self.mask == "window":
+        offsets = torch.arange(self.offset, self.seq_len)[:, None] - torch.arange(self.seq_len)[None, :]
+        x = dataclasses.replace(x, allowed=(offsets >= 0) & (offsets <= self.window))
+    return x
+
+
+def _step_as_forward(run, per_phase, method):
+    _REAL_PASS_TIMINGS(run, per_phase, method)
+    if run.workload.passes == "fwd+bwd":
+        run.timing = run.forward_timing
+
+
+def _share_of_the_step(run, kernels, phase, who="run"):
+    said = _REAL_SHARE_OF(run, kernels, phase, who)
+    return dataclasses.replace(said, value=sum(k.us_per_forward for k in kernels) / run.gpu_us("step"))
+
+
+def _without(rule):
+    return tuple(r for r in explain.RULES if r is not rule)
+
+
+def _call(test, *args):
+    return lambda mp: test(*args)
+
+
+FAULTS = [
+    Fault("verdict: the winner and the loser swapped",
+          lambda mp: mp.setattr(stats, "decide", _flipped_decide),
+          _call(test_verdict.test_a_clear_gap_is_ranked_and_its_ratio_is_the_medians_ratio)),
+    Fault("verdict: the ratio upside down",
+          lambda mp: mp.setattr(verdict, "ratio", lambda n, d, unit="x": _REAL_RATIO(d, n, unit)),
+          _call(test_verdict.test_a_clear_gap_is_ranked_and_its_ratio_is_the_medians_ratio)),
+    Fault("verdict: noise called a winner (level 0.5)", lambda mp: mp.setattr(stats, "decide", _decide_with(level=0.5)),
+          _call(test_verdict.test_a_big_gap_the_test_cannot_confirm_is_not_called_level)),
+    Fault("verdict: no practical threshold", lambda mp: mp.setattr(stats, "decide", _decide_with(practical=0.0)),
+          _call(test_verdict.test_a_tiny_real_gap_is_no_practical_difference_and_never_1_0x)),
+    Fault("verdict: a host cost as the headline's figure", lambda mp: mp.setattr(verdict, "figure", _host_cost_figure),
+          _call(test_verdict.test_a_host_bound_side_puts_both_on_the_back_to_back_pace)),
+    Fault("rule switched off: the hidden copy",
+          lambda mp: mp.setattr(explain, "RULES", _without(guess_rules.hidden_copy)),
+          _call(test_explain_recorded.check_golden, "naive vs naive_inplace · B=8, H=16, S=1024, D=64, bf16, causal")),
+    Fault("rule switched off: the fp32 GEMMs",
+          lambda mp: mp.setattr(explain, "RULES", _without(guess_rules.fp32_gemms)),
+          _call(test_explain_recorded.check_golden, "sdpa_math vs sdpa_efficient")),
+    Fault("a reason skipped: the speed note without the GPU's reasons",
+          lambda mp: mp.setattr(verdict, "_gpu_reasons", lambda fast, slow, side: ([], {})),
+          _call(test_explain_rules.test_the_speed_note_gives_a_reason_or_says_none_is_known)),
+    Fault("a kernel dropped from the parsed table",
+          lambda mp: mp.setattr(trace, "share_by_phase", lambda ks: _REAL_SHARE_BY_PHASE(ks[:-1])),
+          _call(test_trace_h200.test_every_recorded_trace_parses_to_its_stored_tables_row_by_row)),
+    Fault("backward kernels filed as the forward's", lambda mp: mp.setattr(trace, "BACKWARD_MARK", "no such op:"),
+          _call(test_trace_h200.test_every_recorded_trace_parses_to_its_stored_tables_row_by_row)),
+    Fault("a forward kernel in a backward view",
+          lambda mp: mp.setattr(Run, "kernels_of", lambda self, phase=None: list(self.kernels)),
+          _call(test_explain_recorded.test_every_recorded_runs_phases_are_the_oracles)),
+    Fault("a note's share taken of the step, said of its phase",
+          lambda mp: [mp.setattr(module, "share_of", _share_of_the_step)
+                      for module in (facts, guess_rules, mask_rules, blog_rules, ledger)],
+          lambda mp: test_explain_recorded.check_shares(
+              [(c, explain.explain(c)) for c in test_explain_recorded.PAIRS
+               if c.a.workload.passes == "fwd+bwd" and c.a.variant == "naive"])),
+    Fault("a unit off by 1000: ms written as µs figures",
+          lambda mp: mp.setitem(text.FORMATS, "ms", lambda v: f"{v * 1000:.3f} ms"),
+          _call(test_text.test_each_unit_has_one_spelling, "ms", 0.0603, "0.060 ms")),
+    Fault("a unit off by 1000: CPU timings in seconds",
+          lambda mp: mp.setattr(timing, "_pass_timings", lambda run, per_phase, method: _REAL_PASS_TIMINGS(
+              run, [[x / 1000 for x in p] for p in per_phase], method)),
+          _call(test_measurement_cpu.test_a_cpu_timing_is_wall_milliseconds_by_an_independent_clock)),
+    Fault("a training step's time reported as its forward's", lambda mp: mp.setattr(timing, "_pass_timings",
+                                                                                    _step_as_forward),
+          _call(test_measurement_cpu.test_a_training_steps_time_is_its_forward_plus_its_backward_of_the_same_calls)),
+    Fault("gradients' reference without the mask", lambda mp: mp.setattr(accuracy, "_masked", lambda s, x, rows: s),
+          _call(test_measurement_cpu.test_the_app_s_reference_is_the_oracle_s_for_every_mask_and_kv_heads, {})),
+    Fault("a sliding window one key too wide", lambda mp: mp.setattr(Workload, "make_inputs", _wider_window),
+          _call(test_workload.test_each_mask_kind_allows_what_it_says)),
+    Fault("FLOPs not halved when causal",
+          lambda mp: mp.setattr(Workload, "pairs", property(lambda self: self.queries * self.seq_len)),
+          _call(test_workload.test_the_pairs_and_the_flops_are_the_masks_own_count, {})),
+    Fault("GQA FLOPs counted over kv heads",
+          lambda mp: mp.setattr(Workload, "flops", property(
+              lambda self: 4.0 * self.batch * self.kv_head_count * self.head_dim * self.pairs)),
+          _call(test_workload.test_the_pairs_and_the_flops_are_the_masks_own_count, {"kv_heads": 4})),
+    Fault("a GQA note's k and v bytes at full heads",
+          lambda mp: mp.setattr(Workload, "kv_bytes", property(
+              lambda self: 2 * self.batch * self.heads * self.seq_len * self.head_dim * self.element_bytes)),
+          _call(test_explain_rules.test_the_grouped_query_notes_figures_are_the_tensors_own)),
+    Fault("the H200's bf16 peak doubled",
+          lambda mp: mp.setitem(environment._PEAK_TFLOPS, "H200", {"bf16": 1979.0, "fp16": 1979.0, "fp32": 67.0}),
+          _call(test_environment.test_the_peak_table_is_the_datasheets, "NVIDIA H200", (989, 67))),
+    Fault("flex rebuilding its block mask every call",
+          lambda mp: mp.setattr(flex, "_mask_of", lambda x: flex._block_mask.__wrapped__(
+              *flex._mask_key(x.workload), x.allowed if x.workload.mask == "bool" else None)
+              if flex._mask_key(x.workload) else None),
+          lambda mp: test_measurement_cpu.test_flex_builds_its_block_mask_once_not_per_call(mp)),
+    Fault("a crossover without the test", lambda mp: mp.setattr(curves, "decision", lambda a, b: dataclasses.replace(
+              verdict.decision(a, b), kind="ranked")),
+          _call(test_sweep.test_no_crossover_is_claimed_where_the_test_cannot_rank_them)),
+    Fault("a slope stated over noise", lambda mp: (mp.setattr(curves, "MIN_R2", -1.0),
+                                                  mp.setattr(curves, "_apart", lambda first, last: True)),
+          _call(test_sweep.test_no_exponent_is_supported_over_noisy_points)),
+]
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.name)
+def test_a_planted_fault_is_caught_by_its_test(fault, monkeypatch):
+    fault.check(monkeypatch)  # the check passes on the code as it is ...
+    fault.plant(monkeypatch)
+    with pytest.raises(AssertionError):  # ... and fails, by an assertion, with the fault planted
+        fault.check(monkeypatch)
