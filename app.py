@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import handlers  # noqa: F401  (first: it imports ZeroGPU's `spaces` before anything touches CUDA)
 
-import json
 import os
 import shutil
 import time
@@ -35,7 +34,7 @@ from profiling.explain import Explanation
 from profiling.measurement import other_work
 from profiling.replay import find_recorded, recorded_sweeps, recorded_workloads
 from profiling.request import KEYS, LIVE, MAX_LENGTHS, Request
-from profiling.results import Comparison, Sweep
+from profiling.results import Comparison
 from profiling.timeline import run_timeline
 from profiling.workload import FIELDS, Refusal
 from serving import RequestGuard, limit_malloc_arenas, refuse_short_requests
@@ -165,11 +164,10 @@ def show(result_id, http: gr.Request) -> list:
     CPU with any live measurement, which marks its run when it does (`other_work`)."""
     data = kept(result_id, "compare")
     with other_work():
-        comparison, explanation = Comparison.from_dict(data["result"]), Explanation.from_dict(data["explanation"])
+        request, comparison, explanation = data.answer.request, data.answer.result, data.answer.explanation
         chart = figures.timing_figure(comparison, dark=None)  # transparent, mid-grey text: light or dark page
         folder = scratch.view_folder()
-        sent = {"source": data["source"], **comparison.without_files().to_dict(), **explanation.to_dict()}
-        files = reports.export(sent, comparison, chart, folder)
+        files = reports.export(data.text, comparison, chart, folder)
         for side, run in (("a", comparison.a), ("b", comparison.b)):
             trace = served_trace(run.trace_path)
             if trace:
@@ -182,9 +180,9 @@ def show(result_id, http: gr.Request) -> list:
         except ValueError:  # a side that did not run, or a trace pruned since
             lanes, caption = None, "No timeline: a side has no trace (it did not run, or its trace is gone)."
         a, w = comparison.a, comparison.a.workload
-        where = (f"**{'Measured live' if data['source'] == LIVE else 'Recorded'}** on {a.environment.summary()} · "
+        where = (f"**{'Measured live' if request.live else 'Recorded'}** on {a.environment.summary()} · "
                  f"workload {w.words()}")
-        link = share_link(http, Request(data["source"], a.variant, comparison.b.variant, w))
+        link = share_link(http, request)
         return [link, view_links(link), "", where,
                 reports.verdict_markdown(explanation, reports.comparison_table(comparison)),
                 reports.present_markdown(explanation), gr.Plot(chart, visible=True),
@@ -199,16 +197,14 @@ def show_sweep(result_id, http: gr.Request) -> list:
     """Render a kept sweep: its verdict and notes, charts, every point, downloads and link."""
     data = kept(result_id, "sweep")
     with other_work():
-        result, explanation = Sweep.from_dict(data["result"]), Explanation.from_dict(data["explanation"])
+        result, explanation = data.answer.result, data.answer.explanation
         chart = figures.sweep_figure(result, dark=None)
         folder = scratch.view_folder()
         name = f"sweep_{result.a}_vs_{result.b}"
         files = {"json": folder / f"{name}.json", "png": folder / f"{name}.png"}
-        files["json"].write_text(json.dumps(result.to_dict() | explanation.to_dict(), indent=1))
+        files["json"].write_text(data.text)
         chart.savefig(files["png"], format="png")
-        lengths = tuple(int(s) for s in data["seqs"].split(",")) if data["seqs"] else None
-        request = Request(data["source"], result.a, result.b, result.workload, lengths)
-        link = share_link(http, request, mode="sweep")
+        link = share_link(http, data.answer.request, mode="sweep")  # the request as asked: its S stays the tab's
         return [link, view_links(link), reports.sweep_markdown(explanation), reports.present_markdown(explanation),
                 gr.Plot(chart, visible=True), gr.Plot(figures.present_sweep_figure(result), visible=True),
                 gr.Dataframe(reports.sweep_table(result), visible=True),

@@ -21,6 +21,7 @@ import json
 import secrets
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -43,7 +44,7 @@ DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else next(iter(R
 # push it out. gradio keeps each session's last output values (~1.5 MB once a result is shown): 16 sessions.
 MAX_REQUEST_BYTES = 64 * 1024
 KEPT_FOR_S = 30 * 60
-RESULTS = ResultStore(max_bytes=256 * 2**20, max_age_s=KEPT_FOR_S)
+RESULTS = ResultStore(max_bytes=128 * 2**20, max_age_s=KEPT_FOR_S)
 SESSIONS_KEPT = 16
 REPLAYS_AT_ONCE = 4  # a replay reads JSON and draws a chart (~1 s of CPU): it never waits for a live run
 NOT_KEPT = f"This result is no longer kept (results are kept {KEPT_FOR_S // 60} minutes); run it again."
@@ -113,9 +114,11 @@ async def serve(kind: str, request: Request, progress, run_id: str | None = None
     finally:
         if task.done():
             RUNNING.pop(run_id, None)
-    kept = {"kind": kind, "source": request.source, "seqs": ",".join(map(str, request.seq_lens or ())),
-            "result": answer.result.to_dict(), "explanation": answer.explanation.to_dict()}
-    return answer.to_dict(), RESULTS.put(json.dumps(kept)) if keep else None
+    client = answer.to_dict()
+    if not keep:
+        return client, None
+    text = json.dumps(client, indent=1)  # the page's JSON download: what an API client gets
+    return client, RESULTS.put(Kept(kind, answer, text), 2 * len(text))  # the text and the objects it describes
 
 
 def endpoint(kind: str, live: bool, page: bool):
@@ -156,12 +159,19 @@ def stop_sweep(request: gr.Request) -> None:
         cancel.set()
 
 
-def kept(result_id, kind: str) -> dict:
+@dataclass(frozen=True)
+class Kept:
+    """A served answer as the page keeps it: the objects it renders, and the JSON a client was sent (its download)."""
+    kind: str                      # "compare" or "sweep"
+    answer: session.Answer         # the request, the result (its trace files named) and the explanation
+    text: str
+
+
+def kept(result_id, kind: str) -> Kept:
     """The result kept under `result_id` if it is a `kind` ("compare" or "sweep"); else refused (an id is the
     client's to send: one of the other tab's, or made up, fetches nothing)."""
-    text_ = RESULTS.get(result_id)
-    data = json.loads(text_) if text_ is not None else None
-    if data is None or data.get("kind") != kind:
+    data = RESULTS.get(result_id)
+    if not isinstance(data, Kept) or data.kind != kind:
         raise refused(NOT_KEPT, "Result expired")
     return data
 

@@ -14,7 +14,6 @@ import re
 import secrets
 import threading
 import time
-import zlib
 from collections import OrderedDict
 from urllib.parse import parse_qsl
 
@@ -337,41 +336,40 @@ def _replay(body: bytes, receive):
 
 class ResultStore:
     """Results kept on the server by an opaque id the client holds (never by gradio's session, which other
-    visitors' sessions evict): each kept for `max_age_s`, zlib-compressed, the whole bounded by `max_bytes`, past
-    which the oldest go first. Thread-safe."""
+    visitors' sessions evict): each kept for `max_age_s`, as the object it is, with the size its keeper says it
+    takes; the whole bounded by `max_bytes`, past which the oldest go first. Thread-safe."""
 
     def __init__(self, max_bytes: int, max_age_s: float, clock=time.monotonic):
         self.max_bytes, self.max_age_s, self._clock = max_bytes, max_age_s, clock
-        self._kept: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._kept: OrderedDict[str, tuple[float, int, object]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def put(self, text: str) -> str:
+    def put(self, value, size: int) -> str:
         key = secrets.token_urlsafe(16)
-        packed = zlib.compress(text.encode(), 6)
         with self._lock:
-            self._kept[key] = (self._clock(), packed)
-            self._bytes += len(packed)
+            self._kept[key] = (self._clock(), size, value)
+            self._bytes += size
             self._prune()
         return key
 
-    def get(self, key) -> str | None:
-        """The text kept under `key`, or None when it never was or is no longer kept (any value is safe to ask)."""
+    def get(self, key):
+        """What is kept under `key`, or None when it never was or is no longer kept (any value is safe to ask)."""
         if not isinstance(key, str):
             return None
         with self._lock:
             self._prune()
             kept = self._kept.get(key)
-        return zlib.decompress(kept[1]).decode() if kept else None
+        return kept[2] if kept else None
 
     def _prune(self) -> None:
         now = self._clock()
         while self._kept:
-            key, (when, packed) = next(iter(self._kept.items()))
+            key, (when, size, _) = next(iter(self._kept.items()))
             if now - when <= self.max_age_s and self._bytes <= self.max_bytes:
                 break
             del self._kept[key]
-            self._bytes -= len(packed)
+            self._bytes -= size
 
     def __len__(self) -> int:
         return len(self._kept)

@@ -3,7 +3,6 @@ Renders only; never measures. Every number is written by `profiling.text`; every
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -382,8 +381,8 @@ def visible_words(explanation: Explanation) -> int:
 
 
 # -- files to download --------------------------------------------------------------------------
-def export(answer_dict: dict, comparison: Comparison, figure, directory: str | Path) -> dict[str, Path]:
-    """Write the kernel tables (CSV), the answer (JSON, as the API returns it) and the chart (PNG) into
+def export(answer_json: str, comparison: Comparison, figure, directory: str | Path) -> dict[str, Path]:
+    """Write the kernel tables (CSV), the answer (its JSON, as the API returns it) and the chart (PNG) into
     `directory`."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -393,7 +392,7 @@ def export(answer_dict: dict, comparison: Comparison, figure, directory: str | P
             files[f"{side}_csv"] = directory / f"{side}_{run.variant}_kernels.csv"
             kernel_table(run).to_csv(files[f"{side}_csv"], index=False)
     files["json"] = directory / f"comparison_{comparison.a.variant}_vs_{comparison.b.variant}.json"
-    files["json"].write_text(json.dumps(answer_dict, indent=1))
+    files["json"].write_text(answer_json)
     files["png"] = directory / f"chart_{comparison.a.variant}_vs_{comparison.b.variant}.png"
     figure.savefig(files["png"], format="png")
     return files

@@ -281,9 +281,9 @@ def test_the_pages_event_keeps_the_answer_it_returns_and_show_renders_that_resul
     assert ran["success"], ran
     answer, result_id = ran["output"]["data"]
     assert set(answer) == ANSWER_KEYS and isinstance(result_id, str) and len(result_id) >= 20
-    kept = json.loads(handlers.RESULTS.get(result_id))
-    assert kept["kind"] == "compare" and kept["source"] == RECORDING
-    assert json_of(Comparison.from_dict(kept["result"]).without_files().to_dict()) == json_of({k: answer[k] for k in "ab"})
+    kept = handlers.RESULTS.get(result_id)
+    assert kept.kind == "compare" and kept.answer.request.source == RECORDING and json.loads(kept.text) == answer
+    assert json_of(kept.answer.result.without_files().to_dict()) == json_of({k: answer[k] for k in "ab"})
     shown = queued(app_url, fn_index("show"), [result_id], session_hash)
     assert shown["success"], shown
     link, views_line, stale, measured_on, verdict, present, chart, present_chart, caption, *rest = \
@@ -393,9 +393,9 @@ def test_progress_reports_the_real_stages_of_a_then_b_and_the_kept_result_is_the
         for stage in ("warm-up", "timing", "profiling"):
             assert f"{side} · {key}: {stage}" in descriptions, (side, stage, descriptions)
     assert [f for f, _ in stages] == sorted(f for f, _ in stages) and stages[-1][0] == 1.0
-    kept = json.loads(handlers.RESULTS.get(result_id))
-    assert json_of(Comparison.from_dict(kept["result"]).without_files().to_dict()) == json_of({k: answer[k] for k in "ab"})
-    assert kept["explanation"]["headline"] == answer["headline"]
+    kept = handlers.RESULTS.get(result_id)
+    assert json_of(kept.answer.result.without_files().to_dict()) == json_of({k: answer[k] for k in "ab"})
+    assert json_of(kept.answer.explanation.to_dict()["headline"]) == json_of(answer["headline"])
     assert not handlers.RUNNING  # the run's cancel is gone with it
 
 

@@ -148,9 +148,15 @@ def cpu_dispatch(run: Run, peers: Peers) -> Note | None:
         return None
     op = sdpa_op(run)
     what = f"SDPA ran `{text.op(op.name)}`. " if op else ""
+    facts, slowed = {}, ""
+    if run.profiled_host_ms and run.timing:
+        facts = {"profiled": measured(run, "profiled_host_ms", "ms"), "timed": measured(run, "timing.median_ms", "ms")}
+        facts["slower"] = ratio(facts["profiled"], facts["timed"])
+        slowed = (" The op table's times are self times under the profiler, whose calls took {profiled} against "
+                  "{timed} timed ({slower}): read their shares, not their µs beside the wall time.")
     return note("cpu_dispatch", "environment", "A CPU run: aten ops by CPU time, not GPU kernels",
                 what + "On a CPU, SDPA tries its CPU flash kernel, then math; memory-efficient and cuDNN have no CPU "
-                "kernel. Times are wall clock, and GPU facts (tensor cores, occupancy, Memsets) do not apply.",
-                weight=0.05, ops=[op.name] if op else [],
+                "kernel. GPU facts (tensor cores, occupancy, Memsets) do not apply." + slowed,
+                weight=0.05, facts=facts, ops=[op.name] if op else [],
                 evidence=[f"{k.name} · {text.us(k.us_per_forward)} self/fwd ({text.share(k.share)})"
                           for k in run.kernels[:5]] + [f"CPU: {run.environment.device_name}"])
