@@ -20,6 +20,8 @@ import inspect
 import json
 import secrets
 import threading
+import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +34,53 @@ from profiling.environment import detect
 from profiling.replay import RECORDED_DIR, recorded_runs, recordings
 from profiling.request import KEYS, LIVE, Request
 from profiling.workload import Refusal
-from serving import TITLES, ResultStore, refused
+from serving import TITLES, refused
 
 ENV = detect()
 RECORDINGS = {name: recorded_runs(name)[0].environment for name in recordings()}
 # With a GPU the page measures live; without one it starts on the first recording's real GPU runs.
 DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else next(iter(RECORDINGS))
+
+class ResultStore:
+    """Results kept on the server by an opaque id the client holds (never by gradio's session, which other
+    visitors' sessions evict): each kept for `max_age_s`, as the object it is, with the size its keeper says it
+    takes; the whole bounded by `max_bytes`, past which the oldest go first. Thread-safe."""
+
+    def __init__(self, max_bytes: int, max_age_s: float, clock=time.monotonic):
+        self.max_bytes, self.max_age_s, self._clock = max_bytes, max_age_s, clock
+        self._kept: OrderedDict[str, tuple[float, int, object]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def put(self, value, size: int) -> str:
+        key = secrets.token_urlsafe(16)
+        with self._lock:
+            self._kept[key] = (self._clock(), size, value)
+            self._bytes += size
+            self._prune()
+        return key
+
+    def get(self, key):
+        """What is kept under `key`, or None when it never was or is no longer kept (any value is safe to ask)."""
+        if not isinstance(key, str):
+            return None
+        with self._lock:
+            self._prune()
+            kept = self._kept.get(key)
+        return kept[2] if kept else None
+
+    def _prune(self) -> None:
+        now = self._clock()
+        while self._kept:
+            key, (when, size, _) = next(iter(self._kept.items()))
+            if now - when <= self.max_age_s and self._bytes <= self.max_bytes:
+                break
+            del self._kept[key]
+            self._bytes -= size
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
 
 # What one visitor may cost the server. A result is kept by an id the page holds, half an hour, in a store
 # bounded by bytes (compressed JSON, tens of KB a result), never in gradio's sessions, so other visitors cannot

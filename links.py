@@ -3,6 +3,7 @@ page's tab and view beside it; a link is anyone's to write, so what it gets wron
 """
 from __future__ import annotations
 
+import re
 from urllib.parse import quote, urlencode
 
 import gradio as gr
@@ -11,7 +12,18 @@ from handlers import DEFAULT_SOURCE, ENV
 from profiling import reports
 from profiling.request import Request
 from profiling.workload import Refusal, choice
-from serving import page_address
+
+HOST = re.compile(r"[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?")
+
+
+def page_address(request) -> str:
+    """The app's public address: behind a proxy (Spaces) the forwarded host, when it is a host name."""
+    host = request.headers.get("x-forwarded-host", "").split(",")[0].strip()
+    if HOST.fullmatch(host):
+        proto = request.headers.get("x-forwarded-proto", "https").split(",")[0].strip()
+        return f"{'http' if proto == 'http' else 'https'}://{host}/"
+    return str(request.base_url)
+
 
 MODES = {"compare": "A vs B", "sweep": "A vs B over S"}
 VIEWS = {"page": "the whole page", "present": "presentation: large type, one screen",

@@ -1,5 +1,5 @@
-"""What a public server needs beyond the screen: one-line refusals, a request guard, bounded memory, results kept
-by id, and the page's public address.
+"""What a public server needs beyond the screen: one-line refusals, a request guard that answers hostile requests
+with a 4xx, and bounded memory.
 
 Nothing here knows about attention; app.py builds the screen and uses these.
 """
@@ -11,10 +11,6 @@ import itertools
 import json
 import logging
 import re
-import secrets
-import threading
-import time
-from collections import OrderedDict
 from urllib.parse import parse_qsl
 
 import gradio as gr
@@ -332,56 +328,3 @@ def _replay(body: bytes, receive):
             return {"type": "http.request", "body": body, "more_body": False}
         return await receive()
     return replayed
-
-
-class ResultStore:
-    """Results kept on the server by an opaque id the client holds (never by gradio's session, which other
-    visitors' sessions evict): each kept for `max_age_s`, as the object it is, with the size its keeper says it
-    takes; the whole bounded by `max_bytes`, past which the oldest go first. Thread-safe."""
-
-    def __init__(self, max_bytes: int, max_age_s: float, clock=time.monotonic):
-        self.max_bytes, self.max_age_s, self._clock = max_bytes, max_age_s, clock
-        self._kept: OrderedDict[str, tuple[float, int, object]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def put(self, value, size: int) -> str:
-        key = secrets.token_urlsafe(16)
-        with self._lock:
-            self._kept[key] = (self._clock(), size, value)
-            self._bytes += size
-            self._prune()
-        return key
-
-    def get(self, key):
-        """What is kept under `key`, or None when it never was or is no longer kept (any value is safe to ask)."""
-        if not isinstance(key, str):
-            return None
-        with self._lock:
-            self._prune()
-            kept = self._kept.get(key)
-        return kept[2] if kept else None
-
-    def _prune(self) -> None:
-        now = self._clock()
-        while self._kept:
-            key, (when, size, _) = next(iter(self._kept.items()))
-            if now - when <= self.max_age_s and self._bytes <= self.max_bytes:
-                break
-            del self._kept[key]
-            self._bytes -= size
-
-    def __len__(self) -> int:
-        return len(self._kept)
-
-
-HOST = re.compile(r"[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?")
-
-
-def page_address(request) -> str:
-    """The app's public address: behind a proxy (Spaces) the forwarded host, when it is a host name."""
-    host = request.headers.get("x-forwarded-host", "").split(",")[0].strip()
-    if HOST.fullmatch(host):
-        proto = request.headers.get("x-forwarded-proto", "https").split(",")[0].strip()
-        return f"{'http' if proto == 'http' else 'https'}://{host}/"
-    return str(request.base_url)

@@ -137,7 +137,7 @@ class DeviceCost:
 # Rates sit between the middle and the slow end of what was seen, so the prediction errs long: whole
 # comparisons took 0.2-0.6x the prediction on a quiet machine, up to ~1.1x while other jobs shared its cores.
 # GPU: the figures of an L4-class GPU (the slowest the Space is suggested on), scaled to this GPU by datasheet
-# peaks (_device_cost), with the GPU's first profiler session (~4 s, DESIGN.md) and flex's first compile (7.4 s
+# peaks (_device_cost), with the GPU's first profiler session (~4 s on the H200) and flex's first compile (7.4 s
 # on the H200) on top. The fused rate is half the slowest fused kernel measured on the H200 (efficient, 132-181
 # TFLOP/s at S >= 8192 in the recorded sweeps), scaled back to the L4: 8e12 (it was 5e12, 5x under the H200's);
 # its per-score cost is 0.01e-9 (it was 0.02e-9, which alone priced efficient at 8x16x32768x64 above what it

@@ -261,10 +261,10 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
             for cross in crossovers(result):
                 if cross.same_figure:
                     axes.axvline(cross.seq_len, color=colours["fg"], linestyle="--", linewidth=1)
-                    where, x = f"≈ S={cross.seq_len:,.0f}", cross.seq_len
+                    where, x = f"≈ S={text.count(round(cross.seq_len))}", cross.seq_len
                 else:  # compared on different figures at the two lengths: the span, no interpolated S
                     axes.axvspan(cross.s_before, cross.s_after, color=colours["grid"], alpha=0.5)
-                    where, x = f"in S={cross.s_before:,}…{cross.s_after:,}", cross.s_before
+                    where, x = f"in S={text.count(cross.s_before)}…{text.count(cross.s_after)}", cross.s_before
                 axes.annotate(f"{cross.faster_after} overtakes\n{cross.faster_before} {where}",
                               (x, 0.03), xycoords=("data", "axes fraction"), xytext=(5, 0),
                               textcoords="offset points", fontsize=SMALL_PT, color=colours["fg"])

@@ -64,7 +64,7 @@ class Guard:
         if self.cancelled():
             raise Stopped("cancelled")
         if self.deadline is not None and time.perf_counter() > self.deadline:
-            raise Stopped(f"over the time budget of {self.budget_s:.0f} s")
+            raise Stopped(f"over the time budget of {text.seconds(self.budget_s)}")
 
 
 class _OtherWork:
@@ -381,7 +381,7 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
             for s in subjects:
                 if s.going and not s.finished:
                     s.run.status = STOPPED
-                    s.run.reason = f"stopped after {time.perf_counter() - started:.1f} s: {stop}"
+                    s.run.reason = f"stopped after {text.seconds(time.perf_counter() - started)}: {stop}"
         except torch.OutOfMemoryError as error:  # a late OOM in a shared phase: the figures so far stand
             _free(workload.device)
             for s in subjects:

@@ -12,6 +12,7 @@ from typing import Callable
 
 from attention_variants import VARIANTS, Variant, reasons as why_not
 
+from . import text
 from .budget import available_bytes, check_time, memory_refusal, predicted_seconds
 from .environment import Environment, detect
 from .explain import Explanation, explain, explain_sweep
@@ -76,8 +77,8 @@ def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False
             missing = [s for s in request.seq_lens or () if s not in recorded.seq_lens]
             if missing:
                 raise Refusal("seq_lens", ",".join(map(str, missing)),
-                              f"The recorded sweep has no S={', '.join(f'{s:,}' for s in missing)}; it holds "
-                              + ", ".join(f"{s:,}" for s in recorded.seq_lens) + ".", kind="unrecorded")
+                              f"The recorded sweep has no S={', '.join(map(text.count, missing))}; it holds "
+                              + ", ".join(map(text.count, recorded.seq_lens)) + ".", kind="unrecorded")
             return Plan(request, variants, recorded.environment, request.seq_lens or tuple(recorded.seq_lens))
         missing = unrecorded_message(request.source, w, (request.a, request.b))
         if missing:

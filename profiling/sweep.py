@@ -14,6 +14,7 @@ import time
 
 from attention_variants import Variant
 
+from . import text
 from .budget import available_bytes, forward_bytes, memory_refusal, reference_bytes
 from .environment import Environment
 from .measurement import Guard, Progress, Stopped, measure_runs
@@ -68,15 +69,15 @@ def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: 
             left = guard.left_s()
             ahead = sum(_predict_s(result, v.key, s) or 0.0 for v in fit)
             if left is not None and ahead > left:
-                result.stopped = (f"time budget: S={s:,} would take about {ahead:.0f} s, {max(0.0, left):.0f} s of "
-                                  f"{guard.budget_s:.0f} s left")
+                result.stopped = (f"time budget: S={text.count(s)} would take about {text.seconds(ahead)}, "
+                                  f"{text.seconds(max(0.0, left))} of {text.seconds(guard.budget_s)} left")
                 break
         except Stopped as stop:
             result.stopped = f"{stop} after {done} of {total} points"
             break
         if fit:
             runs = measure_runs(fit, workload, env=env, guard=guard,
-                                progress=lambda f, m: progress((done + f * len(fit)) / total, f"S={s:,} · {m}"))
+                                progress=lambda f, m: progress((done + f * len(fit)) / total, f"S={text.count(s)} · {m}"))
             for run in runs:
                 result.runs.append(run.light())
                 if run.stops:
@@ -84,15 +85,15 @@ def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: 
             done += len(runs)
             halted = next((r for r in runs if r.status == STOPPED), None)
             if halted:
-                result.stopped = f"{halted.reason.split(': ', 1)[-1]} during S={s:,}"
+                result.stopped = f"{halted.reason.split(': ', 1)[-1]} during S={text.count(s)}"
                 break
         if i == 0:  # the first length measured: predict the whole sweep and say so up front
             result.predicted_s = (time.perf_counter() - start) + sum(
                 _predict_s(result, v.key, later) or 0.0 for later in lengths[1:] for v in variants
                 if v.key not in stopped)
-            limit = f" of a {guard.budget_s:.0f} s budget" if guard.budget_s is not None else ""
-            progress(done / max(total, 1), f"predicted {result.predicted_s:.0f} s for {total} points{limit}")
-    progress(1.0, f"sweep done: {done} points in {time.perf_counter() - start:.1f} s")
+            limit = f" of a {text.seconds(guard.budget_s)} budget" if guard.budget_s is not None else ""
+            progress(done / max(total, 1), f"predicted {text.seconds(result.predicted_s)} for {total} points{limit}")
+    progress(1.0, f"sweep done: {done} points in {text.seconds(time.perf_counter() - start)}")
     return result
 
 

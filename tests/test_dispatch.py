@@ -1,5 +1,5 @@
 """Which SDPA backend goes first on which torch and GPU, and why a backend is refused (PyTorch's sdp_utils.cpp,
-read per release: DESIGN.md "Version facts")."""
+read per release in PyTorch's source)."""
 from __future__ import annotations
 
 import dataclasses

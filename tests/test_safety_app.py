@@ -33,7 +33,8 @@ from profiling.replay import find_recorded
 from profiling.request import KEYS, Request
 from profiling.results import Comparison
 from profiling.workload import Workload
-from serving import MAX_NESTING, ResultStore
+from handlers import ResultStore
+from serving import MAX_NESTING
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDING = "h200-torch2.11"

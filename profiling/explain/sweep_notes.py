@@ -63,7 +63,7 @@ def _fit(result: Sweep, variant: str, lengths: list[int], quantity: str) -> Quan
 
 
 def _s(seq_len: float) -> str:
-    return f"S={round(seq_len):,}"
+    return f"S={text.count(round(seq_len))}"
 
 
 # -- the headline ------------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def headline(result: Sweep) -> Note:
             if len(lengths[v]) == 1:
                 return f"{name[v]} ran only at {_s(lengths[v][0])}"
             if lengths[v]:
-                return f"{name[v]} ran {_s(lengths[v][0])}–{lengths[v][-1]:,}"
+                return f"{name[v]} ran {_s(lengths[v][0])}–{text.count(lengths[v][-1])}"
             return f"{name[v]} did not run ({refusal(runs[0])[0]})" if runs else f"{name[v]} has no points"
         return note("sweep_headline", "sweep", f"{ended}No length where both ran {on}: {alone(a)}; {alone(b)}.", "",
                     weight=1.0)
@@ -108,7 +108,7 @@ def _crossover(result: Sweep, f: Crossover) -> Note:
     if f.same_figure:  # the figure compared is said, so a chart of another figure is never read for it
         where, on0, on1 = f"near {_s(f.seq_len)} ({FIGURE_WORDS[f.path]})", "", ""
     else:  # a host-bound side is compared back to back, a GPU-bound pair on GPU time: no one curve crosses
-        where = f"between {_s(f.s_before)} and {f.s_after:,}"
+        where = f"between {_s(f.s_before)} and {text.count(f.s_after)}"
         on0, on1 = (f" ({FIGURE_WORDS[paths[s]]})" for s in (f.s_before, f.s_after))
     if gpu_times:  # how the work grows; a host-bound pace says how the host's cost does, which is not the point
         facts |= {"e0": _fit(result, before, [f.s_before, f.s_after], "time"),
@@ -165,11 +165,11 @@ def _slope(result: Sweep, f: Slope) -> Note:
     lengths = [r.workload.seq_len for r in ran(result, v, quantity)]
     tail = [s for s in lengths if f.s_from <= s <= f.s_to]
     what = f"time per {text.call(result.workload)}" if quantity == "time" else "peak memory"
-    span = f"{_s(f.s_from)}–{f.s_to:,} ({text.plural(len(tail), 'length')})"
+    span = f"{_s(f.s_from)}–{text.count(f.s_to)} ({text.plural(len(tail), 'length')})"
     path, unit = _PATHS[quantity]
     evidence = [f"{_s(s)}: {text.quantity(_of(result, v, s, path, unit))}" for s in lengths] + \
-        [f"fit over {span}: R² {f.r2:.2f}; stated when R² is at least 0.9 over 3 lengths or more and the first and "
-         "last lengths' quartile ranges are apart"]
+        [f"fit over {span}: R² {text.count(round(f.r2, 2))}; stated when R² is at least 0.9 over 3 lengths or more "
+         "and the first and last lengths' quartile ranges are apart"]
     if not f.supported:
         return _sided(note("sweep_noisy", "sweep", f"{label(v)}: {what} too noisy to fit over {span}",
                            "The points do not make a line on log–log axes, or their spread is as large as their rise; "
@@ -218,13 +218,15 @@ def _kernels(result: Sweep, f: KernelChange) -> Note:
     v = f.variant
     facts: dict[str, Quantity] = {}
     if f.backend_before != f.backend_after:
-        title = f"{label(v)}: backend {f.backend_before} → {f.backend_after} from {_s(f.s_before)} to {f.s_after:,}"
+        title = (f"{label(v)}: backend {f.backend_before} → {f.backend_after} from {_s(f.s_before)} to "
+                 f"{text.count(f.s_after)}")
     elif f.kernels_before is not None and f.kernels_after is not None and f.kernels_before != f.kernels_after:
         facts = {"before": _of(result, v, f.s_before, "kernels_per_forward", "count"),
                  "after": _of(result, v, f.s_after, "kernels_per_forward", "count")}
-        title = f"{label(v)}: {{before}} → {{after}} kernels per forward from {_s(f.s_before)} to {f.s_after:,}"
+        title = (f"{label(v)}: {{before}} → {{after}} kernels per {text.call(result.workload)} from {_s(f.s_before)} "
+                 f"to {text.count(f.s_after)}")
     else:
-        title = f"{label(v)}: other kernels from {_s(f.s_before)} to {f.s_after:,}"
+        title = f"{label(v)}: other kernels from {_s(f.s_before)} to {text.count(f.s_after)}"
     changed = [*f.added, *f.removed]
     labels = dict(zip(changed, text.kernel_labels(changed)))  # told apart where an added and a dropped one look alike
     said = "; ".join((["adds {added}"] if f.added else []) + (["drops {removed}"] if f.removed else []))

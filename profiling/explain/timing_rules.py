@@ -20,7 +20,7 @@ def _host_cause(run: Run) -> tuple[str, dict, list[str]]:
         return "", {}, evidence
     top = ops[0]
     i = run.host_ops.index(top)
-    # the profiler inflates every op's time (DESIGN: 2.3-3.7x): only the share of the profiled call is stated
+    # the profiler inflates every op's time (2.3-3.7x on the H200): only the share of the profiled call is stated
     share = ratio(measured(run, f"host_ops[{i}].self_us_per_forward", "us"),
                   scaled(measured(run, "profiled_host_ms", "ms"), 1000, "us"), "share")
     share.of = "the profiled call's CPU time"
