@@ -5,6 +5,8 @@ rows, the gradients on every row (dk and dv need them all).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from .budget import REFERENCE_CHUNK_BYTES, accuracy_rows
@@ -45,9 +47,14 @@ def _masked(scores: torch.Tensor, x: Inputs, rows) -> torch.Tensor:
     return scores
 
 
-def attention(x: Inputs, dtype: torch.dtype, rows: torch.Tensor | None) -> torch.Tensor:
-    """Plain attention in `dtype` for the query `rows` (all when None), over slices of the flattened heads.
-    Returns [B*H, rows, D]."""
+def _never_stop() -> None:
+    pass
+
+
+def attention(x: Inputs, dtype: torch.dtype, rows: torch.Tensor | None,
+              check: Callable[[], None] = _never_stop) -> torch.Tensor:
+    """Plain attention in `dtype` for the query `rows` (all when None), over slices of the flattened heads, `check`
+    called before each (a measurement's guard: it raises to stop). Returns [B*H, rows, D]."""
     q, k, v = _flat(x)
     if rows is not None:
         rows = rows.to(q.device)
@@ -56,13 +63,14 @@ def attention(x: Inputs, dtype: torch.dtype, rows: torch.Tensor | None) -> torch
     step = max(1, REFERENCE_CHUNK_BYTES // per_slice)
     out = torch.empty(q.shape, dtype=dtype, device=q.device)
     for i in range(0, q.shape[0], step):
+        check()
         qs, ks, vs = (t[i:i + step].to(dtype) for t in (q, k, v))
         scores = _masked((qs @ ks.transpose(-2, -1)) * x.scale, x, rows)   # [chunk, R, S]
         out[i:i + step] = torch.softmax(scores, dim=-1) @ vs
     return out
 
 
-def gradients(x: Inputs, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+def gradients(x: Inputs, dtype: torch.dtype, check: Callable[[], None] = _never_stop) -> dict[str, torch.Tensor]:
     """dq, dk, dv of plain attention in `dtype` for the gradient `x.grad_out`, by the textbook backward over row
     blocks of each head: P = softmax(q·kᵀ·s + mask), dV += Pᵀ·dO, dS = P ⊙ (dO·vᵀ − rowsum(dO ⊙ O)),
     dQ = dS·k·s, dK += dSᵀ·q·s. Grouped-query attention sums dk and dv over the query heads that share them.
@@ -74,6 +82,7 @@ def gradients(x: Inputs, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     rows = max(1, REFERENCE_CHUNK_BYTES // (4 * s * torch.finfo(dtype).bits // 8))
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     for h in range(q.shape[0]):
+        check()
         for r0 in range(0, w.queries, rows):
             r = torch.arange(r0, min(w.queries, r0 + rows), device=q.device)
             p = torch.softmax(_masked(q[h, r] @ k[h].T * x.scale, x, r), dim=-1)    # [R, S]
@@ -94,17 +103,17 @@ class Reference:
     """The workload's fp64 answers and the plain computation's error in the inputs' dtype, made once and shared by
     every variant measured on it."""
 
-    def __init__(self, x: Inputs):
+    def __init__(self, x: Inputs, check: Callable[[], None] = _never_stop):
         self.x = x
         self.rows = checked_rows(x.workload.queries, x.workload.seq_len)
-        self.out = attention(x, torch.float64, self.rows)
-        naive = attention(x, x.q.dtype, self.rows)
+        self.out = attention(x, torch.float64, self.rows, check)
+        naive = attention(x, x.q.dtype, self.rows, check)
         self.naive_error = (naive.double() - self.out).abs().max().item()
         self.grads = self.naive_grads = None
         if x.workload.training:
-            self.grads = gradients(x, torch.float64)
+            self.grads = gradients(x, torch.float64, check)
             self.naive_grads = {name: (g.double() - self.grads[name]).abs().max().item()
-                                for name, g in gradients(x, x.q.dtype).items()}
+                                for name, g in gradients(x, x.q.dtype, check).items()}
 
     def of(self, out: torch.Tensor, grads: dict[str, torch.Tensor] | None = None) -> Accuracy:
         """The accuracy of a variant's output (and gradients, in a training pass)."""

@@ -232,10 +232,11 @@ def _free(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def _prepare(subject: _Subject, reason: str | None, progress: Progress) -> None:
+def _prepare(subject: _Subject, reason: str | None, progress: Progress, check: Callable[[], None]) -> None:
     """The plan's answer to whether the variant can run here (`reason`), its one-off setup, then the first call
     (PyTorch's refusals, compilation), its accuracy against the fp64 reference (made once per workload), and
-    warm-up."""
+    warm-up; `check` (the guard's) between each and inside the reference's slices, so a budget holds however slow
+    the machine is now."""
     variant, run = subject.variant, subject.run
     workload = run.workload
     if reason:
@@ -250,6 +251,7 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress) -> None:
         run.setup_reused = bool(variant.setup(x))
         timing.sync(device)
         run.setup_ms = (time.perf_counter() - t0) * 1000.0
+    check()
     compiles = variant.compiled or variant.jit_s
     if compiles and not has_compiled(variant.key, workload):
         seconds, basis = compile_clock.estimate(device, variant, workload.training)
@@ -265,14 +267,16 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress) -> None:
             run.status = UNSUPPORTED if _is_refusal(error) else ERROR
             run.reason = _refusal_reason(run.pytorch_warnings, error)
             return
+        check()
         progress(0.5, f"{variant.key}: accuracy against fp64")
         if state.reference is None:
-            state.reference = Reference(state.inputs)
+            state.reference = Reference(state.inputs, check)
         grads = {"dq": x.q.grad, "dk": x.k.grad, "dv": x.v.grad} if workload.training else None
         run.accuracy = state.reference.of(out, grads)
         del out, grads
         t0 = time.perf_counter()
         for _ in range(WARMUP_CALLS - 1):
+            check()
             subject.call()
         timing.sync(device)
     subject.estimate_s = (time.perf_counter() - t0) / max(1, WARMUP_CALLS - 1)
@@ -359,7 +363,8 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
         try:
             for i, s in sorted(enumerate(subjects), key=lambda e: e[1].variant.compiled):
                 guard.check()
-                _guarded(s, lambda s=s, i=i: _prepare(s, reasons.get(s.variant.key), step_progress(i, "prepare")))
+                _guarded(s, lambda s=s, i=i: _prepare(s, reasons.get(s.variant.key), step_progress(i, "prepare"),
+                                                      guard.check))
             going = [s for s in subjects if s.going]
             compiled_before, mark = _compiled_before(), other_work.mark()
             for s in going:

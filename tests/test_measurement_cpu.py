@@ -419,3 +419,22 @@ def test_a_cpu_timing_is_wall_milliseconds_by_an_independent_clock():
             VARIANTS["naive"].forward(x)
         loop_ms = (time.perf_counter() - t0) * 1000 / 20
     assert loop_ms / 5 < run.timing.median_ms < loop_ms * 5, (run.timing.median_ms, loop_ms)
+
+
+def test_a_stop_reaches_inside_the_fp64_reference_and_the_warm_up(monkeypatch):
+    """The guard is checked inside every long block, not only between phases: under load a budget the cost model
+    accepted still holds. Here a cancel that comes while the fp64 reference is being computed stops there."""
+    entered, checks = [], []
+    real = accuracy.attention
+
+    def attention(x, dtype, rows, check=lambda: None):
+        entered.append(dtype)
+        return real(x, dtype, rows, check)
+    monkeypatch.setattr(accuracy, "attention", attention)
+
+    def cancelled() -> bool:
+        checks.append(len(entered))
+        return bool(entered)  # the first check made inside the reference cancels
+    run = measure("naive", small(), guard=Guard(cancelled=cancelled))
+    assert run.status == "stopped" and "cancelled" in run.reason and run.accuracy is None and run.timing is None
+    assert entered == [torch.float64] and checks[-1] == 1  # stopped by the check inside the fp64 reference
