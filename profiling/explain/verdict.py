@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from .. import stats, text
-from ..results import STOPPED, Note, Run, Timing
+from ..results import STOPPED, Note, Quantity, Run, Timing
 from .environment_rules import refusal
 from .facts import (ampere_design, call_gpu, constant, difference, guess, hopper_design, instruction, kernels_in,
                     label, launch_count, main_kernel, measured, note, of_kernel, on_gpu, pinned, ran, ratio,
@@ -306,9 +306,12 @@ def ranking_notes(a: Run, b: Run) -> list[Note]:
                      "other": measured(other, "host_cost.median_ms", "ms", side[id(other)])}
             ops = {id(r): sum(h.calls_per_forward for h in r.host_ops if h.name.startswith("aten::"))
                    for r in (a, b)}
-            reason = (f"{label(expected)} makes {text.count(ops[id(expected)])} aten calls per {a.call} to "
-                      f"{text.count(ops[id(other)])}, each a trip through the dispatcher."
-                      if ops[id(expected)] >= 1.5 * ops[id(other)] > 0 else _host_reason(expected))
+            if ops[id(expected)] >= 1.5 * ops[id(other)] > 0:
+                reason = (f"{label(expected)} makes {text.count(ops[id(expected)])} aten calls per {a.call} to "
+                          f"{text.count(ops[id(other)])}, each a trip through the dispatcher.")
+            else:
+                reason, more = _host_reason(expected, side[id(expected)])
+                facts |= more
             notes.append(note("host_ranking", "verdict",
                               f"Guessed {label(expected)} lighter on the host; {label(other)} is, by {{ratio}}",
                               f"CPU cost to issue one {a.call}, unprofiled: {{expected}} vs {{other}}. " + reason,
@@ -316,9 +319,14 @@ def ranking_notes(a: Run, b: Run) -> list[Note]:
     return notes
 
 
-def _host_reason(run: Run) -> str:
-    """Where the heavier side's host time goes, from its profiled host ops: the op with the largest own time."""
+def _host_reason(run: Run, who: str) -> tuple[str, dict]:
+    """Where the heavier side's host time goes, from its profiled host ops: the op with the largest own time, as a
+    share of the profiled call (the profiler inflates every op: only shares are said)."""
     top = max(run.host_ops, key=lambda h: h.self_us_per_forward, default=None)
-    if top is None:
-        return "The traces do not show why; the cause is not known."
-    return f"{label(run)}'s largest own CPU time in the profiled call is `{text.host_op(top.name)}`'s."
+    if top is None or not run.profiled_host_ms:
+        return "The traces do not show why; the cause is not known.", {}
+    i = run.host_ops.index(top)
+    share = ratio(measured(run, f"host_ops[{i}].self_us_per_forward", "us", who),
+                  Quantity(run.profiled_host_ms * 1000, "us", f"product({who}.profiled_host_ms, 1000)"), "share")
+    share.of = "its profiled call's CPU time"
+    return f"{label(run)}'s own `{text.host_op(top.name)}` takes {{top_share}}.", {"top_share": share}
