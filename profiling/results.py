@@ -133,6 +133,10 @@ class Accuracy:
     rows_checked: int | None = None           # query rows compared (a seeded sample at large S); None: all
     grads: dict[str, float] | None = None     # a training pass: max error of dq, dk, dv against fp64 (every row)
     naive_grads: dict[str, float] | None = None  # the naive backward's in the same dtype, for scale
+    # Fewer queries than keys, causal: what SDPA's is_causal=True (aligned top left) gives on the same inputs, one
+    # call outside every timed region, against the same fp64 reference; or PyTorch's words refusing it
+    top_left_max_abs_error: float | None = None
+    top_left_refused: str | None = None
 
 
 @dataclass
