@@ -121,3 +121,140 @@ def test_variants_that_take_no_page_table_say_so():
     for key in ("naive", "naive_inplace", "sdpa_math", "sdpa_flash", "sdpa_auto"):
         assert "no page table" in reasons[key], key
     assert reasons["flex"] is None
+
+
+# -- what the trace shows for decode: the rules on synthetic runs (kernel names and grids as the launchers make them) ---
+from explain_helpers import RUNS, apply  # noqa: E402
+
+from profiling import text  # noqa: E402
+from profiling.explain import decode_rules, explain  # noqa: E402
+from profiling.results import Accuracy, Comparison, Kernel, Run, Timing, share_by_phase  # noqa: E402
+
+H200 = next(r.environment for r in RUNS if r.environment.device == "cuda")
+DECODE = Workload(batch=8, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1)
+
+
+def kernel(name: str, us: float, grid: list[int] | None = None, category: str = "fused attention") -> Kernel:
+    return Kernel(name=name, short_name=name, category=category, calls_per_forward=1.0, us_per_forward=us, grid=grid)
+
+
+def synthetic(variant: str, kernels: list[Kernel], workload: Workload = DECODE, ms: float | None = None,
+              **fields) -> Run:
+    ms = ms if ms is not None else sum(k.us_per_forward for k in kernels) / 1000
+    return Run(variant, workload, H200, kernels=share_by_phase(kernels),
+               timing=Timing.of([ms * (1 + i / 1000) for i in range(9)], "cuda events"), **fields)
+
+
+SPLIT = [kernel("pytorch_flash::flash_fwd_splitkv_kernel", 30.0, [1, 4, 64]),
+         kernel("pytorch_flash::flash_fwd_splitkv_combine_kernel", 3.0, [64])]
+
+
+def test_pytorchs_split_kv_is_named_with_its_splits_from_the_grid_and_its_combine():
+    run = synthetic("sdpa_flash", SPLIT)
+    note = apply(decode_rules.decode_kernels, run)
+    assert note.facts["splits"].value == 4 and note.facts["splits"].source == "run.kernels[0].grid[1]"
+    assert note.facts["merge"].value == pytest.approx(3 / 33) and note.facts["merge"].of == "the forward"
+    assert "flash_fwd_splitkv_kernel" in note.title and "in 4 splits" in note.title and "combine" in note.title
+    assert note.kernels == [k.name for k in SPLIT]
+    packed = apply(decode_rules.gqa_packing, run)   # grid[2] = B·Hkv = 64, not B·H = 256
+    assert packed.facts["grid"].value == 64 and "4 query heads" in packed.title
+    one_query_head_each = synthetic("sdpa_flash", [kernel(SPLIT[0].name, 30, [1, 4, 256]), SPLIT[1]])
+    assert apply(decode_rules.gqa_packing, one_query_head_each) is None
+
+
+def test_flex_decoding_kernel_and_its_prefill_kernel_are_told_apart_by_the_grid():
+    decoding = synthetic("flex", [kernel("triton_tem_fused_flex_attention_0", 20.0, [1, 64, 4], "triton"),
+                                  kernel("triton_per_fused_flex_attention_1", 2.0, [8192], "triton")])
+    note = apply(decode_rules.decode_kernels, decoding)
+    assert note.title.startswith("flex took its decoding kernel") and note.facts["splits"].value == 4
+    assert note.facts["merge"].value == pytest.approx(2 / 22)
+    assert apply(decode_rules.gqa_packing, decoding).facts["grid"].value == 64
+    prefill = synthetic("flex", [kernel("triton_tem_fused_flex_attention_0", 40.0, [1, 8, 24], "triton")],
+                        DECODE.replace(heads=24, kv_heads=8))
+    note = apply(decode_rules.decode_kernels, prefill)
+    assert note.title.startswith("flex ran its prefill kernel") and note.facts["group"].value == 3
+    assert "splits" not in note.facts and apply(decode_rules.gqa_packing, prefill) is None
+
+
+def test_one_kernel_for_four_queries_says_so_with_the_tiles_its_grid_holds():
+    run = synthetic("sdpa_flash", [kernel("pytorch_flash::flash_fwd_kernel", 50.0, [1, 8, 32])], DECODE.replace(q_len=4))
+    note = apply(decode_rules.decode_kernels, run)
+    assert note.facts["blocks"].value == 256 and "no combine" not in note.body and "splits" not in note.facts
+    cudnn = synthetic("sdpa_cudnn", [kernel("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16", 45.0,
+                                            [132, 1, 1])])
+    assert "No split of the keys and no combine" in apply(decode_rules.decode_kernels, cudnn).body
+
+
+def test_no_decode_note_for_a_square_problem_or_a_cpu():
+    square = synthetic("sdpa_flash", [kernel("pytorch_flash::flash_fwd_kernel", 50.0, [8, 8, 16])], Workload.blog())
+    for rule in (decode_rules.decode_kernels, decode_rules.gqa_packing, decode_rules.decode_bandwidth,
+                 decode_rules.paged_cache, decode_rules.causal_alignment):
+        assert apply(rule, square) is None, rule.__name__
+    import dataclasses
+    on_cpu = dataclasses.replace(synthetic("sdpa_flash", SPLIT, DECODE.replace(device="cpu")), environment=ENV)
+    assert decode_rules.decode_path(on_cpu) is None and apply(decode_rules.decode_bandwidth, on_cpu) is None
+
+
+def _bytes_of_the_tensors(w: Workload) -> int:
+    """What a call reads and writes, from the tensors themselves (a small copy of the workload on the CPU): q, k, v
+    and an output shaped as q."""
+    x = w.replace(device="cpu").make_inputs()
+    return x.q.nbytes + x.k.nbytes + x.v.nbytes + x.q.nbytes + (x.page_table.nbytes if x.page_table is not None else 0)
+
+
+@pytest.mark.parametrize("w, ms", [(DECODE.replace(seq_len=1024), 0.010),
+                                   (DECODE.replace(seq_len=1024), 0.005),          # faster than HBM: the L2's
+                                   (DECODE.replace(seq_len=1024, kv_heads=1, q_len=4), 0.010),
+                                   (DECODE.replace(seq_len=1024, kv_heads=None, page_size=64, batch=2), 0.010)],
+                         ids=["gqa", "gqa-from-l2", "mqa-q4", "mha-paged"])
+def test_the_bytes_a_decode_call_moves_are_its_tensors_and_the_rate_is_bytes_over_time(w, ms):
+    run = synthetic("sdpa_flash", SPLIT, w, ms=ms)
+    note = apply(decode_rules.decode_bandwidth, run)
+    moved = _bytes_of_the_tensors(w)
+    assert note.facts["moved"].value == moved == w.io_bytes + w.page_table_bytes
+    per_us = moved / (run.timing.median_ms * 1000)                                 # bytes per µs of the median call
+    assert note.facts["rate"].value == pytest.approx(per_us)
+    assert note.facts["peak"].value == 4.8e6 and note.facts["peak"].source == "hbm[H200]"
+    assert note.facts["share"].value == pytest.approx(per_us / 4.8e6) and "of the datasheet's" in note.body
+    assert ("page table" in note.body) == (w.page_size is not None)
+    assert text.size(moved) in note.body and text.bandwidth(per_us) in note.title
+    assert ("L2 cache" in note.body) == (per_us > 4.8e6)
+
+
+def test_the_rate_on_a_gpu_without_a_datasheet_figure_is_stated_alone():
+    import dataclasses
+    run = dataclasses.replace(synthetic("sdpa_flash", SPLIT), environment=dataclasses.replace(H200, device_name="X9"))
+    note = apply(decode_rules.decode_bandwidth, run)
+    assert "peak" not in note.facts and "datasheet" not in note.body
+
+
+def test_is_causal_true_is_shown_as_measured_or_as_refused():
+    shown = synthetic("sdpa_cudnn", SPLIT, accuracy=Accuracy(1e-3, 1e-3, top_left_max_abs_error=2.61))
+    note = apply(decode_rules.causal_alignment, shown)
+    assert note.facts["wrong"].value == 2.61 and note.facts["right"].value == 1e-3 and "off by 2.6e+00" in note.title
+    refused = synthetic("sdpa_flash", SPLIT, accuracy=Accuracy(1e-3, 1e-3, top_left_refused=(
+        "Flash attention not used because: Flash attention does not support the is_causal flag when seqlen_q != "
+        "seqlen_k. → No available kernel. Aborting execution.")))
+    note = apply(decode_rules.causal_alignment, refused)
+    assert note.title.startswith("is_causal=True is refused here") and "seqlen_q != seqlen_k" in note.body
+    assert apply(decode_rules.causal_alignment, synthetic("sdpa_flash", SPLIT, accuracy=Accuracy(1e-3, 1e-3))) is None
+
+
+def test_a_paged_run_says_how_it_reads_its_table():
+    w = DECODE.replace(page_size=16)
+    note = apply(decode_rules.paged_cache, synthetic("flex", SPLIT, w))
+    assert note.facts["pages"].value == 512 and note.facts["pool"].value == 8 * 512
+    assert note.facts["table"].value == 4 * 8 * 512 and "PagedAttention" in note.body
+    assert "page_table" in apply(decode_rules.paged_cache, synthetic("fa4", SPLIT, w)).body
+
+
+def test_a_decode_comparison_explains_and_every_number_is_the_runs():
+    from explain_helpers import assert_numbers_are_the_runs, comparison_context
+    a = synthetic("sdpa_flash", SPLIT, accuracy=Accuracy(1e-3, 1e-3, top_left_refused="No available kernel."))
+    b = synthetic("flex", [kernel("triton_tem_fused_flex_attention_0", 20.0, [1, 64, 4], "triton"),
+                           kernel("triton_per_fused_flex_attention_1", 2.0, [8192], "triton")])
+    explained = explain(Comparison(a, b))
+    rules = {n.rule for n in explained.notes}
+    assert {"decode_kernels", "gqa_packing", "decode_bandwidth", "causal_alignment"} <= rules
+    for n in explained.notes:
+        assert_numbers_are_the_runs(n, comparison_context(Comparison(a, b), n))
