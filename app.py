@@ -34,7 +34,7 @@ from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
 from profiling.replay import find_recorded, recorded_sweeps, recorded_workloads
-from profiling.request import KEYS, LIVE, MAX_LENGTHS, Request
+from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request
 from profiling.results import Comparison, Sweep
 from profiling.timeline import run_timeline
 from profiling.workload import FIELDS, Refusal
@@ -153,8 +153,8 @@ def sweep_plan(source) -> str:
                 f"time, unless you list them. The sweep predicts its length after the first S and stops cleanly "
                 f"after {text.seconds(LIVE_BUDGET_S[ENV.device])} (or on Stop) with the points done.")
     if source in RECORDINGS:
-        held = "; ".join(f"{s.workload.family()}, S={s.seq_lens[0]:,}…{s.seq_lens[-1]:,} ({len(s.variants)} variants)"
-                         for s in recorded_sweeps(source))
+        held = "; ".join(f"{s.workload.family(s.axis)}, {text.point(s.axis, s.seq_lens[0])}…{s.seq_lens[-1]:,} "
+                         f"({len(s.variants)} variants)" for s in recorded_sweeps(source))
         return f"Recorded sweeps {text.on_device(RECORDINGS[source])}: {held}."
     return ""
 
@@ -207,9 +207,10 @@ def show_sweep(result_id, http: gr.Request) -> list:
         files["json"].write_text(json.dumps(result.to_dict() | explanation.to_dict(), indent=1))
         chart.savefig(files["png"], format="png")
         lengths = tuple(int(s) for s in data["seqs"].split(",")) if data["seqs"] else None
-        request = Request(data["source"], result.a, result.b, result.workload, lengths)
+        request = Request(data["source"], result.a, result.b, result.workload, lengths, result.axis)
         link = share_link(http, request, mode="sweep")
-        return [link, view_links(link), reports.sweep_markdown(explanation), reports.present_markdown(explanation),
+        return [link, view_links(link), reports.sweep_markdown(explanation, result.axis),
+                reports.present_markdown(explanation),
                 gr.Plot(chart, visible=True), gr.Plot(figures.present_sweep_figure(result), visible=True),
                 gr.Dataframe(reports.sweep_table(result), visible=True),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
@@ -375,12 +376,16 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
 
         with gr.Tab(MODES["sweep"], id="sweep"):
             with gr.Row(elem_classes="not-in-present"):
-                seqs = gr.Textbox(label="sequence lengths S", elem_id="seqs", scale=3, min_width=260,
-                                  placeholder="empty: 128, 256, … up to the largest that fits",
+                seqs = gr.Textbox(label="sequence lengths S (or batches B)", elem_id="seqs", scale=3, min_width=260,
+                                  placeholder="empty: powers of two (S from 128, B from 1) up to the largest that fits",
                                   info=f"A and B at each, the other controls fixed; up to {MAX_LENGTHS} lengths")
                 documented(seqs, {"anyOf": [{"type": "string"}, {"type": "null"}]})  # None, as empty: the plan's
+                axis = documented(gr.Radio([("over S", "seq_len"), ("over the batch B", "batch")], value="seq_len",
+                                           label="sweep", elem_id="sweep-axis", scale=1, min_width=160,
+                                           info="the values above are of this field"),
+                                  {"anyOf": [{"type": "string", "enum": list(SWEEP_AXES)}, {"type": "null"}]})
                 with gr.Column(scale=1, min_width=200):
-                    sweep_button = gr.Button("Sweep A and B over S", variant="primary", elem_id="sweep-run")
+                    sweep_button = gr.Button("Sweep A and B", variant="primary", elem_id="sweep-run")
                     stop_button = gr.Button("Stop the sweep", size="sm", elem_id="sweep-stop")
             plan = gr.Markdown(sweep_plan(DEFAULT_SOURCE), elem_id="sweep-plan", elem_classes="not-in-present")
             with gr.Column(elem_id="sweep-answer"):
@@ -424,7 +429,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     never = gr.State()  # fires no event of the page: the public endpoints hang on it, for API clients alone
     # the replays' endpoints take a recording only: their source, documented so, is a control the page never shows
     recorded = gr.Radio(SOURCES[1:], value=next(iter(RECORDINGS), None), label="Source", visible=False)
-    for kind, extra, output in (("compare", [], result), ("sweep", [seqs], sweep_result)):
+    for kind, extra, output in (("compare", [], result), ("sweep", [seqs, axis], sweep_result)):
         for live, group in ((True, gpu), (False, replays)):
             name = kind if live else "replay" if kind == "compare" else "sweep_replay"
             inputs = [source if live else recorded, *controls[1:], *extra]
@@ -435,9 +440,10 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                                        api_visibility="private", show_progress_on=[verdict], **replays)
     for ran in (live_run, replay_run):
         ran.success(show, result_id, views, **shows).then(None, js=scroll_to("#verdict strong"))
-    sweep_run = sweep_live_started.change(endpoint("sweep", True, True), [*controls, seqs], [sweep_result, sweep_id],
+    sweep_run = sweep_live_started.change(endpoint("sweep", True, True), [*controls, seqs, axis],
+                                          [sweep_result, sweep_id],
                                           api_visibility="private", show_progress_on=[sweep_verdict], **gpu)
-    sweep_replay = sweep_replay_started.change(endpoint("sweep", False, True), [*controls, seqs],
+    sweep_replay = sweep_replay_started.change(endpoint("sweep", False, True), [*controls, seqs, axis],
                                                [sweep_result, sweep_id], api_visibility="private",
                                                show_progress_on=[sweep_verdict], **replays)
     for ran in (sweep_run, sweep_replay):
@@ -467,7 +473,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage], api_visibility="private",
           queue=False, preprocess=False)
 
-    async def open_link(http: gr.Request, mode: str, seq_lens: str, *values) -> list:
+    async def open_link(http: gr.Request, mode: str, seq_lens: str, sweep_axis: str, *values) -> list:
         """Page load: a recorded comparison or sweep renders at once, in the replays' queue (a click meanwhile
         cancels it); a live one waits for a click on Run."""
         compared, swept = 2 + len(views), 2 + len(sweep_outputs)
@@ -475,7 +481,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         if values[0] == LIVE:
             return nothing
         try:
-            request = request_of(values, seq_lens if mode == "sweep" else None, live=False)
+            request = request_of(values, *((seq_lens, sweep_axis) if mode == "sweep" else (None, None)), live=False)
             session.plan(request, sweep=mode == "sweep")
         except (gr.Error, Refusal):  # a link to what the recording lacks: the page flags it, nothing to replay
             return nothing
@@ -485,11 +491,11 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         answer, kept_id = await serve("compare", request, None)
         return [answer, kept_id, *show(kept_id, http)] + [gr.skip()] * swept
 
-    opened = demo.load(prefill, None, [*controls, notice, seqs, modes, opening], api_visibility="private",
+    opened = demo.load(prefill, None, [*controls, notice, seqs, axis, modes, opening], api_visibility="private",
                        queue=False
                        ).then(guesses, controls, [guess_a, guess_b, coverage], api_visibility="private", queue=False,
                               preprocess=False
-                       ).then(open_link, [opening, seqs, *controls],
+                       ).then(open_link, [opening, seqs, axis, *controls],
                               [result, result_id, *views, sweep_result, sweep_id, *sweep_outputs],
                               api_visibility="private", **replays)
     for click in (run_button.click, sweep_button.click, *(button.click for button in preset_buttons)):

@@ -90,6 +90,23 @@ def power(exponent: float, symbol: str = "S") -> str:
     return f"{symbol}^{exponent:.2f}".removesuffix(".00")
 
 
+def axis_symbol(axis: str) -> str:
+    """The letter a sweep's axis is said with, as its field's spec says it ("S={}" -> "S", "B={}" -> "B")."""
+    from .workload import spec_of
+    return spec_of(axis).said(0).split("=")[0]
+
+
+def point(axis: str, value: float) -> str:
+    """A point of a sweep's axis: 'S=1,024', 'B=64'."""
+    return f"{axis_symbol(axis)}={round(value):,}"
+
+
+def power_unit(axis: str) -> str:
+    """The unit of an exponent of growth along `axis` ("power": with S; "power_B": with B)."""
+    symbol = axis_symbol(axis)
+    return "power" if symbol == "S" else f"power_{symbol}"
+
+
 def bandwidth(bytes_per_us: float) -> str:
     """Memory traffic, from bytes per µs, decimal as datasheets give it: '4.2 TB/s', '860 GB/s'."""
     per_s = bytes_per_us * 1e6
