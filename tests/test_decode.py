@@ -4,6 +4,7 @@ different answer); a paged cache is the same cache, really shuffled, read back p
 sense is refused in one line naming the field."""
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -258,3 +259,63 @@ def test_a_decode_comparison_explains_and_every_number_is_the_runs():
     assert {"decode_kernels", "gqa_packing", "decode_bandwidth", "causal_alignment"} <= rules
     for n in explained.notes:
         assert_numbers_are_the_runs(n, comparison_context(Comparison(a, b), n))
+
+
+# -- sweeps over the batch, beside S -----------------------------------------------------------------------------
+from profiling import session  # noqa: E402
+from profiling.explain.curves import expected_exponent  # noqa: E402
+from profiling.request import LIVE, Request, parse_lengths  # noqa: E402
+from profiling.results import Sweep  # noqa: E402
+
+
+@pytest.mark.parametrize("variant, quantity, w, axis, expected", [
+    ("sdpa_flash", "time", DECODE, "batch", 1.0),           # each sequence adds the same work
+    ("naive", "memory", DECODE, "batch", 1.0),               # the B·H·Lq×S scores
+    ("sdpa_flash", "memory", DECODE, "batch", 1.0),          # the B·H·Lq rows
+    ("sdpa_flash", "time", DECODE, "seq_len", 1.0),          # q_len fixed: the work grows with S, not S²
+    ("sdpa_flash", "memory", DECODE, "seq_len", 0.0),        # a decode step's rows do not grow with S
+    ("sdpa_flash", "time", Workload.blog(causal=False), "seq_len", 2.0),
+])
+def test_the_expected_growth_follows_the_work_along_either_axis(variant, quantity, w, axis, expected):
+    low, high = (1, 64) if axis == "batch" else (1024, 8192)
+    assert expected_exponent(variant, quantity, w, low, high, axis)[0] == pytest.approx(expected, abs=0.02)
+
+
+def test_a_live_sweep_over_the_batch_says_b_and_replays_as_it_was_taken():
+    fields = {"heads": 2, "seq_len": 64, "q_len": 4, "head_dim": 16, "dtype": "fp32"}
+    request = Request.build(LIVE, "naive", "sdpa_math", fields, "cpu", (1, 2, 4), "batch")
+    answer = session.sweep(request, budget_s=120)
+    result = answer.result
+    assert result.axis == "batch" and result.seq_lens == [1, 2, 4] and result.workload.batch == 1
+    assert sorted({result.value(r) for r in result.runs}) == [1, 2, 4]
+    assert {r.workload.seq_len for r in result.runs} == {64}
+    assert "B=4" in answer.explanation.headline.title and "S=" not in answer.explanation.headline.title
+    for n in answer.explanation.notes:
+        assert "S=" not in n.title, n.title
+        assert all(q.unit != "power" for q in n.facts.values()), n.title     # exponents of B, said B^k
+    again = Sweep.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again == result and again.select(["sdpa_math"], [2, 4]).seq_lens == [2, 4]
+    from profiling import reports
+    assert list(reports.sweep_table(result).columns)[0] == "B"
+    assert "over B" in reports.sweep_markdown(answer.explanation, result.axis)
+
+
+def test_the_axis_goes_to_a_link_and_back_and_bad_values_are_refused_by_the_batchs_limits():
+    request = Request.build(LIVE, "naive", "sdpa_math", {}, "cpu", (1, 8, 64), "batch")
+    query = request.to_query()
+    assert query["axis"] == "batch" and query["seqs"] == "1,8,64"
+    back, problems = Request.from_query(query, "cpu", LIVE)
+    assert back == request and problems == []
+    assert "axis" not in Request.build(LIVE, "naive", "sdpa_math", {}, "cpu", (128,)).to_query()
+    assert parse_lengths("1, 8,64", axis="batch") == (1, 8, 64)
+    with pytest.raises(Refusal) as caught:
+        parse_lengths("2048", axis="batch")
+    assert str(caught.value) == "seq_lens=2048 is not allowed: must be between 1 and 1024"
+    from profiling.request import KEYS
+    values = dict(zip(KEYS, request.values()))
+    assert Request.from_values(values, "cpu", "1,8,64", axis="batch") == request
+    with pytest.raises(Refusal) as caught:
+        Request.from_values(values, "cpu", "1,2", axis="heads")
+    assert str(caught.value) == "axis='heads' is not allowed: choose one of seq_len, batch"
+    _, problems = Request.from_query({"axis": "heads"}, "cpu", LIVE)
+    assert problems and problems[0][0] == "axis=heads"
