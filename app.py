@@ -33,11 +33,12 @@ from profiling import figures, reports, scratch, session, text
 from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
+from profiling.recording import DECODE, LONG_DECODE, SPECULATIVE
 from profiling.replay import find_recorded, recorded_sweeps, recorded_workloads
 from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request
 from profiling.results import Comparison, Sweep
 from profiling.timeline import run_timeline
-from profiling.workload import FIELDS, Refusal
+from profiling.workload import FIELDS, Refusal, Workload
 from serving import RequestGuard, limit_malloc_arenas, refuse_short_requests
 
 scratch.clean_stale_folders()  # what a crashed or restarted process left in the temp dir
@@ -62,6 +63,17 @@ class Preset:
 
 
 LLAMA = {"batch": 4, "heads": 32, "kv_heads": 8, "seq_len": 2048, "head_dim": 128}  # recorded: Llama-style GQA
+
+
+def recorded_changes(w: Workload) -> dict:
+    """A recorded workload as changes to the blog's: the fields it sets apart (a live CPU keeps its own batch and
+    dtype where the workload has the blog's)."""
+    blog = Workload.blog()
+    return {f.name: getattr(w, f.name) for f in FIELDS if getattr(w, f.name) != getattr(blog, f.name)}
+
+
+DECODE_LIVE = {"kv_heads": 2, "seq_len": 8192, "q_len": 1}  # on the source's base workload: 8 heads on a CPU
+
 PRESETS = {
     "hidden copy": Preset("naive", "naive_inplace"),
     "math vs flash": Preset("sdpa_math", "sdpa_flash"),
@@ -72,6 +84,16 @@ PRESETS = {
     "GQA": Preset("sdpa_efficient", "sdpa_cudnn", {"kv_heads": 2}, recorded=LLAMA, cpu=("naive", "sdpa_math")),
     "sliding window": Preset("sdpa_auto", "flex", {"mask": "window", "window": 256}, cpu=("naive", "sdpa_auto")),
     "FA4 vs cuDNN": Preset("sdpa_cudnn", "fa4"),
+    # decode: one to four new queries per sequence against a KV cache, live at a size a CPU manages, recorded at
+    # Llama's (profiling.recording.DECODE_MATRIX); paged, a CPU has no variant that reads a page table but compiled
+    # flex (~15 s): it shows the refusals
+    "decode step": Preset("sdpa_flash", "flex", DECODE_LIVE, recorded_changes(DECODE), cpu=("naive", "sdpa_flash")),
+    "long-context decode": Preset("sdpa_flash", "fa4", DECODE_LIVE | {"seq_len": 65536}, recorded_changes(LONG_DECODE),
+                                  cpu=("naive", "sdpa_flash")),
+    "speculative decode": Preset("sdpa_auto", "flex", DECODE_LIVE | {"q_len": 4}, recorded_changes(SPECULATIVE),
+                                 cpu=("sdpa_math", "sdpa_flash")),
+    "paged KV": Preset("flex", "fa4", DECODE_LIVE | {"page_size": 16}, recorded_changes(DECODE.replace(page_size=16)),
+                       cpu=("sdpa_flash", "naive")),
 }
 def machine_line() -> str:
     line = f"**This machine:** {ENV.summary()}"

@@ -1,5 +1,5 @@
 """Command line: `python -m profiling list | compare A B [...] | sweep A B [...] | record --out DIR |
-record-sweeps --out DIR`. Every request goes through `profiling.session`, as the page's do."""
+record-sweeps --out DIR | record-decode --out DIR`. Every request goes through `profiling.session`, as the page's do."""
 from __future__ import annotations
 
 import argparse
@@ -160,9 +160,18 @@ def cmd_record_sweeps(args) -> int:
     return 0
 
 
+def cmd_record_decode(args) -> int:
+    from .recording import record_decode
+
+    if not torch.cuda.is_available():  # before anything is created
+        raise Refusal("device", "cpu", "record-decode measures on the GPU: it needs a CUDA GPU, and none is visible")
+    record_decode(_writable_folder("--out", args.out))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m profiling", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compare,sweep,record,record-sweeps}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compare,sweep,record,record-sweeps,record-decode}")
     p = sub.add_parser("list", help="the variants, and whether each can run here on the workload",
                        description="the variants, and whether each can run here on the workload")
     add_workload_arguments(p)
@@ -200,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
                        description="on a GPU: the recorded sweeps, written to DIR/sweeps.json")
     p.add_argument("--out", required=True, help="folder for sweeps.json (profiling/recorded/<name>)")
     p.set_defaults(func=cmd_record_sweeps)
+    p = sub.add_parser("record-decode", help="on a GPU: add the decode steps (runs and sweeps) to the recording in DIR",
+                       description="on a GPU: add the decode steps (runs and sweeps) to the recording in DIR, in place "
+                                   "of any it held of the same workloads (about 3 minutes on an H200)")
+    p.add_argument("--out", required=True, help="the recording's folder (profiling/recorded/<name>)")
+    p.set_defaults(func=cmd_record_decode)
     return parser
 
 
