@@ -32,11 +32,12 @@ from profiling import figures, reports, scratch, session, text
 from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
+from profiling.recording import DECODE, LONG_DECODE, SPECULATIVE
 from profiling.replay import find_recorded, recorded_sweeps, recorded_workloads
-from profiling.request import KEYS, LIVE, MAX_LENGTHS, Request
-from profiling.results import Comparison
+from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request
+from profiling.results import Comparison, Sweep
 from profiling.timeline import run_timeline
-from profiling.workload import FIELDS, Refusal
+from profiling.workload import FIELDS, Refusal, Workload
 from serving import RequestGuard, limit_malloc_arenas, refuse_short_requests
 
 scratch.clean_stale_folders()  # what a crashed or restarted process left in the temp dir
@@ -61,6 +62,17 @@ class Preset:
 
 
 LLAMA = {"batch": 4, "heads": 32, "kv_heads": 8, "seq_len": 2048, "head_dim": 128}  # recorded: Llama-style GQA
+
+
+def recorded_changes(w: Workload) -> dict:
+    """A recorded workload as changes to the blog's: the fields it sets apart (a live CPU keeps its own batch and
+    dtype where the workload has the blog's)."""
+    blog = Workload.blog()
+    return {f.name: getattr(w, f.name) for f in FIELDS if getattr(w, f.name) != getattr(blog, f.name)}
+
+
+DECODE_LIVE = {"kv_heads": 2, "seq_len": 8192, "q_len": 1}  # on the source's base workload: 8 heads on a CPU
+
 PRESETS = {
     "hidden copy": Preset("naive", "naive_inplace"),
     "math vs flash": Preset("sdpa_math", "sdpa_flash"),
@@ -71,6 +83,16 @@ PRESETS = {
     "GQA": Preset("sdpa_efficient", "sdpa_cudnn", {"kv_heads": 2}, recorded=LLAMA, cpu=("naive", "sdpa_math")),
     "sliding window": Preset("sdpa_auto", "flex", {"mask": "window", "window": 256}, cpu=("naive", "sdpa_auto")),
     "FA4 vs cuDNN": Preset("sdpa_cudnn", "fa4"),
+    # decode: one to four new queries per sequence against a KV cache, live at a size a CPU manages, recorded at
+    # Llama's (profiling.recording.DECODE_MATRIX); paged, a CPU has no variant that reads a page table but compiled
+    # flex (~15 s): it shows the refusals
+    "decode step": Preset("sdpa_flash", "flex", DECODE_LIVE, recorded_changes(DECODE), cpu=("naive", "sdpa_flash")),
+    "long-context decode": Preset("sdpa_flash", "fa4", DECODE_LIVE | {"seq_len": 65536}, recorded_changes(LONG_DECODE),
+                                  cpu=("naive", "sdpa_flash")),
+    "speculative decode": Preset("sdpa_auto", "flex", DECODE_LIVE | {"q_len": 4}, recorded_changes(SPECULATIVE),
+                                 cpu=("sdpa_math", "sdpa_flash")),
+    "paged KV": Preset("flex", "fa4", DECODE_LIVE | {"page_size": 16}, recorded_changes(DECODE.replace(page_size=16)),
+                       cpu=("sdpa_flash", "naive")),
 }
 def machine_line() -> str:
     line = f"**This machine:** {ENV.summary()}"
@@ -152,8 +174,8 @@ def sweep_plan(source) -> str:
                 f"time, unless you list them. The sweep predicts its length after the first S and stops cleanly "
                 f"after {text.seconds(LIVE_BUDGET_S[ENV.device])} (or on Stop) with the points done.")
     if source in RECORDINGS:
-        held = "; ".join(f"{s.workload.family()}, S={s.seq_lens[0]:,}…{s.seq_lens[-1]:,} ({len(s.variants)} variants)"
-                         for s in recorded_sweeps(source))
+        held = "; ".join(f"{s.workload.family(s.axis)}, {text.point(s.axis, s.seq_lens[0])}…{text.count(s.seq_lens[-1])} "
+                         f"({len(s.variants)} variants)" for s in recorded_sweeps(source))
         return f"Recorded sweeps {text.on_device(RECORDINGS[source])}: {held}."
     return ""
 
@@ -205,7 +227,7 @@ def show_sweep(result_id, http: gr.Request) -> list:
         files["json"].write_text(data.text)
         chart.savefig(files["png"], format="png")
         link = share_link(http, data.answer.request, mode="sweep")  # the request as asked: its S stays the tab's
-        return [link, view_links(link), reports.sweep_markdown(explanation), reports.present_markdown(explanation),
+        return [link, view_links(link), reports.sweep_markdown(explanation, result.axis), reports.present_markdown(explanation),
                 gr.Plot(chart, visible=True), gr.Plot(figures.present_sweep_figure(result), visible=True),
                 gr.Dataframe(reports.sweep_table(result), visible=True),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
@@ -371,12 +393,16 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
 
         with gr.Tab(MODES["sweep"], id="sweep"):
             with gr.Row(elem_classes="not-in-present"):
-                seqs = gr.Textbox(label="sequence lengths S", elem_id="seqs", scale=3, min_width=260,
-                                  placeholder="empty: 128, 256, … up to the largest that fits",
+                seqs = gr.Textbox(label="sequence lengths S (or batches B)", elem_id="seqs", scale=3, min_width=260,
+                                  placeholder="empty: powers of two (S from 128, B from 1) up to the largest that fits",
                                   info=f"A and B at each, the other controls fixed; up to {MAX_LENGTHS} lengths")
                 documented(seqs, {"anyOf": [{"type": "string"}, {"type": "null"}]})  # None, as empty: the plan's
+                axis = documented(gr.Radio([("over S", "seq_len"), ("over the batch B", "batch")], value="seq_len",
+                                           label="sweep", elem_id="sweep-axis", scale=1, min_width=160,
+                                           info="the values above are of this field"),
+                                  {"anyOf": [{"type": "string", "enum": list(SWEEP_AXES)}, {"type": "null"}]})
                 with gr.Column(scale=1, min_width=200):
-                    sweep_button = gr.Button("Sweep A and B over S", variant="primary", elem_id="sweep-run")
+                    sweep_button = gr.Button("Sweep A and B", variant="primary", elem_id="sweep-run")
                     stop_button = gr.Button("Stop the sweep", size="sm", elem_id="sweep-stop")
             plan = gr.Markdown(sweep_plan(DEFAULT_SOURCE), elem_id="sweep-plan", elem_classes="not-in-present")
             with gr.Column(elem_id="sweep-answer"):
@@ -420,7 +446,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     never = gr.State()  # fires no event of the page: the public endpoints hang on it, for API clients alone
     # the replays' endpoints take a recording only: their source, documented so, is a control the page never shows
     recorded = gr.Radio(SOURCES[1:], value=next(iter(RECORDINGS), None), label="Source", visible=False)
-    for kind, extra, output in (("compare", [], result), ("sweep", [seqs], sweep_result)):
+    for kind, extra, output in (("compare", [], result), ("sweep", [seqs, axis], sweep_result)):
         for live, group in ((True, gpu), (False, replays)):
             name = kind if live else "replay" if kind == "compare" else "sweep_replay"
             inputs = [source if live else recorded, *controls[1:], *extra]
@@ -431,9 +457,10 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                                        api_visibility="private", show_progress_on=[verdict], **replays)
     for ran in (live_run, replay_run):
         ran.success(show, result_id, views, **shows).then(None, js=scroll_to("#verdict strong"))
-    sweep_run = sweep_live_started.change(endpoint("sweep", True, True), [*controls, seqs], [sweep_result, sweep_id],
+    sweep_run = sweep_live_started.change(endpoint("sweep", True, True), [*controls, seqs, axis],
+                                          [sweep_result, sweep_id],
                                           api_visibility="private", show_progress_on=[sweep_verdict], **gpu)
-    sweep_replay = sweep_replay_started.change(endpoint("sweep", False, True), [*controls, seqs],
+    sweep_replay = sweep_replay_started.change(endpoint("sweep", False, True), [*controls, seqs, axis],
                                                [sweep_result, sweep_id], api_visibility="private",
                                                show_progress_on=[sweep_verdict], **replays)
     for ran in (sweep_run, sweep_replay):
@@ -463,7 +490,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage], api_visibility="private",
           queue=False, preprocess=False)
 
-    async def open_link(http: gr.Request, mode: str, seq_lens: str, *values) -> list:
+    async def open_link(http: gr.Request, mode: str, seq_lens: str, sweep_axis: str, *values) -> list:
         """Page load: a recorded comparison or sweep renders at once, in the replays' queue (a click meanwhile
         cancels it); a live one waits for a click on Run."""
         compared, swept = 2 + len(views), 2 + len(sweep_outputs)
@@ -471,7 +498,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         if values[0] == LIVE:
             return nothing
         try:
-            request = request_of(values, seq_lens if mode == "sweep" else None, live=False)
+            request = request_of(values, *((seq_lens, sweep_axis) if mode == "sweep" else (None, None)), live=False)
             session.plan(request, sweep=mode == "sweep")
         except (gr.Error, Refusal):  # a link to what the recording lacks: the page flags it, nothing to replay
             return nothing
@@ -481,11 +508,11 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         answer, kept_id = await serve("compare", request, None)
         return [answer, kept_id, *show(kept_id, http)] + [gr.skip()] * swept
 
-    opened = demo.load(prefill, None, [*controls, notice, seqs, modes, opening], api_visibility="private",
+    opened = demo.load(prefill, None, [*controls, notice, seqs, axis, modes, opening], api_visibility="private",
                        queue=False
                        ).then(guesses, controls, [guess_a, guess_b, coverage], api_visibility="private", queue=False,
                               preprocess=False
-                       ).then(open_link, [opening, seqs, *controls],
+                       ).then(open_link, [opening, seqs, axis, *controls],
                               [result, result_id, *views, sweep_result, sweep_id, *sweep_outputs],
                               api_visibility="private", **replays)
     for click in (run_button.click, sweep_button.click, *(button.click for button in preset_buttons)):

@@ -102,11 +102,11 @@ SWEEPS: dict[str, str] = {}               # session -> the run id of its live sw
 LIVE_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="live-measurement")
 
 
-def request_of(values, seq_lens=None, *, live: bool = True) -> Request:
-    """The client's values as a Request (checked as sent), or a gr.Error naming the field, the value and what is
-    allowed."""
+def request_of(values, seq_lens=None, axis=None, *, live: bool = True) -> Request:
+    """The client's values as a Request (checked as sent; a sweep's values and axis too), or a gr.Error naming the
+    field, the value and what is allowed."""
     try:
-        request = Request.from_values(dict(zip(KEYS, values)), ENV.device, seq_lens)
+        request = Request.from_values(dict(zip(KEYS, values)), ENV.device, seq_lens, axis)
         if request.live and not live:
             raise Refusal("source", LIVE, "a live run joins the GPU's queue (the compare and sweep endpoints), not "
                                           "the replays'; choose a recording")
@@ -167,12 +167,12 @@ async def serve(kind: str, request: Request, progress, run_id: str | None = None
 def endpoint(kind: str, live: bool, page: bool):
     """A handler of the API (`page` False: returns the answer) or of the page (returns it and the kept result's
     id): A vs B ("compare") or a sweep, live and recorded (`live`) or recorded only."""
-    extra = ("seq_lens",) if kind == "sweep" else ()
+    extra = ("seq_lens", "axis") if kind == "sweep" else ()
 
     async def handler(*args):
         *values, http, progress = args
-        seq_lens = values.pop() if kind == "sweep" else None
-        request = request_of(values, seq_lens, live=live)
+        axis, seq_lens = (values.pop(), values.pop()) if kind == "sweep" else (None, None)
+        request = request_of(values, seq_lens, axis, live=live)
         run_id = None
         if kind == "sweep" and request.live and http.session_hash:
             run_id = SWEEPS[http.session_hash] = secrets.token_hex(8)  # a fresh Stop for each sweep
@@ -184,7 +184,7 @@ def endpoint(kind: str, live: bool, page: bool):
         return (client, kept) if page else client
 
     # The API's named parameters: the request's own fields. Each defaults to None, what the core reads as not given:
-    # gradio documents a control with no initial value (kv_heads, window, seq_lens) as optional only so.
+    # gradio documents a control with no initial value (kv_heads, window, seq_lens, axis) as optional only so.
     params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for k in (*KEYS, *extra)]
     params += [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
                                  annotation=gr.Request),

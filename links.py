@@ -49,7 +49,7 @@ MAX_NOTED = 8  # problems listed from one link; the rest are counted
 
 
 def prefill(http: gr.Request) -> list:
-    """Page load: the controls, the tab and a sweep's lengths from the URL's query (bad parameters ignored, with a
+    """Page load: the controls, the tab and a sweep's values and axis from the URL's query (bad parameters ignored, with a
     visible note quoting them as literal text: a link is anyone's to write), and the tab the link opens on."""
     params = dict(http.query_params)
     request, problems = Request.from_query(params, ENV.device, DEFAULT_SOURCE, PAGE_KEYS)
@@ -65,4 +65,4 @@ def prefill(http: gr.Request) -> list:
         said[MAX_NOTED:] = [f"and {len(said) - MAX_NOTED} more"]
     notice = ("⚠️ Ignored from the link: " + "; ".join(said)) if said else ""
     seqs = ",".join(map(str, request.seq_lens or ()))
-    return [*request.values(), notice, seqs, gr.Tabs(selected=page["mode"]), page["mode"]]
+    return [*request.values(), notice, seqs, request.axis, gr.Tabs(selected=page["mode"]), page["mode"]]

@@ -32,6 +32,9 @@ class Variant:
     compiled: bool = False                           # goes through torch.compile
     jit_s: tuple[float, float] | None = None         # compiles its own kernels on a configuration's first call
                                                      # (not torch.compile): a prior of the forward's, the backward's
+    top_left: Callable[[Inputs], torch.Tensor] | None = None  # the same call with SDPA's is_causal=True, which
+                                                     # aligns the causal mask to the top left: with fewer queries than
+                                                     # keys, not what a decode step needs (called once, never timed)
 
     def supports(self, workload: Workload, env: Environment) -> str | None:
         """None when this variant can run here, else the reason it cannot."""

@@ -21,7 +21,7 @@ from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
 from .base import Variant
-from .sdpa import SMALL
+from .sdpa import SMALL, _sdpa_top_left
 
 DIST = "flash-attn-4"
 PIN = "4.0.0b36"            # seen working on the H200 with nvidia-cutlass-dsl 4.8.1 (torch 2.11.0+cu130)
@@ -73,22 +73,32 @@ def unavailable(w: Workload, env: Environment) -> str | None:
         return f"FlashAttention-4 takes head dims of 8 to 256 in steps of 8 on sm90 (it is {w.head_dim})"
     if w.training and env.compute_capability and env.compute_capability[0] == 8:
         return "FlashAttention-4 has no backward on sm80"
+    if w.page_size and env.compute_capability and env.compute_capability[0] in (8, 12):
+        return f"FlashAttention-4 has no paged KV on {env.sm} (flash_attn/cute/interface.py: sm90 and sm100 only)"
     error = _import_error()
     return f"import flash_attn.cute failed ({error}); to fix: {install_line()}" if error else None
 
 
 def fa4_attention(x: Inputs) -> torch.Tensor:
-    """As its users call it: [B, S, H, D] tensors, fewer kv heads for GQA, `window_size=(left, right)`."""
-    from flash_attn.cute import flash_attn_func
+    """As its users call it: [B, S, H, D] tensors, fewer kv heads for GQA, `window_size=(left, right)`. Its
+    `causal=True` is aligned to the bottom right (flash_attn/cute/mask.py: a query's last key is its row plus
+    seqlen_k − seqlen_q), so the last q_len queries of a decode step see the keys up to their own positions as they
+    are. A paged cache goes through `flash_attn_varlen_func`, FA4's entry that takes a page table: the pool
+    [pages, P, Hkv, D] and the table [B, S/P] int32, q left [B, Lq, H, D] (no cu_seqlens)."""
+    from flash_attn.cute import flash_attn_func, flash_attn_varlen_func
 
+    w = x.workload
+    window = (w.window - 1, 0) if w.mask == "window" else (None, None)  # W keys: itself and the W-1 before it
+    if x.page_table is not None:
+        out = flash_attn_varlen_func(x.q.transpose(1, 2), x.k_pages, x.v_pages, page_table=x.page_table,
+                                     softmax_scale=x.scale, causal=w.causal, window_size=window)[0]
+        return out.transpose(1, 2)
     q, k, v = x.q, x.k, x.v
     if q.dim() == 3:  # [B*H, S, D] as one batch of B*H heads
         q, k, v = (t.unsqueeze(0) for t in (q, k, v))
     # [B, H, S, D] -> [B, S, H, D] is a view: FA4 keeps a view whose last stride is 1 and other strides 16-byte
     # aligned (flash_attn/cute/cute_dsl_utils.py, maybe_contiguous), as here with D a multiple of 8: no copy
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
-    w = x.workload
-    window = (w.window - 1, 0) if w.mask == "window" else (None, None)  # W keys: itself and the W-1 before it
     out = flash_attn_func(qt, kt, vt, softmax_scale=x.scale, causal=w.causal, window_size=window)[0]
     out = out.transpose(1, 2)  # back to [B, H, S, D]: again a view of FA4's contiguous output
     return out.squeeze(0) if x.q.dim() == 3 else out
@@ -132,6 +142,11 @@ DENSE_MASK = ("SDPA's FA4 route runs in place of its flash backend, which takes 
               "argument, so a window reaches it as a dense mask")
 
 
+# F.scaled_dot_product_attention has no page-table argument, and its FA4 route runs behind it
+PAGED = ("SDPA's FA4 route runs behind F.scaled_dot_product_attention, which has no page table: call FlashAttention-4 "
+         "directly (fa4) for a paged cache")
+
+
 def sdpa_unavailable(w: Workload, env: Environment) -> str | None:
     reason = unavailable(w, env)
     if reason:
@@ -141,6 +156,8 @@ def sdpa_unavailable(w: Workload, env: Environment) -> str | None:
         return f"torch {env.torch_version} has no SDPA FA4 route (torch.nn.attention gained it in 2.11)"
     if w.mask == "window":  # (bool and bias were refused above, as for FA4 itself)
         return DENSE_MASK
+    if w.page_size:
+        return PAGED
     return pairing(installed_version())
 
 
@@ -187,5 +204,5 @@ SDPA_FA4 = _SdpaFa4(
     forward=_sdpa_route,
     scratch_bytes=_fused_scratch,
     check=sdpa_unavailable,
-    sdpa_backend="FLASH_ATTENTION", fused=True, jit_s=JIT_S,
+    sdpa_backend="FLASH_ATTENTION", fused=True, jit_s=JIT_S, top_left=_sdpa_top_left,
 )

@@ -53,6 +53,35 @@ def _block_mask(kind: str, queries: int, keys: int, window: int | None, device: 
 _built: set[tuple] = set()  # the masks built in this process (a later build of one may still have left the cache)
 
 
+@functools.lru_cache(maxsize=4)
+def _paged_mask(causal: bool, queries: int, keys: int, page_size: int, batch: int, device: str,
+                page_table: torch.Tensor):
+    """The BlockMask over a paged cache, as `torch.nn.attention.experimental._paged_attention.PagedAttention` makes
+    it: a logical block mask with key blocks of one page (causal for the last Lq positions, or none), converted to
+    the physical pages through the page table, its mask_mod reading each key's logical position back from the
+    physical one. The PagedAttention holds the pool as the inputs lay it out (the shuffled pages of a server whose
+    sequences came and went) rather than as `reserve` would hand pages out to a fresh pool, in order."""
+    from torch.nn.attention.experimental._paged_attention import PagedAttention
+    from torch.nn.attention.flex_attention import create_block_mask, noop_mask
+
+    pages = keys // page_size
+    paged = PagedAttention(n_pages=batch * pages, page_size=page_size, max_batch_size=batch, device=device)
+    table = page_table.long()                                                      # [B, S/P] logical -> physical
+    paged.page_table[:, :pages] = table
+    paged.physical_to_logical.scatter_(1, table, torch.arange(pages, device=device).expand(batch, pages))
+    paged.capacity.fill_(keys)
+    paged.empty_pages = []
+    offset = keys - queries
+    if causal:
+        def mask_mod(b, h, q_idx, kv_idx):
+            return q_idx + offset >= kv_idx
+    else:
+        mask_mod = noop_mask
+    logical = create_block_mask(mask_mod, B=batch, H=None, Q_LEN=queries, KV_LEN=keys, device=device,
+                                BLOCK_SIZE=(128, page_size))  # a key block is a page: the table maps whole blocks
+    return paged.convert_logical_block_mask(logical)
+
+
 def _mask_key(w: Workload) -> tuple | None:
     if not w.causal:
         return None
@@ -61,7 +90,10 @@ def _mask_key(w: Workload) -> tuple | None:
 
 
 def _mask_of(x: Inputs):
-    key = _mask_key(x.workload)
+    w = x.workload
+    if x.page_table is not None:
+        return _paged_mask(w.causal, w.queries, w.seq_len, w.page_size, w.batch, w.device, x.page_table)
+    key = _mask_key(w)
     if key is None:
         return None
     return _block_mask(*key, x.allowed if key[0] == "bool" else None)
@@ -70,9 +102,10 @@ def _mask_of(x: Inputs):
 def setup(x: Inputs) -> bool:
     """Build (or find built) the block mask before the first call: `create_block_mask` is paid once per mask.
     Returns whether it was found built."""
-    hits = _block_mask.cache_info().hits
+    cache = _paged_mask if x.page_table is not None else _block_mask
+    hits = cache.cache_info().hits
     _mask_of(x)
-    return _block_mask.cache_info().hits > hits
+    return cache.cache_info().hits > hits
 
 
 def _setup_bytes(w: Workload, env: Environment) -> int:
@@ -80,15 +113,22 @@ def _setup_bytes(w: Workload, env: Environment) -> int:
     query-key pair): `create_block_mask` evaluates the mask_mod over the whole Lq×S grid, window or not, with no
     chunking (a bool grid), then pads it to 128-multiples and sums blocks through an int64 copy: Lq·S + 9·Lq'·S'.
     Nothing where no mask is built: not causal, or a position mask this process built already."""
+    padded = lambda n, block=128: -(-n // block) * block  # noqa: E731
+    if w.page_size:  # a mask per batch row over the logical keys, then PagedAttention's tables over the whole pool
+        pool = w.batch * w.pages                                                  # physical pages
+        logical = w.batch * (w.queries * w.seq_len + 9 * padded(w.queries) * padded(w.seq_len, w.page_size))
+        return logical + 2 * 8 * w.batch * pool + 2 * 4 * w.batch * pool  # int64 page tables, int32 block indices
     key = _mask_key(w)
     if key is None or (key in _built and key[0] != "bool"):
         return 0
-    padded = lambda n: -(-n // 128) * 128  # noqa: E731
     return w.queries * w.seq_len + 9 * padded(w.queries) * padded(w.seq_len)
 
 
 def flex_attention(x: Inputs) -> torch.Tensor:
     q, k, v = x.q, x.k, x.v
+    if x.page_table is not None:  # the pool [pages, P, Hkv, D] as PagedAttention's cache [1, Hkv, pages·P, D]: a view
+        w = x.workload
+        k, v = (t.permute(2, 0, 1, 3).view(1, w.kv_head_count, -1, w.head_dim) for t in (x.k_pages, x.v_pages))
     if q.dim() == 3:  # flex wants [B, H, S, D]: view [B*H, S, D] as one batch of B*H heads
         q, k, v = (t.unsqueeze(0) for t in (q, k, v))
     kwargs = {"enable_gqa": True} if x.workload.groups > 1 else {}
@@ -133,6 +173,11 @@ def _check(w: Workload, env: Environment) -> str | None:
         return f"torch {env.torch_version} has no torch.nn.attention.flex_attention"
     if w.device == "cuda" and env.triton_version is None:
         return "FlexAttention compiles to Triton, and Triton is not installed"
+    if w.page_size:
+        try:
+            import torch.nn.attention.experimental._paged_attention  # noqa: F401
+        except ImportError:
+            return f"torch {env.torch_version} has no torch.nn.attention.experimental._paged_attention.PagedAttention"
     if w.device == "cpu" and w.training and _cpu_backward_refusal():
         return f"torch {env.torch_version}: {_cpu_backward_refusal()}: measure its forward alone, or on a GPU"
     return None
@@ -141,8 +186,14 @@ def _check(w: Workload, env: Environment) -> str | None:
 def _scratch_bytes(w: Workload, env: Environment) -> int:
     """The call's memory beyond its output (every recorded H200 peak): the Triton template writes an fp32
     log-sum-exp and row max per query row; its backward an fp32 delta per row besides, and no dK, dV at every query
-    head for grouped-query attention. The block mask is built in `setup`, before the call (`_setup_bytes`)."""
-    return (12 if w.training else 8) * w.batch * w.heads * w.queries + SMALL
+    head for grouped-query attention. Under 128 queries on a GPU flex may take its decoding kernel, which keeps an fp32
+    partial output, row max and sum per split of the keys (two splits per SM over B·Hkv: at most 320 for 160 SMs)
+    for a combine after it. The block mask is built in `setup`, before the call (`_setup_bytes`)."""
+    rows = w.batch * w.heads * w.queries
+    splits = 0
+    if w.device == "cuda" and w.queries < 128:
+        splits = max(1, 320 // (w.batch * w.kv_head_count))
+    return (12 if w.training else 8) * rows + splits * rows * (w.head_dim + 2) * 4 + SMALL
 
 
 FLEX = Variant(

@@ -8,6 +8,12 @@ from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
 from .base import Variant
+from .sdpa import contiguous_only
+
+# Written by hand, attention reads k and v as tensors: a paged cache would be gathered into a contiguous copy first, a
+# call of its own that is not this one
+PAGED = ("hand-written attention reads k and v as [B, Hkv, S, D] tensors: it has no page table (leave page_size "
+         "empty)")
 
 
 def _kv(x: Inputs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,6 +69,7 @@ NAIVE = Variant(
     label="Naive (masked_fill)",
     forward=naive_attention,
     scratch_bytes=_scratch,
+    check=contiguous_only(reason=PAGED),
 )
 
 NAIVE_INPLACE = Variant(
@@ -70,4 +77,5 @@ NAIVE_INPLACE = Variant(
     label="Naive (in-place masked_fill_)",
     forward=naive_inplace_attention,
     scratch_bytes=_scratch,
+    check=contiguous_only(reason=PAGED),
 )

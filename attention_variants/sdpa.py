@@ -33,6 +33,25 @@ def _sdpa(x: Inputs) -> torch.Tensor:
     return F.scaled_dot_product_attention(x.q, x.k, x.v, attn_mask=mask, **kwargs)
 
 
+def _sdpa_top_left(x: Inputs) -> torch.Tensor:
+    """The causal flag as `is_causal=True`: SDPA aligns it to the top left (query i sees keys 0…i), so with fewer
+    queries than keys the last query sees the first Lq keys, not all S (torch.nn.attention.bias, CausalVariant)."""
+    kwargs = {"enable_gqa": True} if x.workload.groups > 1 else {}
+    return F.scaled_dot_product_attention(x.q, x.k, x.v, is_causal=True, **kwargs)
+
+
+# SDPA reads k and v as [B, Hkv, S, D] tensors: a paged cache would have to be gathered into one first, another call
+PAGED = "SDPA has no page table: it reads k and v as contiguous [B, Hkv, S, D] tensors (leave page_size empty)"
+
+
+def contiguous_only(check: Callable[[Workload, Environment], str | None] | None = None,
+                    reason: str = PAGED) -> Callable[[Workload, Environment], str | None]:
+    """A paged cache refused with `reason`; then `check`, if any."""
+    def checked(w: Workload, env: Environment) -> str | None:
+        return reason if w.page_size else (check(w, env) if check else None)
+    return checked
+
+
 SMALL = 8 * 2**10  # a few small blocks (philox seed and offset, an empty log-sum-exp), rounded up by the allocator
 
 
@@ -100,7 +119,8 @@ MATH = Variant(
     label="SDPA · math",
     forward=_sdpa,
     scratch_bytes=_math_scratch,
-    sdpa_backend="MATH",
+    check=contiguous_only(),
+    sdpa_backend="MATH", top_left=_sdpa_top_left,
 )
 
 EFFICIENT = Variant(
@@ -108,8 +128,8 @@ EFFICIENT = Variant(
     label="SDPA · memory-efficient",
     forward=_sdpa,
     scratch_bytes=_fused_scratch,
-    check=_cuda_only("memory-efficient attention"),
-    sdpa_backend="EFFICIENT_ATTENTION", fused=True,
+    check=contiguous_only(_cuda_only("memory-efficient attention")),
+    sdpa_backend="EFFICIENT_ATTENTION", fused=True, top_left=_sdpa_top_left,
 )
 
 FLASH = Variant(
@@ -117,7 +137,8 @@ FLASH = Variant(
     label="SDPA · FlashAttention",
     forward=_sdpa,
     scratch_bytes=_fused_scratch,
-    sdpa_backend="FLASH_ATTENTION", fused=True,
+    check=contiguous_only(),
+    sdpa_backend="FLASH_ATTENTION", fused=True, top_left=_sdpa_top_left,
 )
 
 CUDNN = Variant(
@@ -125,8 +146,8 @@ CUDNN = Variant(
     label="SDPA · cuDNN",
     forward=_sdpa,
     scratch_bytes=_fused_scratch,
-    check=_cudnn_check,
-    sdpa_backend="CUDNN_ATTENTION", fused=True,
+    check=contiguous_only(_cudnn_check),
+    sdpa_backend="CUDNN_ATTENTION", fused=True, top_left=_sdpa_top_left,
 )
 
 AUTO = Variant(
@@ -134,5 +155,6 @@ AUTO = Variant(
     label="SDPA · auto",
     forward=_sdpa,
     scratch_bytes=_auto_scratch,
-    sdpa_backend="auto", fused=True,
+    check=contiguous_only(),
+    sdpa_backend="auto", fused=True, top_left=_sdpa_top_left,
 )

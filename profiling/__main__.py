@@ -1,5 +1,5 @@
 """Command line: `python -m profiling list | compare A B [...] | sweep A B [...] | record --out DIR |
-record-sweeps --out DIR`. Every request goes through `profiling.session`, as the page's do."""
+record-sweeps --out DIR | record-decode --out DIR`. Every request goes through `profiling.session`, as the page's do."""
 from __future__ import annotations
 
 import argparse
@@ -18,7 +18,7 @@ from attention_variants import VARIANTS, guess_for, reasons
 from . import reports, scratch, session, text
 from .budget import LIVE_BUDGET_S
 from .environment import detect
-from .request import LIVE, Request, add_workload_arguments, parse_lengths
+from .request import LIVE, SWEEP_AXES, Request, add_workload_arguments, parse_lengths
 from .workload import FIELDS, Refusal
 
 WIDTH = 100  # characters a line of `list` takes
@@ -117,12 +117,23 @@ def cmd_compare(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    args.lengths = parse_lengths(args.seq_lens, "--seq") if args.seq_lens is not None else None
+    if args.axis == "batch":  # the batches are the points; --seq, if given, is the one S they share
+        args.lengths = parse_lengths(args.batches, "--batches", "batch") if args.batches is not None else None
+        if args.seq_lens is not None:
+            lengths = parse_lengths(args.seq_lens, "--seq")
+            if len(lengths) != 1:
+                raise Refusal("--seq", args.seq_lens, "a sweep over the batch takes one S")
+            args.seq_len = lengths[0]
+    else:
+        if args.batches is not None:
+            raise Refusal("--batches", args.batches, "batches are the points of a sweep with --axis batch")
+        args.lengths = parse_lengths(args.seq_lens, "--seq") if args.seq_lens is not None else None
     request = Request.from_args(args, _live_device(args))
     json_path = _writable_file("--json", args.json) if args.json else None
     answer = session.sweep(request, budget_s=args.budget, progress=_progress(args))
     result = answer.result
-    print(f"{result.environment.summary()}\nworkload: {result.workload.family()}, S over "
+    print(f"{result.environment.summary()}\nworkload: {result.workload.family(result.axis)}, "
+          f"{text.axis_symbol(result.axis)} over "
           f"{', '.join(map(str, result.seq_lens))} ({'live' if request.live else 'recorded: ' + request.source})\n")
     print(reports.sweep_table(result).fillna("—").to_string(index=False), "\n")
     print(reports.notes_text(answer.explanation, evidence=False))
@@ -149,9 +160,18 @@ def cmd_record_sweeps(args) -> int:
     return 0
 
 
+def cmd_record_decode(args) -> int:
+    from .recording import record_decode
+
+    if not torch.cuda.is_available():  # before anything is created
+        raise Refusal("device", "cpu", "record-decode measures on the GPU: it needs a CUDA GPU, and none is visible")
+    record_decode(_writable_folder("--out", args.out))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m profiling", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compare,sweep,record,record-sweeps}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compare,sweep,record,record-sweeps,record-decode}")
     p = sub.add_parser("list", help="the variants, and whether each can run here on the workload",
                        description="the variants, and whether each can run here on the workload")
     add_workload_arguments(p)
@@ -175,7 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             p.add_argument("--seq", dest="seq_lens", metavar="S,S,...",
                            help="lengths, e.g. 128,256,512 (default: powers of two from 128 up to what the fused "
-                                "variants fit)")
+                                "variants fit); with --axis batch, the one S of every point")
+            p.add_argument("--axis", choices=list(SWEEP_AXES), default="seq_len",
+                           help="the field swept: seq_len (default) or batch")
+            p.add_argument("--batches", metavar="B,B,...", help="with --axis batch: the batches, e.g. 1,8,64 "
+                                                                "(default: powers of two from 1 up to what fits)")
             p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("record", help="run the GPU matrix and keep runs and traces (needs a CUDA GPU)",
                        description="run the GPU matrix and keep runs and traces (needs a CUDA GPU)")
@@ -185,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
                        description="on a GPU: the recorded sweeps, written to DIR/sweeps.json")
     p.add_argument("--out", required=True, help="folder for sweeps.json (profiling/recorded/<name>)")
     p.set_defaults(func=cmd_record_sweeps)
+    p = sub.add_parser("record-decode", help="on a GPU: add the decode steps (runs and sweeps) to the recording in DIR",
+                       description="on a GPU: add the decode steps (runs and sweeps) to the recording in DIR, in place "
+                                   "of any it held of the same workloads (about 3 minutes on an H200)")
+    p.add_argument("--out", required=True, help="the recording's folder (profiling/recorded/<name>)")
+    p.set_defaults(func=cmd_record_decode)
     return parser
 
 

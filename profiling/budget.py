@@ -44,7 +44,7 @@ def accuracy_rows(queries: int, keys: int) -> int:
 def measure_bytes(workload: Workload, scratch_bytes: int, *, inputs_ready: bool = False,
                   reference_ready: bool = False, compiled: bool = False, setup_bytes: int = 0) -> int:
     """Bytes `measurement` may add to what is resident now, at its peak: the inputs and masks (unless ready), the
-    first call's output (kept for the accuracy check), the fp64 reference rows (unless ready); and on top, the
+    first call's output (kept for the accuracy check), a paged cache's pool, the fp64 reference rows (unless ready); and on top, the
     largest of its phases: the variant's setup (flex's block mask), a call (output + scratch), the reference's
     slices, the same check in the workload's dtype, and the accuracy differences in fp64, over `accuracy_rows`
     query rows. Plus 5%, and what a measurement holds whatever its size (`fixed_bytes`)."""
@@ -58,6 +58,8 @@ def measure_bytes(workload: Workload, scratch_bytes: int, *, inputs_ready: bool 
     if not inputs_ready:
         masks = 2 * w.mask_elements if w.causal or w.mask != "flag" else 0  # allowed and hidden, bool
         resident += w.q_bytes + w.kv_bytes + masks + (w.mask_elements * w.element_bytes if w.mask == "bias" else 0)
+        if w.page_size:  # the paged pool beside the contiguous k and v the reference reads, and its page table
+            resident += w.kv_bytes + w.page_table_bytes
     if w.training:  # the output's gradient, q, k, v copies that require grad and their gradients; the fp64
         # reference's gradients kept, its backward's row blocks (the chunk) and the plain one's in the dtype
         inputs = w.q_bytes + w.kv_bytes

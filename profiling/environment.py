@@ -23,6 +23,28 @@ _PEAK_TFLOPS = {
 }
 
 
+# Datasheet HBM (or GDDR) bandwidth in bytes per µs (decimal, as datasheets give it: 4.8 TB/s = 4.8e6 B/µs), by the
+# same kind of name key. A decode step is memory-bound: its achieved bytes per second are set against this, labelled as
+# the datasheet's (a measured copy ceiling is lower: the H200's device-to-device copy reaches about 4.3 TB/s).
+HBM_BYTES_PER_US = {
+    "H200": 4.8e6,
+    "H100 80GB HBM3": 3.35e6,
+    "H100 PCIe": 2.0e6,
+    "A100-SXM4-80GB": 2.039e6,
+    "A100-SXM4-40GB": 1.555e6,
+    "A100 80GB PCIe": 1.935e6,
+    "L4": 0.3e6,
+    "A10G": 0.6e6,
+    "L40S": 0.864e6,
+    "T4": 0.32e6,
+}
+
+
+def hbm_key(device_name: str) -> str | None:
+    """The key of HBM_BYTES_PER_US that names this device ("H200" for "NVIDIA H200"), or None when it is not listed."""
+    return next((key for key in HBM_BYTES_PER_US if key in device_name), None)
+
+
 def torch_release(version: str = torch.__version__) -> tuple[int, int]:
     """(major, minor) of a torch version, e.g. (2, 11) for '2.11.0+cu130'; the running one by default."""
     major, minor = version.split("+")[0].split(".")[:2]

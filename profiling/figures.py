@@ -169,7 +169,7 @@ def present_figure(comparison: Comparison, dark: bool | None = None) -> Figure:
 
 
 def present_sweep_figure(result: Sweep, dark: bool | None = None) -> Figure:
-    """A's and B's GPU (or wall) time per call over S, log–log, in large type."""
+    """A's and B's GPU (or wall) time per call over the sweep's axis (S or B), log–log, in large type."""
     colours = theme(dark)
     fig = Figure(figsize=(PRESENT_WIDTH_IN, 3.6), dpi=DPI, layout="constrained", facecolor=colours["bg"])
     axes = fig.subplots()
@@ -177,7 +177,7 @@ def present_sweep_figure(result: Sweep, dark: bool | None = None) -> Figure:
     for side, variant, colour in (("A", result.a, DEVICE_TIME_COLOUR), ("B", result.b, "#dd8452")):
         runs = [r for r in result.of(variant) if r.ok and r.gpu_ms]
         if runs:
-            axes.plot([r.workload.seq_len for r in runs], [r.gpu_ms for r in runs], marker="o", color=colour,
+            axes.plot([result.value(r) for r in runs], [r.gpu_ms for r in runs], marker="o", color=colour,
                       linewidth=2.5, markersize=7)
         handles.append(Line2D([], [], color=colour, marker="o", linewidth=2.5, label=f"{side} · {variant}"))
     axes.set_xscale("log", base=2)
@@ -185,7 +185,7 @@ def present_sweep_figure(result: Sweep, dark: bool | None = None) -> Figure:
     axes.xaxis.set_major_formatter(FuncFormatter(lambda s, _: _seq_label(s)))
     axes.xaxis.set_minor_locator(NullLocator())
     axes.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
-    axes.set_xlabel("S", fontsize=PRESENT_PT)
+    axes.set_xlabel(text.axis_symbol(result.axis), fontsize=PRESENT_PT)
     device = "GPU" if result.workload.device == "cuda" else "wall"
     axes.set_title(f"{device} ms per {text.call(result.workload)}", fontsize=PRESENT_PT, loc="left",
                    color=colours["fg"])
@@ -211,7 +211,8 @@ def _legend(axes, handles, colours: dict, **kwargs) -> None:
 
 # -- the sweep -----------------------------------------------------------------------------------
 def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
-    """Top: time per forward vs S; bottom: peak memory vs S with the device's memory as a line. Log–log, the fitted
+    """Top: time per forward vs S (or B: the sweep's axis); bottom: peak memory vs it with the device's memory as a
+    line. Log–log, the fitted
     exponent written at each curve's end where the points support one, the crossover marked, refused points
     hollow; a sweep that stopped early says why on the chart."""
     colours = theme(dark)
@@ -221,6 +222,7 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
     fits = {(f.variant, f.quantity): f for f in slopes(result) if f.supported}
     gpu = result.workload.device == "cuda"
     line_mib, line_label = _memory_line(result)
+    symbol = text.axis_symbol(result.axis)
 
     for quantity, axes in (("time", time_axes), ("memory", memory_axes)):
         handles = []
@@ -231,25 +233,25 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
             colour = variant_colour[variant]
             label = variant
             if ran:
-                axes.plot([r.workload.seq_len for r in ran], ys, "o-", color=colour, markersize=5, linewidth=1.8)
+                axes.plot([result.value(r) for r in ran], ys, "o-", color=colour, markersize=5, linewidth=1.8)
                 fit = fits.get((variant, quantity))
                 if fit:
-                    axes.annotate(rf"$\propto S^{{{fit.exponent:.2f}}}$", (ran[-1].workload.seq_len, ys[-1]),
+                    axes.annotate(rf"$\propto {symbol}^{{{fit.exponent:.2f}}}$", (result.value(ran[-1]), ys[-1]),
                                   xytext=(6, 0), textcoords="offset points", va="center", fontsize=TEXT_PT,
                                   color=colour)
             else:
                 label += f" ({runs[0].status if runs else 'no points'})"
             refused = [r for r in runs if r.stops]
             if refused and line_mib and quantity == "memory":
-                axes.plot([r.workload.seq_len for r in refused], [line_mib] * len(refused), "o", markersize=9,
+                axes.plot([result.value(r) for r in refused], [line_mib] * len(refused), "o", markersize=9,
                           markerfacecolor="none", markeredgecolor=colour, markeredgewidth=1.8)
                 for r in refused:
                     said = f"needs {text.size(r.needed_bytes)}" if r.needed_bytes else "out of memory"
-                    axes.annotate(said, (r.workload.seq_len, line_mib), xytext=(0, 8), textcoords="offset points",
+                    axes.annotate(said, (result.value(r), line_mib), xytext=(0, 8), textcoords="offset points",
                                   ha="center", fontsize=SMALL_PT, color=colour)
             for r in refused if quantity == "time" else ():
-                axes.axvline(r.workload.seq_len, color=colour, linestyle=":", linewidth=1.2)
-                axes.annotate(f"{variant} stops", (r.workload.seq_len, 0.5), xycoords=("data", "axes fraction"),
+                axes.axvline(result.value(r), color=colour, linestyle=":", linewidth=1.2)
+                axes.annotate(f"{variant} stops", (result.value(r), 0.5), xycoords=("data", "axes fraction"),
                               xytext=(-3, 0), textcoords="offset points", rotation=90, ha="right", va="center",
                               fontsize=SMALL_PT, color=colour)
             handles.append(Line2D([], [], color=colour, marker="o", label=label))
@@ -261,10 +263,10 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
             for cross in crossovers(result):
                 if cross.same_figure:
                     axes.axvline(cross.seq_len, color=colours["fg"], linestyle="--", linewidth=1)
-                    where, x = f"≈ S={text.count(round(cross.seq_len))}", cross.seq_len
+                    where, x = f"≈ {text.point(result.axis, cross.seq_len)}", cross.seq_len
                 else:  # compared on different figures at the two lengths: the span, no interpolated S
                     axes.axvspan(cross.s_before, cross.s_after, color=colours["grid"], alpha=0.5)
-                    where, x = f"in S={text.count(cross.s_before)}…{text.count(cross.s_after)}", cross.s_before
+                    where, x = f"in {text.point(result.axis, cross.s_before)}…{text.count(cross.s_after)}", cross.s_before
                 axes.annotate(f"{cross.faster_after} overtakes\n{cross.faster_before} {where}",
                               (x, 0.03), xycoords=("data", "axes fraction"), xytext=(5, 0),
                               textcoords="offset points", fontsize=SMALL_PT, color=colours["fg"])
@@ -283,13 +285,13 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
             _legend(axes, handles, colours, loc="upper left")
     time_axes.set_ylabel(("GPU" if gpu else "wall") + f" ms per {text.call(result.workload)}", fontsize=TEXT_PT)
     memory_axes.set_ylabel("peak memory beyond inputs, MiB", fontsize=TEXT_PT)
-    memory_axes.set_xlabel("sequence length S", fontsize=TEXT_PT)
-    measured = sorted({r.workload.seq_len for r in result.runs}) or result.seq_lens
+    memory_axes.set_xlabel("sequence length S" if result.axis == "seq_len" else f"batch {symbol}", fontsize=TEXT_PT)
+    measured = sorted({result.value(r) for r in result.runs}) or result.seq_lens
     memory_axes.xaxis.set_major_locator(FixedLocator(measured))
     memory_axes.xaxis.set_minor_locator(NullLocator())
     memory_axes.xaxis.set_major_formatter(FuncFormatter(lambda s, _: _seq_label(s)))
     memory_axes.set_xlim(measured[0] / 1.4, measured[-1] * 2.2)  # room for the exponents at the right
-    time_axes.set_title(f"{result.workload.family()} · {result.environment.device_name}",
+    time_axes.set_title(f"{result.workload.family(result.axis)} · {result.environment.device_name}",
                         fontsize=TITLE_PT, color=colours["fg"])
     return figure
 

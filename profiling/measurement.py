@@ -274,6 +274,8 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress, check: C
         grads = {"dq": x.q.grad, "dk": x.k.grad, "dv": x.v.grad} if workload.training else None
         run.accuracy = state.reference.of(out, grads)
         del out, grads
+        if variant.top_left is not None and workload.q_len is not None and workload.causal and workload.mask == "flag":
+            _top_left(subject, state.reference)
         t0 = time.perf_counter()
         for _ in range(WARMUP_CALLS - 1):
             check()
@@ -282,6 +284,18 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress, check: C
     subject.estimate_s = (time.perf_counter() - t0) / max(1, WARMUP_CALLS - 1)
     if compiles:
         _note_compile(variant, workload, run.first_call_ms / 1000.0, subject.estimate_s)
+
+
+def _top_left(subject: _Subject, reference: Reference) -> None:
+    """What `is_causal=True` gives its users on these inputs, where the queries are fewer than the keys: one more
+    call (inside the variant's pin, before anything is timed) against the same fp64 reference; or PyTorch's words
+    where it refuses the flag at these lengths. Shown beside the right answer, not assumed from the docs."""
+    out, messages, error = _first_call(lambda: subject.variant.top_left(subject.inputs))
+    accuracy = subject.run.accuracy
+    if error is not None:
+        accuracy.top_left_refused = _refusal_reason(messages, error)
+    else:
+        accuracy.top_left_max_abs_error = reference.of(out).max_abs_error
 
 
 def _first(subject: _Subject) -> torch.Tensor:

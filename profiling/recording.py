@@ -40,15 +40,15 @@ def backward_view(run: Run) -> Run:
     return dataclasses.replace(run, workload=w, timing=run.backward_timing)
 
 
-def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=print) -> list[Run]:
+def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=print, kept: list[Run] = ()) -> list[Run]:
     """Measure every variant on every workload, each workload one session (the variants' timings interleaved, the
-    compiled ones prepared last); keep each run and its gzipped Chrome trace."""
+    compiled ones prepared last); keep each run and its gzipped Chrome trace, after the runs `kept`."""
     from attention_variants import VARIANTS
     from .session import measure
 
     out_dir = Path(out_dir)
     (out_dir / "traces").mkdir(parents=True, exist_ok=True)
-    runs = []
+    runs = list(kept)
     keys = list(variants or VARIANTS)
     for workload in workloads:
         for run in measure(workload, keys, trace_dir=out_dir / "raw"):
@@ -70,18 +70,41 @@ DOUBLING = [2**i for i in range(7, 18)]   # 128 … 131072
 FUSED = ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn", "sdpa_auto", "flex", "fa4")
 WINDOWED = ("sdpa_auto", "sdpa_cudnn", "flex", "fa4")  # a dense window mask against block-sparse kernels
 # What `record-sweeps` runs: the blog's workload for every variant, a long-context one for the fused, a training
-# step, and a sliding window of 1024 keys against causal over S (from the window up).
+# step, and a sliding window of 1024 keys against causal over S (from the window up). Each family: its fixed fields,
+# its variants (None: every one), the values of its axis and the axis.
 RECORDED_FAMILIES = (
-    (Workload.blog(), None, DOUBLING),                                  # None: every variant
-    (Workload.blog(batch=1, head_dim=128), FUSED, DOUBLING),
-    (Workload.blog(passes="fwd+bwd"), FUSED, DOUBLING[:9]),            # 128 … 32768
-    (Workload.blog(batch=1, head_dim=128, mask="window", window=1024), WINDOWED, DOUBLING[3:]),  # 1024 … 131072
+    (Workload.blog(), None, DOUBLING, "seq_len"),                                  # None: every variant
+    (Workload.blog(batch=1, head_dim=128), FUSED, DOUBLING, "seq_len"),
+    (Workload.blog(passes="fwd+bwd"), FUSED, DOUBLING[:9], "seq_len"),            # 128 … 32768
+    (Workload.blog(batch=1, head_dim=128, mask="window", window=1024), WINDOWED, DOUBLING[3:], "seq_len"),
+)
+
+# -- decode steps: `record-decode` adds them to a recording (runs and sweeps), about 3 minutes on the H200 -------------
+# A Llama-style decode step (B=8, H=32, 8 kv heads, S=8,192, D=128, one new query) and its variations: the batch
+# (1, 64), the KV length (1k, 128k), the kv heads (MHA, MQA), four queries (a speculative step), a paged cache of
+# 16-token pages (cp.async in FA4) and of 128 (a whole key tile: TMA). FlexAttention compiles each shape (~5 s) and
+# FlashAttention-4 each configuration: the grid is held to what shows a lesson.
+DECODE = Workload(batch=8, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1)
+LONG_DECODE = DECODE.replace(batch=1, seq_len=131072)
+SPECULATIVE = DECODE.replace(q_len=4)
+DECODE_MATRIX = (
+    DECODE, SPECULATIVE, LONG_DECODE,
+    DECODE.replace(batch=1), DECODE.replace(batch=64),
+    DECODE.replace(seq_len=1024),
+    DECODE.replace(kv_heads=None), DECODE.replace(kv_heads=1),
+    DECODE.replace(page_size=16), DECODE.replace(page_size=128), SPECULATIVE.replace(page_size=16),
+)
+DECODERS = ("sdpa_flash", "sdpa_cudnn", "sdpa_auto", "flex", "fa4")
+DECODE_FAMILIES = (
+    (DECODE.replace(batch=1), DECODERS, [1024, 4096, 16384, 65536, 131072], "seq_len"),  # one sequence, longer
+    (DECODE, DECODERS, [1, 4, 16, 64], "batch"),                                          # more sequences
 )
 
 
-def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print) -> list[Sweep]:
-    """Each family over its lengths, every variant stopping at its first point that does not fit; written to
-    out_dir/sweeps.json after each family (no traces: a sweep keeps numbers and kernel names)."""
+def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print, kept: list[Sweep] = ()) -> list[Sweep]:
+    """Each family over its axis' values, every variant stopping at its first point that does not fit; written to
+    out_dir/sweeps.json after each family, after the sweeps `kept` (no traces: a sweep keeps numbers and kernel
+    names)."""
     import time
 
     from attention_variants import VARIANTS
@@ -89,16 +112,38 @@ def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print) -> list[S
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    sweeps = []
-    for base, keys, lengths in families:
+    sweeps = list(kept)
+    for base, keys, lengths, axis in families:
         t0 = time.perf_counter()
-        result = sweep_all(base, keys or list(VARIANTS), lengths,
+        result = sweep_all(base, keys or list(VARIANTS), lengths, axis=axis,
                            progress=lambda f, m: progress(f"{time.perf_counter() - t0:6.1f} s  {m}")
                            if m.endswith(": done") or m.startswith("predicted") else None)
-        progress(f"{base.family()}: {len(result.runs)} points in {time.perf_counter() - t0:.0f} s")
+        progress(f"{base.family(axis)}: {len(result.runs)} points in {time.perf_counter() - t0:.0f} s")
         for run in result.runs:
-            progress(f"  S={run.workload.seq_len:<7} {run.variant:15s} {run.status:13s} "
+            progress(f"  {text.point(axis, result.value(run)):9s} {run.variant:15s} {run.status:13s} "
                      + (text.ms(run.gpu_ms) if run.gpu_ms else (run.reason or "")[:60]))
         sweeps.append(result)
         (out_dir / "sweeps.json").write_text(json.dumps([s.to_dict() for s in sweeps], indent=1))
     return sweeps
+
+
+def record_decode(out_dir, progress=print, variants=None) -> tuple[list[Run], list[Sweep]]:
+    """Add the decode steps to the recording in `out_dir`: DECODE_MATRIX's runs (every variant unless `variants`
+    names some, traces kept) and
+    DECODE_FAMILIES' sweeps, in place of any the recording held of the same workloads, beside all the rest."""
+    import time
+
+    out_dir = Path(out_dir)
+    t0 = time.perf_counter()
+    held = json.loads((out_dir / "runs.json").read_text()) if (out_dir / "runs.json").exists() else []
+    kept = [Run.from_dict(r) for r in held]
+    kept = [r for r in kept if r.workload.problem() not in {w.problem() for w in DECODE_MATRIX}]
+    runs = record(out_dir, DECODE_MATRIX, variants, progress=progress, kept=kept)
+    progress(f"decode runs: {time.perf_counter() - t0:.0f} s")
+    swept = json.loads((out_dir / "sweeps.json").read_text()) if (out_dir / "sweeps.json").exists() else []
+    families = {(base.problem(free=(axis,)), axis) for base, _, _, axis in DECODE_FAMILIES}
+    kept_sweeps = [s for s in (Sweep.from_dict(d) for d in swept)
+                   if (s.workload.problem(free=(s.axis,)), s.axis) not in families]
+    sweeps = record_sweeps(out_dir, DECODE_FAMILIES, progress=progress, kept=kept_sweeps)
+    progress(f"decode recording: {time.perf_counter() - t0:.0f} s in all")
+    return runs, sweeps

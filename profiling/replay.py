@@ -118,10 +118,12 @@ def recorded_sweeps(name: str) -> tuple[Sweep, ...]:
     return tuple(Sweep.from_dict(d) for d in json.loads(path.read_text()))
 
 
-def find_recorded_sweep(name: str, a: str, b: str, workload: Workload) -> Sweep | None:
-    """The recorded sweep of A and B on `workload`'s problem with S left free (any device), or None."""
-    wanted = workload.problem(free=("seq_len",))
+def find_recorded_sweep(name: str, a: str, b: str, workload: Workload, axis: str = "seq_len") -> Sweep | None:
+    """The recorded sweep of A and B over `axis` on `workload`'s problem with that field left free (any device), or
+    None."""
+    wanted = workload.problem(free=(axis,))
     for recorded in recorded_sweeps(name):
-        if {a, b} <= set(recorded.variants) and recorded.workload.problem(free=("seq_len",)) == wanted:
+        if {a, b} <= set(recorded.variants) and recorded.axis == axis \
+                and recorded.workload.problem(free=(axis,)) == wanted:
             return copy.deepcopy(recorded.select([a, b]))  # the cached sweep stays as recorded
     return None

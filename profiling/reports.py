@@ -72,14 +72,14 @@ def host_ops_table(run: Run, top: int = 10) -> pd.DataFrame:
 
 
 def sweep_table(result: Sweep) -> pd.DataFrame:
-    """Every point of a sweep, shortest S first (the time column says what it measures: GPU or wall), each
+    """Every point of a sweep, smallest S (or B) first (the time column says what it measures: GPU or wall), each
     number rounded for reading; the JSON keeps them whole."""
     time_label = "GPU ms" if result.workload.device == "cuda" else "wall ms"
     rows = []
     for s in result.seq_lens:
-        for r in (r for v in result.variants for r in result.of(v) if r.workload.seq_len == s):
+        for r in (r for v in result.variants for r in result.of(v) if result.value(r) == s):
             rows.append({
-                "S": s, "variant": r.variant, "status": r.status,
+                text.axis_symbol(result.axis): s, "variant": r.variant, "status": r.status,
                 time_label: round(r.gpu_ms, 4) if r.gpu_ms else None,
                 "host µs": round(r.host_cost.median_ms * 1000, 1) if r.host_cost else None, "bound": r.bound,
                 "peak MiB": _figures(r.peak_extra_bytes / 2**20) if r.peak_extra_bytes is not None else None,
@@ -288,13 +288,13 @@ def _glossed(markdown: str, seen: set[str]) -> str:
     return markdown
 
 
-def _note_markdown(n: Note, seen: set[str], number: int | None = None) -> str:
+def _note_markdown(n: Note, seen: set[str], number: int | None = None, kinds: dict[str, str] = KINDS) -> str:
     head = f"{number}. " if number else "- "
     words = f"**{_md(n.title)}** {_md(n.body)}".strip()
     folded = [_md(e) for e in n.evidence] + [f"source: {link}" for link in n.links]
     details = ("\n\n   <details><summary>evidence</summary>\n\n" + "".join(f"   - {line}\n" for line in folded)
                + "\n   </details>") if folded else ""
-    return f"{head}{_glossed(words, seen)} _({SIDES.get(n.side, n.side)} · {KINDS.get(n.kind, n.kind)})_{details}"
+    return f"{head}{_glossed(words, seen)} _({SIDES.get(n.side, n.side)} · {kinds.get(n.kind, n.kind)})_{details}"
 
 
 def _terms_markdown(used: set[str]) -> str:
@@ -306,7 +306,7 @@ def _terms_markdown(used: set[str]) -> str:
 
 
 def verdict_markdown(explanation: Explanation, table: str = "", rest_label: str = "on A and B",
-                     rest_sides: tuple[str, ...] = ("both", "pair")) -> str:
+                     rest_sides: tuple[str, ...] = ("both", "pair"), kinds: dict[str, str] = KINDS) -> str:
     """The headline, `table` (the numbers side by side), the notes that matter most, the rest of the notes on
     `rest_sides` (folded) and the terms used. A comparison's other notes about one side continue in that side's
     column (`side_notes_markdown`); a sweep's fold here whatever their side."""
@@ -314,16 +314,17 @@ def verdict_markdown(explanation: Explanation, table: str = "", rest_label: str 
     top = explanation.notes[:TOP]
     rest = [n for n in explanation.notes[TOP:] if not rest_sides or n.side in rest_sides]
     parts = [_glossed(f"**{_md(explanation.headline.title)}**", seen), table]
-    parts += [_note_markdown(n, seen, i + 1) for i, n in enumerate(top)]
+    parts += [_note_markdown(n, seen, i + 1, kinds) for i, n in enumerate(top)]
     if rest:
         parts.append(f"<details><summary>{text.plural(len(rest), 'more note')} {rest_label}</summary>\n\n"
-                     + "\n".join(_note_markdown(n, seen) for n in rest) + "\n\n</details>")
+                     + "\n".join(_note_markdown(n, seen, kinds=kinds) for n in rest) + "\n\n</details>")
     parts.append(_terms_markdown(seen))
     return "\n\n".join(p for p in parts if p)
 
 
-def sweep_markdown(explanation: Explanation) -> str:
-    return verdict_markdown(explanation, rest_label="over S", rest_sides=())
+def sweep_markdown(explanation: Explanation, axis: str = "seq_len") -> str:
+    over = f"over {text.axis_symbol(axis)}"
+    return verdict_markdown(explanation, rest_label=over, rest_sides=(), kinds=KINDS | {"sweep": over})
 
 
 def present_markdown(explanation: Explanation) -> str:

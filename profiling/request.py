@@ -1,4 +1,5 @@
-"""A request: which source (live, or a recording), variants A and B, and the workload; for a sweep, its lengths.
+"""A request: which source (live, or a recording), variants A and B, and the workload; for a sweep, its axis (S, or
+the batch B) and its values.
 
 Built once, from the page's controls or the API (values as sent), a link's query (text) or the command line, and
 written back to a link: every conversion iterates the workload's `FIELDS`, so a new field needs no caller changed.
@@ -17,6 +18,8 @@ from .workload import FIELDS, Refusal, Workload, choice, spec_of, whole_number_f
 
 LIVE = "live"
 MAX_LENGTHS = 12                     # per sweep: a sweep is a curve, not a matrix
+SWEEP_AXES = ("seq_len", "batch")    # the workload fields a sweep may vary (the API's `axis`, the link's)
+EXAMPLES = {"seq_len": "'128, 256, 512'", "batch": "'1, 8, 64'"}
 DEFAULT_A, DEFAULT_B = "naive", "sdpa_flash"
 # The API's and the page's values, in order: the source, A and B, then the workload's fields.
 KEYS = ("source", "a", "b", *(f.name for f in FIELDS))
@@ -38,18 +41,19 @@ def base_workload(source: str, live_device: str) -> Workload:
     return Workload.blog()
 
 
-def parse_lengths(text: str, field: str = "seq_lens") -> tuple[int, ...]:
-    """'128, 256,512' -> sorted unique lengths within S's limits, at most MAX_LENGTHS; the same rule as S itself
-    (ASCII digits only)."""
+def parse_lengths(text: str, field: str = "seq_lens", axis: str = "seq_len") -> tuple[int, ...]:
+    """'128, 256,512' -> sorted unique values within the axis field's limits (S's by default), at most MAX_LENGTHS;
+    the same rule as the field itself (ASCII digits only)."""
+    said = "lengths" if axis == "seq_len" else "values"
     if not isinstance(text, str):
-        raise Refusal(field, text, "a text of lengths such as '128, 256, 512'")
-    low, high = spec_of("seq_len").limits
+        raise Refusal(field, text, f"a text of {said} such as {EXAMPLES[axis]}")
+    low, high = spec_of(axis).limits
     items = text.replace(",", " ").split()
     if not items:
-        raise Refusal(field, text, "give at least one length, such as '128, 256, 512'")
+        raise Refusal(field, text, f"give at least one {said[:-1]}, such as {EXAMPLES[axis]}")
     lengths = {whole_number_from_text(field, item, low, high) for item in items}
     if len(lengths) > MAX_LENGTHS:
-        raise Refusal(field, text, f"at most {MAX_LENGTHS} lengths per sweep ({len(lengths)} given)")
+        raise Refusal(field, text, f"at most {MAX_LENGTHS} {said} per sweep ({len(lengths)} given)")
     return tuple(sorted(lengths))
 
 
@@ -59,7 +63,8 @@ class Request:
     a: str
     b: str
     workload: Workload
-    seq_lens: tuple[int, ...] | None = None   # a sweep's lengths; None: the plan chooses
+    seq_lens: tuple[int, ...] | None = None   # a sweep's values of its axis; None: the plan chooses
+    axis: str = "seq_len"                     # a sweep's axis: the workload field it varies (SWEEP_AXES)
 
     @property
     def live(self) -> bool:
@@ -67,28 +72,32 @@ class Request:
 
     @classmethod
     def build(cls, source, a, b, fields: Mapping[str, Any], live_device: str,
-              seq_lens: tuple[int, ...] | None = None) -> "Request":
+              seq_lens: tuple[int, ...] | None = None, axis: str = "seq_len") -> "Request":
         """A request from values as sent; fields left out take the source's base workload's."""
         source = choice("source", source, sources())
+        axis = choice("axis", axis, SWEEP_AXES)
         a, b = get_variant(a, "a").key, get_variant(b, "b").key
         base = base_workload(source, live_device)
         device = live_device if source == LIVE else "cuda"  # a recording replays the GPU it was made on
         values = {f.name: fields.get(f.name, getattr(base, f.name)) for f in FIELDS}
         for f in FIELDS:  # each field checked as sent, in order, before the workload checks them together
             f.metadata["spec"].check(f.name, values[f.name])
-        return cls(source, a, b, Workload(**values, device=device), seq_lens)
+        return cls(source, a, b, Workload(**values, device=device), seq_lens, axis)
 
     @classmethod
-    def from_values(cls, values: Mapping[str, Any], live_device: str, seq_lens: str | None = None) -> "Request":
-        """The API's and the page's values (KEYS), exactly as the client sent them; a sweep's lengths as text
-        (empty: the plan chooses)."""
+    def from_values(cls, values: Mapping[str, Any], live_device: str, seq_lens: str | None = None,
+                    axis: str | None = None) -> "Request":
+        """The API's and the page's values (KEYS), exactly as the client sent them; a sweep's values of its axis as
+        text (empty: the plan chooses), and its axis (None: S)."""
         missing = [key for key in KEYS if key not in values and not _optional(key)]
         if missing:
             raise Refusal(missing[0], None, f"the request must give {', '.join(missing)}")
-        lengths = parse_lengths(seq_lens) if isinstance(seq_lens, str) and seq_lens.strip() else None
+        axis = "seq_len" if axis is None else choice("axis", axis, SWEEP_AXES)
+        lengths = parse_lengths(seq_lens, axis=axis) if isinstance(seq_lens, str) and seq_lens.strip() else None
         if seq_lens is not None and not isinstance(seq_lens, str):
-            raise Refusal("seq_lens", seq_lens, "a text of lengths such as '128, 256, 512', or empty")
-        return cls.build(values["source"], values["a"], values["b"], values, live_device, lengths)
+            raise Refusal("seq_lens", seq_lens, f"a text of {'lengths' if axis == 'seq_len' else 'values'} such as "
+                                                f"{EXAMPLES[axis]}, or empty")
+        return cls.build(values["source"], values["a"], values["b"], values, live_device, lengths, axis)
 
     def values(self) -> list:
         """KEYS' values, in order: what the page's controls show and the API takes."""
@@ -103,6 +112,8 @@ class Request:
             query[spec.query] = spec.spell(getattr(self.workload, f.name))
         if self.seq_lens:
             query["seqs"] = ",".join(map(str, self.seq_lens))
+        if self.axis != "seq_len":
+            query["axis"] = self.axis
         return query
 
     @classmethod
@@ -123,10 +134,15 @@ class Request:
         a, b = DEFAULT_A, DEFAULT_B
         by_query = {f.metadata["spec"].query: f for f in FIELDS}
         fields: dict[str, Any] = {}
-        lengths = None
+        lengths, axis = None, "seq_len"
+        if "axis" in params:
+            try:
+                axis = choice("axis", params["axis"], SWEEP_AXES)
+            except Refusal as error:
+                refuse("axis", params["axis"], error)
         for key, text in params.items():
             try:
-                if key.startswith("__") or key in page_keys or key == "source":
+                if key.startswith("__") or key in page_keys or key in ("source", "axis"):
                     continue
                 if key in ("a", "b"):
                     chosen = get_variant(text, key).key
@@ -135,17 +151,17 @@ class Request:
                     f = by_query[key]
                     fields[f.name] = f.metadata["spec"].parse(f.name, text)
                 elif key == "seqs":
-                    lengths = parse_lengths(text, "seqs")
+                    lengths = parse_lengths(text, "seqs", axis)
                 else:
                     problems.append((key, "not a parameter here (use "
-                                     + ", ".join(["source", "a", "b", *by_query, "seqs", *page_keys]) + ")"))
+                                     + ", ".join(["source", "a", "b", *by_query, "seqs", "axis", *page_keys]) + ")"))
             except Refusal as error:
                 refuse(key, text, error)
         try:
-            return cls.build(source, a, b, fields, live_device, lengths), problems
+            return cls.build(source, a, b, fields, live_device, lengths, axis), problems
         except Refusal as error:  # fields fine alone, refused together: the base workload instead
             refuse(error.field, str(error.value), error)
-            return cls.build(source, a, b, {}, live_device, lengths), problems
+            return cls.build(source, a, b, {}, live_device, lengths, axis), problems
 
     # -- the command line ------------------------------------------------------------------------------
     @staticmethod
@@ -161,7 +177,7 @@ class Request:
     def from_args(cls, args: argparse.Namespace, live_device: str) -> "Request":
         fields = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name, None) is not None}
         return cls.build(args.source or LIVE, args.a, args.b, fields, live_device,
-                         getattr(args, "lengths", None))
+                         getattr(args, "lengths", None), getattr(args, "axis", None) or "seq_len")
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:

@@ -133,6 +133,10 @@ class Accuracy:
     rows_checked: int | None = None           # query rows compared (a seeded sample at large S); None: all
     grads: dict[str, float] | None = None     # a training pass: max error of dq, dk, dv against fp64 (every row)
     naive_grads: dict[str, float] | None = None  # the naive backward's in the same dtype, for scale
+    # Fewer queries than keys, causal: what SDPA's is_causal=True (aligned top left) gives on the same inputs, one
+    # call outside every timed region, against the same fp64 reference; or PyTorch's words refusing it
+    top_left_max_abs_error: float | None = None
+    top_left_refused: str | None = None
 
 
 @dataclass
@@ -337,16 +341,19 @@ class Comparison:
 
 @dataclass
 class Sweep:
-    """Variants over sequence lengths, everything else fixed: one light run per variant and length."""
+    """Variants over one axis of the workload, everything else fixed: one light run per variant and point. The axis
+    is the sequence length S by default, or the batch B; `seq_lens` holds its values, in order (the name it had when
+    only S was swept, kept for the recordings and the API)."""
     variants: list[str]                       # A and B first; a recording holds every variant
-    workload: Workload                        # the fixed fields; its seq_len is the first length
-    seq_lens: list[int]
+    workload: Workload                        # the fixed fields; its axis field holds the first value
+    seq_lens: list[int]                       # the axis' values
     environment: Environment
     runs: list[Run] = field(default_factory=list)
     available_bytes: int | None = None        # the memory budget when the sweep began
     budget_s: float | None = None
     predicted_s: float | None = None          # the whole sweep's cost, predicted from its first points
     stopped: str | None = None                # why it ended before its last point, if it did
+    axis: str = "seq_len"                     # the workload field swept: seq_len or batch
 
     @property
     def a(self) -> str:
@@ -356,24 +363,28 @@ class Sweep:
     def b(self) -> str:
         return self.variants[1]
 
-    def of(self, variant: str) -> list[Run]:
-        """The runs of one variant, shortest sequence first."""
-        return sorted((r for r in self.runs if r.variant == variant), key=lambda r: r.workload.seq_len)
+    def value(self, run: Run) -> int:
+        """The run's point on the axis: its S, or its B."""
+        return getattr(run.workload, self.axis)
 
-    def at(self, variant: str, seq_len: int) -> Run | None:
-        return next((r for r in self.runs if r.variant == variant and r.workload.seq_len == seq_len), None)
+    def of(self, variant: str) -> list[Run]:
+        """The runs of one variant, smallest point first."""
+        return sorted((r for r in self.runs if r.variant == variant), key=self.value)
+
+    def at(self, variant: str, value: int) -> Run | None:
+        return next((r for r in self.runs if r.variant == variant and self.value(r) == value), None)
 
     def select(self, variants, seq_lens=None) -> "Sweep":
-        """The same sweep narrowed to some variants (in that order) and lengths."""
+        """The same sweep narrowed to some variants (in that order) and points."""
         variants = list(variants)
-        lengths = [s for s in self.seq_lens if seq_lens is None or s in set(seq_lens)]
-        runs = [r for v in variants for r in self.of(v) if r.workload.seq_len in lengths]
-        workload = self.workload.replace(seq_len=lengths[0]) if lengths else self.workload
-        return replace(self, variants=variants, workload=workload, seq_lens=lengths, runs=runs)
+        points = [s for s in self.seq_lens if seq_lens is None or s in set(seq_lens)]
+        runs = [r for v in variants for r in self.of(v) if self.value(r) in points]
+        workload = self.workload.replace(**{self.axis: points[0]}) if points else self.workload
+        return replace(self, variants=variants, workload=workload, seq_lens=points, runs=runs)
 
     def to_dict(self) -> dict:
         return {"variants": self.variants, "workload": asdict(self.workload), "seq_lens": self.seq_lens,
-                "environment": self.environment.to_dict(), "runs": [r.to_dict() for r in self.runs],
+                "axis": self.axis, "environment": self.environment.to_dict(), "runs": [r.to_dict() for r in self.runs],
                 "available_bytes": self.available_bytes, "budget_s": self.budget_s,
                 "predicted_s": self.predicted_s, "stopped": self.stopped}
 
@@ -384,4 +395,3 @@ class Sweep:
         data["environment"] = Environment.from_dict(data["environment"])
         data["runs"] = [Run.from_dict(r) for r in data["runs"]]
         return cls(**data)
-

@@ -40,7 +40,7 @@ class Plan:
     request: Request
     variants: tuple[Variant, Variant]
     environment: Environment                   # the live device's, or the recording's
-    lengths: tuple[int, ...] | None = None     # a sweep's
+    lengths: tuple[int, ...] | None = None     # a sweep's values of its axis
     predicted_s: float | None = None           # a live request's wall time (a sweep's: its first length)
     budget_s: float | None = None
     reasons: dict[str, str | None] = field(default_factory=dict)  # live: why each variant cannot run here (None:
@@ -67,17 +67,21 @@ def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False
     w = request.workload
     if not request.live:
         if sweep:
-            recorded = find_recorded_sweep(request.source, request.a, request.b, w)
+            axis = request.axis
+            recorded = find_recorded_sweep(request.source, request.a, request.b, w, axis)
             if recorded is None:
-                held = "; ".join(f"{s.workload.family()} for {', '.join(s.variants)}"
+                def over(a: str) -> str:  # a sweep over S is said as it always was; another axis is named
+                    return "" if a == "seq_len" else f" over {text.axis_symbol(a)}"
+                held = "; ".join(f"{s.workload.family(s.axis)}{over(s.axis)} for {', '.join(s.variants)}"
                                  for s in recorded_sweeps(request.source))
                 raise Refusal("source", request.source,
-                              f"The recording '{request.source}' has no sweep of {request.a} and {request.b} at "
-                              f"{w.family()}. It holds: {held or 'no sweeps'}.", kind="unrecorded")
+                              f"The recording '{request.source}' has no sweep{over(axis)} of {request.a} and "
+                              f"{request.b} at {w.family(axis)}. It holds: {held or 'no sweeps'}.", kind="unrecorded")
             missing = [s for s in request.seq_lens or () if s not in recorded.seq_lens]
             if missing:
                 raise Refusal("seq_lens", ",".join(map(str, missing)),
-                              f"The recorded sweep has no S={', '.join(map(text.count, missing))}; it holds "
+                              f"The recorded sweep has no {text.axis_symbol(axis)}="
+                              f"{', '.join(map(text.count, missing))}; it holds "
                               + ", ".join(map(text.count, recorded.seq_lens)) + ".", kind="unrecorded")
             return Plan(request, variants, recorded.environment, request.seq_lens or tuple(recorded.seq_lens))
         missing = unrecorded_message(request.source, w, (request.a, request.b))
@@ -91,13 +95,14 @@ def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False
     env = detect(w.device)
     lengths = None
     if sweep:
-        lengths = request.seq_lens or default_lengths(variants, w, env, budget_s)
-        for s in lengths:  # every length must make a workload with the other fields (a window, a query length)
+        axis = request.axis
+        lengths = request.seq_lens or default_lengths(variants, w, env, budget_s, axis)
+        for s in lengths:  # every point must make a workload with the other fields (a window, a query length)
             try:
-                w.replace(seq_len=s)
+                w.replace(**{axis: s})
             except Refusal as error:
-                raise Refusal("seq_lens", s, f"at S={s}: {error.limit}") from None
-        w = w.replace(seq_len=lengths[0])
+                raise Refusal("seq_lens", s, f"at {text.axis_symbol(axis)}={s}: {error.limit}") from None
+        w = w.replace(**{axis: lengths[0]})
     reasons = why_not(variants, w, env)
     free = available_bytes(w.device)
     for v in variants:
@@ -133,25 +138,27 @@ def preview(values, live_device: str, *, budget_s: float | None = None, sweep: b
     return Preview(request, None, p.reasons)
 
 
-def default_lengths(variants, base: Workload, env: Environment, budget_s: float | None) -> tuple[int, ...]:
-    """Powers of two from 128 up to the largest the fused variants among `variants` fit in memory (all of them
-    when none is fused), at most MAX_LENGTHS; given a budget, up to the length one point alone would overrun."""
+def default_lengths(variants, base: Workload, env: Environment, budget_s: float | None,
+                    axis: str = "seq_len") -> tuple[int, ...]:
+    """Powers of two from 128 (S; the batch from 1) up to the largest the fused variants among `variants` fit in
+    memory (all of them when none is fused), at most MAX_LENGTHS; given a budget, up to the point one alone would
+    overrun. S starts high enough for the window, the query length and a whole number of pages."""
     bounding = [v for v in variants if v.fused] or list(variants)
     free = available_bytes(base.device)
     lengths = []
-    s = FIRST_LENGTH
-    while base.window and s < base.window:  # a sliding window needs S of at least W
+    s = FIRST_LENGTH if axis == "seq_len" else 1
+    while axis == "seq_len" and s < max(base.window or 0, base.q_len or 0, base.page_size or 0):
         s *= 2
-    high = spec_of("seq_len").limits[1]
+    high = spec_of(axis).limits[1]
     while s <= high and len(lengths) < MAX_LENGTHS:
-        w = base.replace(seq_len=s)
+        w = base.replace(**{axis: s})
         if budget_s is not None and predicted_seconds(w, bounding, env) > budget_s:
             break
         if all(memory_refusal(v, w, env, free) for v in bounding):
             break
         lengths.append(s)
         s *= 2
-    return tuple(lengths) or (FIRST_LENGTH,)
+    return tuple(lengths) or (s if axis == "seq_len" else 1,)
 
 
 def compare(request: Request, *, budget_s: float | None = None, progress: Progress = _no_progress,
@@ -176,9 +183,9 @@ def sweep(request: Request, *, budget_s: float | None = None, progress: Progress
     p = plan(request, budget_s=budget_s, sweep=True)
     if request.live:
         result = run_sweep(list(p.variants), request.workload, list(p.lengths), p.environment, progress=progress,
-                           guard=Guard.within(budget_s, cancelled))
+                           guard=Guard.within(budget_s, cancelled), axis=request.axis)
     else:
-        recorded = find_recorded_sweep(request.source, request.a, request.b, request.workload)
+        recorded = find_recorded_sweep(request.source, request.a, request.b, request.workload, request.axis)
         result = recorded.select([request.a, request.b], p.lengths)
     return Answer(request, result, explain_sweep(result))
 
@@ -199,11 +206,11 @@ def measure(workload: Workload, keys, *, trace_dir=None, progress: Progress = _n
     return [runs[k] for k in keys]
 
 
-def sweep_all(base: Workload, keys, lengths, *, progress: Progress = _no_progress) -> Sweep:
-    """The door of recorded sweeps: every variant of `keys` over `lengths`, each point planned for memory as a
-    sweep's are (a point that does not fit is kept as such and stops that variant)."""
-    return run_sweep([VARIANTS[k] for k in keys], base.replace(seq_len=lengths[0]), list(lengths),
-                     detect(base.device), progress=progress)
+def sweep_all(base: Workload, keys, lengths, *, progress: Progress = _no_progress, axis: str = "seq_len") -> Sweep:
+    """The door of recorded sweeps: every variant of `keys` over `lengths` of `axis`, each point planned for memory
+    as a sweep's are (a point that does not fit is kept as such and stops that variant)."""
+    return run_sweep([VARIANTS[k] for k in keys], base.replace(**{axis: lengths[0]}), list(lengths),
+                     detect(base.device), progress=progress, axis=axis)
 
 
 __all__ = ["LIVE", "Answer", "Plan", "Preview", "Refusal", "Request", "compare", "measure", "plan", "preview", "sweep",

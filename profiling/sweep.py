@@ -1,6 +1,6 @@
-"""Watch it scale: variants over a list of sequence lengths, everything else fixed.
+"""Watch it scale: variants over a list of sequence lengths (or batches: the sweep's axis), everything else fixed.
 
-At each length the variants still going are measured together, one session (their timings interleaved), and
+At each point the variants still going are measured together, one session (their timings interleaved), and
 kept light (`Run.light`: numbers, statuses and kernel rows, no trace). A variant whose memory estimate does not
 fit is refused before anything is allocated and kept as a run of status "does not fit" (needed vs available
 bytes); a real out-of-memory comes back from the measurement as "out of memory". Either stops the variant: longer
@@ -47,16 +47,17 @@ def fitting(variants: list[Variant], workload: Workload, env: Environment, free:
 
 
 def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: Environment, *,
-              progress: Progress = _no_progress, guard: Guard | None = None) -> Sweep:
-    """Every variant at every length, shortest first, each length one session."""
+              progress: Progress = _no_progress, guard: Guard | None = None, axis: str = "seq_len") -> Sweep:
+    """Every variant at every point of `axis` (its values `lengths`), smallest first, each point one session."""
     guard = guard or Guard()
-    result = Sweep([v.key for v in variants], base.replace(seq_len=lengths[0]), list(lengths), env,
-                   available_bytes=available_bytes(base.device), budget_s=guard.budget_s)
+    result = Sweep([v.key for v in variants], base.replace(**{axis: lengths[0]}), list(lengths), env,
+                   available_bytes=available_bytes(base.device), budget_s=guard.budget_s, axis=axis)
     stopped: set[str] = set()
     start = time.perf_counter()
     total, done = len(lengths) * len(variants), 0
     for i, s in enumerate(lengths):
-        workload = base.replace(seq_len=s)
+        workload = base.replace(**{axis: s})
+        at = text.point(axis, s)
         going = [v for v in variants if v.key not in stopped]
         if not going:
             break
@@ -69,7 +70,7 @@ def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: 
             left = guard.left_s()
             ahead = sum(_predict_s(result, v.key, s) or 0.0 for v in fit)
             if left is not None and ahead > left:
-                result.stopped = (f"time budget: S={text.count(s)} would take about {text.seconds(ahead)}, "
+                result.stopped = (f"time budget: {at} would take about {text.seconds(ahead)}, "
                                   f"{text.seconds(max(0.0, left))} of {text.seconds(guard.budget_s)} left")
                 break
         except Stopped as stop:
@@ -77,7 +78,7 @@ def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: 
             break
         if fit:
             runs = measure_runs(fit, workload, env=env, guard=guard,
-                                progress=lambda f, m: progress((done + f * len(fit)) / total, f"S={text.count(s)} · {m}"))
+                                progress=lambda f, m: progress((done + f * len(fit)) / total, f"{at} · {m}"))
             for run in runs:
                 result.runs.append(run.light())
                 if run.stops:
@@ -85,9 +86,9 @@ def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: 
             done += len(runs)
             halted = next((r for r in runs if r.status == STOPPED), None)
             if halted:
-                result.stopped = f"{halted.reason.split(': ', 1)[-1]} during S={text.count(s)}"
+                result.stopped = f"{halted.reason.split(': ', 1)[-1]} during {at}"
                 break
-        if i == 0:  # the first length measured: predict the whole sweep and say so up front
+        if i == 0:  # the first point measured: predict the whole sweep and say so up front
             result.predicted_s = (time.perf_counter() - start) + sum(
                 _predict_s(result, v.key, later) or 0.0 for later in lengths[1:] for v in variants
                 if v.key not in stopped)
@@ -97,13 +98,15 @@ def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: 
     return result
 
 
-def _predict_s(result: Sweep, key: str, seq_len: int) -> float | None:
-    """Cost of measuring `key` at `seq_len`, from its longest run so far: its share of that session's wall time,
-    plus FORWARDS_PER_POINT forwards each longer by (S/S_last)²."""
-    timed = [r for r in result.of(key) if r.wall_s is not None and r.workload.seq_len <= seq_len and r.timing]
+def _predict_s(result: Sweep, key: str, value: int) -> float | None:
+    """Cost of measuring `key` at the axis' `value`, from its largest run so far: its share of that session's wall
+    time, plus FORWARDS_PER_POINT forwards each longer by the ratio of their FLOPs ((S/S_last)² for a square
+    problem, S/S_last for a decode step, B/B_last over batches)."""
+    timed = [r for r in result.of(key) if r.wall_s is not None and result.value(r) <= value and r.timing]
     if not timed:
         return None
     last = timed[-1]
     peers = [r for r in result.runs if r.session == last.session]
     forward_s = last.gpu_ms / 1000.0
-    return last.wall_s / len(peers) + FORWARDS_PER_POINT * forward_s * ((seq_len / last.workload.seq_len) ** 2 - 1)
+    grown = last.workload.replace(**{result.axis: value}).dense_flops / last.workload.dense_flops
+    return last.wall_s / len(peers) + FORWARDS_PER_POINT * forward_s * (grown - 1)

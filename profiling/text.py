@@ -85,9 +85,26 @@ def count(value: float) -> str:
     return f"{round(value):,}" if abs(value - round(value)) < 0.01 else f"{value:,.2f}"
 
 
-def power(exponent: float) -> str:
-    """How a quantity grows with the sequence length: S^2.02, S^1."""
-    return f"S^{exponent:.2f}".removesuffix(".00")
+def power(exponent: float, symbol: str = "S") -> str:
+    """How a quantity grows with a sweep's axis: S^2.02, S^1, B^0.98."""
+    return f"{symbol}^{exponent:.2f}".removesuffix(".00")
+
+
+def axis_symbol(axis: str) -> str:
+    """The letter a sweep's axis is said with, as its field's spec says it ("S={}" -> "S", "B={}" -> "B")."""
+    from .workload import spec_of
+    return spec_of(axis).said(0).split("=")[0]
+
+
+def point(axis: str, value: float) -> str:
+    """A point of a sweep's axis: 'S=1,024', 'B=64'."""
+    return f"{axis_symbol(axis)}={round(value):,}"
+
+
+def power_unit(axis: str) -> str:
+    """The unit of an exponent of growth along `axis` ("power": with S; "power_B": with B)."""
+    symbol = axis_symbol(axis)
+    return "power" if symbol == "S" else f"power_{symbol}"
 
 
 def bandwidth(bytes_per_us: float) -> str:
@@ -97,7 +114,8 @@ def bandwidth(bytes_per_us: float) -> str:
 
 
 FORMATS = {"ms": ms, "us": us, "s": seconds, "bytes": size, "share": share, "pct": percent, "x": times,
-           "count": count, "power": power, "bytes_per_us": bandwidth}
+           "count": count, "power": power, "power_B": lambda e: power(e, "B"), "bytes_per_us": bandwidth,
+           "error": error}
 
 
 def quantity(q: "Quantity") -> str:

@@ -165,6 +165,11 @@ class Workload:
                              empty="as S", help="queries per sequence, the last q_len of the S positions (a decode "
                                                 "step: 1); empty: as many as S",
                              said=_unless(None, "q_len {}"), tag=_unless(None, "q{}"))
+    page_size: int | None = spec(None, label="page size", query="page_size", limits=(16, 256), optional=True,
+                                 empty="contiguous", help="tokens per page of a paged KV cache (a power of two; needs "
+                                                         "q_len): k and v are read through a page table from a "
+                                                         "shuffled pool; empty: one contiguous cache",
+                                 said=_unless(None, "pages of {}"), tag=_unless(None, "_p{}"))
     head_dim: int = spec(64, label="head dim D", query="head_dim", limits=(1, 512), said="D={}".format,
                          tag="D{}".format)
     dtype: str = spec("bf16", label="dtype", query="dtype", choices=tuple(DTYPES), tag="_{}".format)
@@ -213,6 +218,8 @@ class Workload:
             if self.training:
                 raise Refusal("q_len", self.q_len, "a decode step is inference: a training pass needs as many "
                                                    "queries as keys (leave q_len empty)")
+        if self.page_size is not None:
+            self._check_pages()
         if self.mask in ("bool", "window") and not self.causal:
             raise Refusal("mask", self.mask, f"mask={self.mask} is a causal pattern: set causal=true, or choose "
                                              "flag (no mask) or bias")
@@ -223,6 +230,27 @@ class Workload:
                 raise Refusal("window", self.window, f"must be between 1 and S={self.seq_len}")
         elif self.window is not None:
             raise Refusal("window", self.window, "applies with mask=window only: leave it empty")
+
+    def _check_pages(self) -> None:
+        """A paged cache is what a decode step reads: the queries are new tokens, the keys a cache written before them
+        (a prefill writes the cache it would read, and a training pass has none), so it needs q_len; k and v are
+        whole pages of [page_size, kv heads, D], so rank 4 and S a multiple of the page; and the page table maps
+        positions, which a dense [Lq, S] mask does not follow, so the causal flag or no mask."""
+        ps = self.page_size
+        if ps & (ps - 1):
+            raise Refusal("page_size", ps, "must be a power of two between 16 and 256")
+        if self.q_len is None:
+            raise Refusal("page_size", ps, "a paged KV cache is read by a decode step: set q_len (the new queries "
+                                           "against the cache), or leave page_size empty")
+        if self.rank == 3:
+            raise Refusal("page_size", ps, "a paged cache holds [pages, page_size, kv heads, D]: it needs rank 4")
+        if self.seq_len % ps:
+            raise Refusal("page_size", ps, f"S={self.seq_len} must be a whole number of pages: choose a page size "
+                                           "that divides S")
+        if self.mask != "flag":
+            raise Refusal("page_size", ps, f"a paged cache is read here with the causal flag or no mask, not "
+                                           f"mask={self.mask}: the page table maps key positions, which a dense "
+                                           "[Lq, S] mask does not follow")
 
     @classmethod
     def blog(cls, **changes) -> "Workload":
@@ -336,6 +364,16 @@ class Workload:
         return 2 * self.q_bytes + self.kv_bytes
 
     @property
+    def pages(self) -> int:
+        """Pages of the KV cache per sequence (0 for a contiguous cache)."""
+        return self.seq_len // self.page_size if self.page_size else 0
+
+    @property
+    def page_table_bytes(self) -> int:
+        """The page table a paged kernel reads: one int32 physical page per logical page and sequence."""
+        return 4 * self.batch * self.pages
+
+    @property
     def score_elements(self) -> int:
         """One B·H·Lq×S score matrix's elements."""
         return self.batch * self.heads * self.queries * self.seq_len
@@ -398,7 +436,21 @@ class Workload:
                     .to(self.torch_dtype)
         grad_out = torch.randn(self.shape, generator=generator, device=self.device, dtype=self.torch_dtype) \
             if self.training else None
-        return Inputs(self, q, k, v, allowed, bias, grad_out)
+        pages = self._paged(k, v, generator) if self.page_size else None
+        return Inputs(self, q, k, v, allowed, bias, grad_out, *(pages or (None, None, None)))
+
+    def _paged(self, k: torch.Tensor, v: torch.Tensor, generator: torch.Generator):
+        """The same k and v in a paged cache, as a server holds it after sequences came and went: a pool of B·S/P pages
+        of [P, Hkv, D] (vLLM's and FlashAttention's layout), the pages of every sequence at seeded, shuffled places,
+        and the page table [B, S/P] (int32) that says where each logical page lies. A kernel that reads it gathers."""
+        b, kv, n, ps, d = self.batch, self.kv_head_count, self.pages, self.page_size, self.head_dim
+        table = torch.randperm(b * n, generator=generator, device=self.device).view(b, n)    # logical -> physical
+        pools = []
+        for t in (k, v):
+            pool = torch.empty(b * n, ps, kv, d, device=self.device, dtype=self.torch_dtype)
+            pool[table.flatten()] = t.view(b, kv, n, ps, d).permute(0, 2, 3, 1, 4).reshape(b * n, ps, kv, d)
+            pools.append(pool)
+        return pools[0], pools[1], table.to(torch.int32)
 
 
 # The fields a request sets (every field but the device, which the source decides, and the seed).
@@ -418,6 +470,9 @@ class Inputs:
     allowed: torch.Tensor | None     # [Lq, S] bool, True where a query may attend a key (SDPA's attn_mask); None: all
     bias: torch.Tensor | None        # [Lq, S] additive bias in the inputs' dtype, −inf where not allowed (mask=bias)
     grad_out: torch.Tensor | None = None  # a training pass's fixed gradient of the output
+    k_pages: torch.Tensor | None = None   # a paged cache (page_size): k in a pool of [pages, P, Hkv, D] ...
+    v_pages: torch.Tensor | None = None   # ... v likewise ...
+    page_table: torch.Tensor | None = None  # ... and [B, S/P] int32: the physical page of each logical page
 
     @property
     def scale(self) -> float:

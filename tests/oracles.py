@@ -10,26 +10,32 @@ import torch
 from profiling.workload import Workload
 
 
-def _scores_mask(w: Workload) -> tuple[torch.Tensor, torch.Tensor]:
-    """(allowed [S, S] bool, additive [S, S] fp64) for the workload's mask, built here position by position."""
-    s = w.seq_len
-    q = torch.arange(s)[:, None].expand(s, s)
-    k = torch.arange(s)[None, :].expand(s, s)
-    allowed = (k <= q) if w.causal else torch.ones(s, s, dtype=torch.bool)
+def _scores_mask(w: Workload, top_left: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(allowed [Lq, S] bool, additive [Lq, S] fp64) for the workload's mask, built here position by position: the
+    Lq queries are the last Lq of the S positions (query i at position S − Lq + i), so a causal query sees the keys
+    up to its own position. `top_left`: the causal pattern as SDPA's is_causal=True aligns it instead, query i
+    seeing keys 0…i whatever S is."""
+    s, lq = w.seq_len, w.q_len or w.seq_len
+    first = 0 if top_left else s - lq
+    q = torch.tensor([[first + i] * s for i in range(lq)])          # each query's position, along its row
+    k = torch.tensor([list(range(s))] * lq)                            # each key's position
+    allowed = (k <= q) if w.causal else torch.ones(lq, s, dtype=torch.bool)
     if w.mask == "window":
         allowed = allowed & (q - k < w.window)
-    additive = torch.zeros(s, s, dtype=torch.float64)
+    additive = torch.zeros(lq, s, dtype=torch.float64)
     if w.mask == "bias":  # the app's distance penalty, rounded to the inputs' dtype as the app stores it
         additive = (-(q - k).abs().double() / s).to(w.torch_dtype).double()
     return allowed, additive
 
 
-def attention_fp64(workload: Workload, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """softmax(q·kᵀ/√D + mask)·v in float64, head by head, each query head reading its kv head: [B*H, S, D]."""
+def attention_fp64(workload: Workload, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   top_left: bool = False) -> torch.Tensor:
+    """softmax(q·kᵀ/√D + mask)·v in float64, head by head, each query head reading its kv head: [B*H, Lq, D]."""
     w = workload
-    q = q.double().cpu().reshape(w.batch, w.heads, w.seq_len, w.head_dim)
+    lq = w.q_len or w.seq_len
+    q = q.double().cpu().reshape(w.batch, w.heads, lq, w.head_dim)
     k, v = (t.double().cpu().reshape(w.batch, w.kv_heads or w.heads, w.seq_len, w.head_dim) for t in (k, v))
-    allowed, additive = _scores_mask(w)
+    allowed, additive = _scores_mask(w, top_left)
     rows = []
     for b in range(w.batch):
         for h in range(w.heads):
@@ -37,7 +43,17 @@ def attention_fp64(workload: Workload, q: torch.Tensor, k: torch.Tensor, v: torc
             scores = q[b, h] @ k[b, kv].T / w.head_dim ** 0.5 + additive
             scores = scores.masked_fill(~allowed, float("-inf"))
             rows.append(torch.softmax(scores, dim=-1) @ v[b, kv])
-    return torch.stack(rows)  # [B*H, S, D]
+    return torch.stack(rows)  # [B*H, Lq, D]
+
+
+def paged_kv(workload: Workload, k_pages: torch.Tensor, page_table: torch.Tensor) -> torch.Tensor:
+    """The contiguous [B, Hkv, S, D] cache a paged pool holds, read back page by page through its table."""
+    w = workload
+    out = torch.empty(w.batch, w.kv_heads or w.heads, w.seq_len, w.head_dim, dtype=k_pages.dtype)
+    for b in range(w.batch):
+        for j, page in enumerate(page_table[b].tolist()):
+            out[b, :, j * w.page_size:(j + 1) * w.page_size] = k_pages[page].transpose(0, 1)
+    return out
 
 
 def gradients_fp64(workload: Workload, q, k, v, grad_out) -> dict[str, torch.Tensor]:

@@ -194,7 +194,7 @@ def test_every_public_endpoint_takes_exactly_the_types_its_api_documents(client,
     assert set(api) == {"/compare", "/replay", "/sweep", "/sweep_replay"}
     for name, endpoint in api.items():
         params = {p["parameter_name"]: p for p in endpoint["parameters"]}
-        assert list(params) == [*KEYS, *(["seq_lens"] if "sweep" in name else [])]
+        assert list(params) == [*KEYS, *(["seq_lens", "axis"] if "sweep" in name else [])]
         assert all(p["parameter_has_default"] for p in params.values()), name  # optional ones default to None
         base = {key: p["parameter_default"] for key, p in params.items()}
         listed = {key: documented_values(p["type"]) for key, p in params.items()}
@@ -306,11 +306,12 @@ def test_the_pages_event_keeps_the_answer_it_returns_and_show_renders_that_resul
 def test_a_links_query_prefills_the_controls():
     query = {"source": RECORDING, "a": "naive", "b": "sdpa_flash", "batch": "2", "heads": "16", "seq": "4096",
              "head_dim": "128", "dtype": "bf16", "causal": "false", "rank": "3"}
-    controls, (notice, seqs, tabs, mode) = (lambda v: (v[:len(KEYS)], v[len(KEYS):]))(app.prefill(fake_request(query)))
+    controls, (notice, seqs, axis, tabs, mode) = (lambda v: (v[:len(KEYS)], v[len(KEYS):]))(
+        app.prefill(fake_request(query)))
     assert controls == Request.build(RECORDING, "naive", "sdpa_flash", dict(batch=2, heads=16, seq_len=4096,
                                      head_dim=128, dtype="bf16", causal=False, rank=3), "cpu").values()
     assert controls[KEYS.index("seq_len")] == 4096 and controls[KEYS.index("causal")] is False
-    assert (notice, seqs, tabs.selected, mode) == ("", "", "compare", "compare")
+    assert (notice, seqs, axis, tabs.selected, mode) == ("", "", "seq_len", "compare", "compare")
 
 
 @pytest.mark.parametrize("query", [

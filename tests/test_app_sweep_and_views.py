@@ -27,8 +27,8 @@ from profiling.workload import Workload
 RECORDING = "h200-torch2.11"
 BLOG = Workload.blog()
 SMALL = dict(batch=1, heads=2, seq_len=64, head_dim=32, dtype="fp32", causal=True, rank=4)
-SWEEP_KEYS = {"source", "variants", "workload", "seq_lens", "environment", "runs", "available_bytes", "budget_s",
-              "predicted_s", "stopped", "verdict", "headline", "notes"}
+SWEEP_KEYS = {"source", "variants", "workload", "seq_lens", "axis", "environment", "runs", "available_bytes",
+              "budget_s", "predicted_s", "stopped", "verdict", "headline", "notes"}
 cpu_only = pytest.mark.skipif(app.ENV.device != "cpu", reason="checks what a CPU run looks like")
 
 
@@ -161,7 +161,8 @@ def test_stop_ends_a_live_sweep_with_the_points_done_and_never_stops_the_next():
         if desc.startswith("S=128"):  # the second length has begun: Stop
             app.stop_sweep(http)
 
-    answer, _ = handle("sweep", [*values(LIVE, "naive", "sdpa_flash"), "64,128,256"], progress=progress, http=http)
+    answer, _ = handle("sweep", [*values(LIVE, "naive", "sdpa_flash"), "64,128,256", None], progress=progress,
+                       http=http)
     assert "cancelled" in answer["stopped"]
     assert {r["workload"]["seq_len"] for r in answer["runs"]} <= {64, 128}
     assert [(r["variant"], r["status"]) for r in answer["runs"] if r["workload"]["seq_len"] == 64] == [
@@ -170,13 +171,13 @@ def test_stop_ends_a_live_sweep_with_the_points_done_and_never_stops_the_next():
     assert "stopped early" in answer["verdict"] and "cancelled" in answer["verdict"]
     assert not handlers.RUNNING and "stopper" not in handlers.SWEEPS  # nothing left behind
     app.stop_sweep(http)  # a Stop with no sweep running is a no-op, and is not kept for the next sweep
-    answer, _ = handle("sweep", [*values(LIVE, "naive", "sdpa_flash"), "64"], http=http)
+    answer, _ = handle("sweep", [*values(LIVE, "naive", "sdpa_flash"), "64", None], http=http)
     assert answer["stopped"] is None and [r["status"] for r in answer["runs"]] == ["ok", "ok"]
 
 
 def test_the_sweep_replays_event_refuses_a_live_sweep():
     with pytest.raises(gr.Error, match="a live run joins the GPU's queue"):
-        handle("sweep", [*values(LIVE), ""], live=False)
+        handle("sweep", [*values(LIVE), "", None], live=False)
 
 
 def test_the_sweep_plan_says_the_budget_live_and_what_is_recorded():
@@ -189,8 +190,8 @@ def test_the_sweep_plan_says_the_budget_live_and_what_is_recorded():
 # -- the page's sweep: its event keeps the answer, show_sweep renders it ---------------------------------------------
 def test_the_pages_sweep_renders_every_point_its_link_and_its_files(app_url):
     session = "sweep-page"
-    ran = queued(app_url, fn_index("run_sweep_replay"), [*values(RECORDING, "naive", "sdpa_flash"), "2048,16384"],
-                 session)
+    ran = queued(app_url, fn_index("run_sweep_replay"),
+                 [*values(RECORDING, "naive", "sdpa_flash"), "2048,16384", "seq_len"], session)
     assert ran["success"], ran
     answer, sweep_id = ran["output"]["data"]
     assert set(answer) == SWEEP_KEYS
@@ -224,15 +225,17 @@ def test_a_sweep_link_reproduces_the_sweep_and_opens_its_tab():
     link = app.share_link(fake_request(), request, mode="sweep")
     query = dict(parse_qsl(urlsplit(link).query, keep_blank_values=True))
     assert query["mode"] == "sweep" and query["seqs"] == "1024,2048"
-    controls, (notice, seqs, tabs, mode) = (lambda v: (v[:len(KEYS)], v[len(KEYS):]))(app.prefill(fake_request(query)))
+    controls, (notice, seqs, axis, tabs, mode) = (lambda v: (v[:len(KEYS)], v[len(KEYS):]))(
+        app.prefill(fake_request(query)))
     assert controls == request.values() and (notice, seqs, tabs.selected, mode) == ("", "1024,2048", "sweep", "sweep")
+    assert axis == "seq_len"
 
 
 def test_view_mode_and_lengths_in_a_link_are_checked():
     n = len(KEYS)
-    notice, seqs, tabs, mode = app.prefill(fake_request({"view": "present", "mode": "sweep", "seqs": "256, 128"}))[n:]
+    notice, seqs, _, tabs, mode = app.prefill(fake_request({"view": "present", "mode": "sweep", "seqs": "256, 128"}))[n:]
     assert (notice, seqs, tabs.selected, mode) == ("", "128,256", "sweep", "sweep")
-    notice, seqs, tabs, mode = app.prefill(fake_request({"view": "<b>x</b>", "mode": "race", "seqs": "x"}))[n:]
+    notice, seqs, _, tabs, mode = app.prefill(fake_request({"view": "<b>x</b>", "mode": "race", "seqs": "x"}))[n:]
     for quoted in ("`view=<b>x</b>`", "`mode=race`", "`seqs=x`"):  # quoted as literal text
         assert quoted in notice
     assert (seqs, tabs.selected, mode) == ("", "compare", "compare")

@@ -96,7 +96,7 @@ def test_a_recording_is_read_back_as_written_with_todays_memory_model(tmp_path):
 
 def test_recorded_sweeps_are_written_read_and_found_by_family(tmp_path, monkeypatch):
     said = []
-    (made,) = recording.record_sweeps(tmp_path / "cpu-x", families=((TINY, ("naive", "sdpa_flash"), [64, 128]),),
+    (made,) = recording.record_sweeps(tmp_path / "cpu-x", families=((TINY, ("naive", "sdpa_flash"), [64, 128], "seq_len"),),
                                       progress=said.append)
     assert [(r.variant, r.workload.seq_len) for r in made.runs] == [
         ("naive", 64), ("sdpa_flash", 64), ("naive", 128), ("sdpa_flash", 128)]
@@ -120,24 +120,28 @@ def test_recorded_sweeps_are_written_read_and_found_by_family(tmp_path, monkeypa
         replay.recorded_sweeps.cache_clear()
 
 
-def test_the_shipped_sweeps_run_each_variant_over_doubling_lengths_until_its_first_stop():
+def test_the_shipped_sweeps_run_each_variant_over_their_familys_points_until_its_first_stop():
     sweeps = replay.recorded_sweeps(H200)
     assert len(sweeps) >= 2
+    families = {(base.problem(free=(axis,)), axis): values
+                for base, _, values, axis in recording.RECORDED_FAMILIES + recording.DECODE_FAMILIES}
     for result in sweeps:
-        start = recording.DOUBLING.index(result.seq_lens[0])
-        assert result.seq_lens == recording.DOUBLING[start:start + len(result.seq_lens)]
-        assert result.workload.seq_len == result.seq_lens[0] and result.stopped is None
-        assert {r.variant for r in result.runs} == set(result.variants)
-        for variant in result.variants:  # every length until the first stop, none after
+        values = families[result.workload.problem(free=(result.axis,)), result.axis]
+        start = values.index(result.seq_lens[0])
+        assert result.seq_lens == values[start:start + len(result.seq_lens)]
+        assert result.value(result.runs[0]) == result.seq_lens[0] == getattr(result.workload, result.axis)
+        assert result.stopped is None and {r.variant for r in result.runs} == set(result.variants)
+        for variant in result.variants:  # every point until the first stop, none after
             runs = result.of(variant)
             stop = next((i for i, r in enumerate(runs) if r.stops), None)
-            assert [r.workload.seq_len for r in runs] == result.seq_lens[:len(runs)], variant
+            assert [result.value(r) for r in runs] == result.seq_lens[:len(runs)], variant
             assert (len(runs) == len(result.seq_lens)) if stop is None else (stop == len(runs) - 1), variant
-            # each length up to the stop ran, or the variant is refused at every length for a reason S does not change
+            # each point up to the stop ran, or the variant is refused at every point for a reason the axis does not
+            # change
             assert all(r.ok for r in runs[:stop]) or {(r.status, r.reason) for r in runs} == {
                 ("unsupported", runs[0].reason)}, variant
             for r in runs:
-                assert r.workload == result.workload.replace(seq_len=r.workload.seq_len)
+                assert r.workload == result.workload.replace(**{result.axis: result.value(r)})
                 if r.status == "does not fit":
                     assert r.needed_bytes > r.available_bytes and r.timing is None
 
@@ -190,3 +194,24 @@ def test_a_fixed_window_is_expected_to_grow_as_s_for_a_kernel_that_skips_its_til
         assert expected[variant, "time"].basis == "pairs"
     for variant in ("sdpa_auto", "sdpa_cudnn"):
         assert expected[variant, "time"].expected == pytest.approx(2.0) and expected[variant, "time"].basis == "all pairs"
+
+
+def test_record_decode_adds_its_runs_and_sweeps_in_place_of_the_same_workloads_and_keeps_the_rest(tmp_path,
+                                                                                                   monkeypatch):
+    """A recording with other runs and sweeps: the decode steps join it, and a second recording of them replaces
+    the first instead of doubling it (a tiny CPU grid stands in for the H200's)."""
+    import json
+
+    decode = TINY.replace(seq_len=64, q_len=1)
+    monkeypatch.setattr(recording, "DECODE_MATRIX", (decode,))
+    monkeypatch.setattr(recording, "DECODE_FAMILIES", ((decode, ("naive", "sdpa_math"), [1, 2], "batch"),))
+    out = tmp_path / "rec"
+    other = recording.record(out, workloads=(TINY,), variants=["naive"], progress=lambda m: None)
+    recording.record_sweeps(out, families=((TINY, ("naive",), [64, 128], "seq_len"),), progress=lambda m: None)
+    for _ in range(2):
+        recording.record_decode(out, progress=lambda m: None, variants=["naive", "sdpa_math"])
+        runs = [r["workload"] for r in json.loads((out / "runs.json").read_text())]
+        assert runs.count(dataclasses.asdict(TINY)) == len(other) == 1
+        assert sum(r == dataclasses.asdict(decode) for r in runs) == 2
+        sweeps = json.loads((out / "sweeps.json").read_text())
+        assert [(s["axis"], s["seq_lens"]) for s in sweeps] == [("seq_len", [64, 128]), ("batch", [1, 2])]

@@ -251,7 +251,7 @@ def test_a_kept_result_of_one_kind_is_not_shown_as_the_other():
     """The ids of both tabs are in the page: a comparison's id sent to the sweep tab (or the reverse) is refused
     in one line, not read as the wrong kind."""
     _, compare_id = asyncio.run(app.endpoint("compare", False, True)(*REPLAY, HTTP, None))
-    _, sweep_id = asyncio.run(app.endpoint("sweep", False, True)(*REPLAY, "1024,4096", HTTP, None))
+    _, sweep_id = asyncio.run(app.endpoint("sweep", False, True)(*REPLAY, "1024,4096", None, HTTP, None))
     for show, wrong in ((app.show, sweep_id), (app.show_sweep, compare_id)):
         with pytest.raises(gr.Error) as error:
             show(wrong, HTTP)

@@ -14,8 +14,8 @@ from profiling.workload import FIELDS, Refusal, Workload
 
 RECORDING = "h200-torch2.11"
 BLOG_VALUES = {"source": RECORDING, "a": "sdpa_flash", "b": "sdpa_cudnn", "batch": 8, "heads": 16, "kv_heads": None,
-               "seq_len": 1024, "q_len": None, "head_dim": 64, "dtype": "bf16", "causal": True, "mask": "flag",
-               "window": None, "rank": 4, "passes": "fwd"}
+               "seq_len": 1024, "q_len": None, "page_size": None, "head_dim": 64, "dtype": "bf16", "causal": True,
+               "mask": "flag", "window": None, "rank": 4, "passes": "fwd"}
 
 
 @pytest.mark.parametrize("field, value, limit_words", [
@@ -243,7 +243,8 @@ def test_every_workload_field_has_a_control_a_link_key_and_an_option():
 
 # one change per field (a new field must add its own: the test below says which is missing)
 ONE_CHANGE = {"batch": {"batch": 2}, "heads": {"heads": 32}, "kv_heads": {"kv_heads": 4}, "seq_len": {"seq_len": 2048},
-              "q_len": {"q_len": 1}, "head_dim": {"head_dim": 128}, "dtype": {"dtype": "fp16"},
+              "q_len": {"q_len": 1}, "page_size": {"q_len": 1, "page_size": 16}, "head_dim": {"head_dim": 128},
+              "dtype": {"dtype": "fp16"},
               "causal": {"causal": False}, "mask": {"mask": "bias"}, "window": {"mask": "window", "window": 256},
               "rank": {"rank": 3}, "passes": {"passes": "fwd+bwd"}}
 

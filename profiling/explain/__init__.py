@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..results import Comparison, Note, Run, Sweep
-from . import (backward_rules, blog_rules, environment_rules, guess_rules, ledger, mask_rules, sweep_notes,
-               timing_rules, verdict)
+from . import (backward_rules, blog_rules, decode_rules, environment_rules, guess_rules, ledger, mask_rules,
+               sweep_notes, timing_rules, verdict)
 from .facts import Peers, Rule, peers_for
 
 TOP = 3  # notes shown before "more"
@@ -32,6 +32,9 @@ RULES: tuple[Rule, ...] = (
     # masks and grouped-query heads
     mask_rules.mask_conversion, mask_rules.masked_fill_rate, mask_rules.dense_window, mask_rules.kv_expansion, mask_rules.kv_savings,
     mask_rules.block_mask_setup,
+    # a decode step: fewer queries than keys
+    decode_rules.causal_alignment, decode_rules.decode_kernels, decode_rules.gqa_packing, decode_rules.decode_bandwidth,
+    decode_rules.paged_cache,
     # the environment
     environment_rules.pinned_refused, environment_rules.rank3_path, environment_rules.auto_choice,
     environment_rules.cpu_dispatch,

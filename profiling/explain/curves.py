@@ -1,4 +1,4 @@
-"""What a sweep's curves say, as data: fitted exponents (only where the points support one), the lengths where
+"""What a sweep's curves say, as data: fitted exponents (only where the points support one), the points where
 the faster of A and B changes (by the verdict's own test and figure), where each variant stops fitting, bound
 changes and kernel changes. `sweep_notes` words them; `figures` draws them.
 """
@@ -32,13 +32,14 @@ def r_squared(xs: Iterable[float], ys: Iterable[float]) -> float:
 
 
 def ran(result: Sweep, variant: str, quantity: str = "time") -> list[Run]:
-    """The runs of `variant` that ran and have the quantity, shortest S first."""
+    """The runs of `variant` that ran and have the quantity, smallest point of the axis first."""
     return [r for r in result.of(variant) if r.ok and QUANTITIES[quantity](r)]
 
 
 @dataclass
 class Slope:
-    """quantity ∝ S^exponent over [s_from, s_to], against what the algorithm says it should be; `supported` only
+    """quantity ∝ S^exponent (or B^) over the axis' [s_from, s_to], against what the algorithm says it should be;
+    `supported` only
     when the points make a line (R² ≥ MIN_R2) and rise beyond their own noise (the first and last points'
     quartile ranges apart, for time)."""
     variant: str
@@ -67,18 +68,20 @@ def skips_masked_tiles(variant: str, workload: Workload) -> bool:
     return bool(v and (v.sparse or (v.fused and workload.mask == "flag")))
 
 
-def expected_exponent(variant: str, quantity: str, base: Workload, s_from: int, s_to: int) -> tuple[float, str]:
-    """How `quantity` should grow with S between two lengths, from what grows: time with the pairs the kernel
-    computes (the mask's where it skips masked tiles, all of them where it cannot: S² for a square problem, S·W
-    for a fixed window, S for a fixed number of queries); memory with the S×S scores where they go through memory,
-    with S (rows) for a fused kernel. (The exponent, and what it follows.)"""
-    a, b = base.replace(seq_len=s_from), base.replace(seq_len=s_to)
+def expected_exponent(variant: str, quantity: str, base: Workload, s_from: int, s_to: int,
+                      axis: str = "seq_len") -> tuple[float, str]:
+    """How `quantity` should grow along `axis` between two of its points, from what grows: time with the pairs the
+    kernel computes over the batch and heads (the mask's where it skips masked tiles, all of them where it cannot:
+    S² for a square problem, S·W for a fixed window, S for a fixed number of queries; B over batches); memory with
+    the B·H·Lq×S scores where they go through memory, with the B·H·Lq rows for a fused kernel (S for a square
+    problem, nothing for a decode step's fixed queries). (The exponent, and what it follows.)"""
+    a, b = base.replace(**{axis: s_from}), base.replace(**{axis: s_to})
     if quantity == "time":
         basis = "pairs" if skips_masked_tiles(variant, base) else "all pairs"
-        work = (lambda w: w.pairs) if basis == "pairs" else (lambda w: w.queries * w.seq_len)
+        work = (lambda w: w.batch * w.heads * w.pairs) if basis == "pairs" else (lambda w: w.score_elements)
     else:
         basis = "rows" if VARIANTS[variant].fused else "scores"
-        work = (lambda w: w.seq_len) if basis == "rows" else (lambda w: w.score_elements)
+        work = (lambda w: w.batch * w.heads * w.queries) if basis == "rows" else (lambda w: w.score_elements)
     return math.log(work(b) / work(a)) / math.log(s_to / s_from), basis
 
 
@@ -94,14 +97,14 @@ def slopes(result: Sweep) -> list[Slope]:
         for quantity, value in QUANTITIES.items():
             points = ran(result, variant, quantity)
             tail = points[-TAIL_POINTS:]
-            if len({r.workload.seq_len for r in tail}) < 2:
+            if len({result.value(r) for r in tail}) < 2:
                 continue
-            xs, ys = [r.workload.seq_len for r in tail], [value(r) for r in tail]
+            xs, ys = [result.value(r) for r in tail], [value(r) for r in tail]
             slope, r2 = log_slope(xs, ys), r_squared(xs, ys)
             supported = len(tail) >= MIN_FIT_POINTS and r2 >= MIN_R2 and (quantity == "memory" or _apart(tail[0], tail[-1]))
-            whole = log_slope([r.workload.seq_len for r in points], [value(r) for r in points]) \
+            whole = log_slope([result.value(r) for r in points], [value(r) for r in points]) \
                 if len(points) > len(tail) else None
-            expected, basis = expected_exponent(variant, quantity, result.workload, xs[0], xs[-1])
+            expected, basis = expected_exponent(variant, quantity, result.workload, xs[0], xs[-1], result.axis)
             facts.append(Slope(variant, quantity, slope, expected, xs[0], xs[-1], len(tail), r2, supported, whole,
                                basis))
     return facts
@@ -109,8 +112,8 @@ def slopes(result: Sweep) -> list[Slope]:
 
 @dataclass
 class Crossover:
-    """Where the faster of the two changes, interpolated on log axes between two lengths where the verdict's test
-    ranked them, in opposite orders."""
+    """Where the faster of the two changes, interpolated on log axes between two points where the verdict's test
+    ranked them, in opposite orders (`seq_len`, `s_before`, `s_after`: points of the sweep's axis)."""
     seq_len: float
     s_before: int
     s_after: int
@@ -149,11 +152,11 @@ def crossovers(result: Sweep) -> list[Crossover]:
 @dataclass
 class StopsFitting:
     variant: str
-    seq_len: int                  # the first length that did not fit (or ran out of memory)
+    seq_len: int                  # the first point that did not fit (or ran out of memory)
     status: str                   # does not fit | out of memory
     needed_bytes: int | None
     available_bytes: int | None
-    last_ran: int | None          # the longest length that ran
+    last_ran: int | None          # the largest point that ran
     own_bytes: int | None = None  # the model's figure for the variant's own forward (output + scratch)
     reason: str | None = None
     reference_bytes: int | None = None  # the fp64 accuracy reference's share of needed_bytes
@@ -171,8 +174,8 @@ def stops_fitting(result: Sweep) -> list[StopsFitting]:
         runs = result.of(variant)
         stop = next((r for r in runs if r.stops), None)
         if stop:
-            lengths = [r.workload.seq_len for r in runs if r.ok and r.workload.seq_len < stop.workload.seq_len]
-            facts.append(StopsFitting(variant, stop.workload.seq_len, stop.status, stop.needed_bytes,
+            lengths = [result.value(r) for r in runs if r.ok and result.value(r) < result.value(stop)]
+            facts.append(StopsFitting(variant, result.value(stop), stop.status, stop.needed_bytes,
                                       stop.available_bytes, lengths[-1] if lengths else None,
                                       stop.estimated_extra_bytes if stop.needed_bytes else None, stop.reason,
                                       stop.reference_bytes))
@@ -182,8 +185,8 @@ def stops_fitting(result: Sweep) -> list[StopsFitting]:
 @dataclass
 class BoundChange:
     variant: str
-    last_host: int                # longest S where back-to-back calls waited on the host
-    first_gpu: int                # shortest S after it where they waited on the GPU
+    last_host: int                # the largest point where back-to-back calls waited on the host
+    first_gpu: int                # the smallest point after it where they waited on the GPU
 
 
 def bound_changes(result: Sweep) -> list[BoundChange]:
@@ -192,14 +195,14 @@ def bound_changes(result: Sweep) -> list[BoundChange]:
         bounded = [r for r in result.of(variant) if r.ok and r.bound]
         for before, after in zip(bounded, bounded[1:]):
             if before.bound == "host" and after.bound == "gpu":
-                facts.append(BoundChange(variant, before.workload.seq_len, after.workload.seq_len))
+                facts.append(BoundChange(variant, result.value(before), result.value(after)))
                 break
     return facts
 
 
 @dataclass
 class KernelChange:
-    """Between two neighbouring lengths the forward's kernels changed: a trend break with a name."""
+    """Between two neighbouring points the forward's kernels changed: a trend break with a name."""
     variant: str
     s_before: int
     s_after: int
@@ -221,7 +224,7 @@ def kernel_changes(result: Sweep) -> list[KernelChange]:
             names_before, names_after = _counts(before), _counts(after)
             if names_before == names_after and before.backend == after.backend:
                 continue
-            s0, s1 = before.workload.seq_len, after.workload.seq_len
+            s0, s1 = result.value(before), result.value(after)
             step = math.log(after.gpu_ms / before.gpu_ms) / math.log(s1 / s0) if before.gpu_ms and after.gpu_ms \
                 else None
             facts.append(KernelChange(

@@ -12,6 +12,7 @@ from typing import Callable, Iterable, Mapping
 from attention_variants import VARIANTS, Guess, Variant, guess_for
 
 from .. import dispatch, text
+from ..environment import HBM_BYTES_PER_US
 from ..reference import BLOG
 from ..results import HostOp, Kernel, Launch, Note, Quantity, Run, in_phase
 
@@ -345,7 +346,7 @@ _FUNCTIONS = {"sum": lambda *xs: sum(xs), "ratio": lambda a, b: a / b, "diff": l
 
 def context(run: Run, peers: Peers | None = None, **others: Run) -> dict:
     """What `resolve` reads a note's sources against."""
-    return {"run": run, "peers": peers or {}, "blog": BLOG, "arch": ARCH,
+    return {"run": run, "peers": peers or {}, "blog": BLOG, "arch": ARCH, "hbm": HBM_BYTES_PER_US,
             "kineto_shared_per_block": KINETO_SHARED_PER_BLOCK, **others}
 
 

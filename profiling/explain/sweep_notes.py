@@ -41,7 +41,7 @@ def _sided(n: Note, result: Sweep, variant: str | None) -> Note:
 
 # -- reading the runs ---------------------------------------------------------------------------------
 def _index(result: Sweep, variant: str, seq_len: int) -> int:
-    return next(i for i, r in enumerate(result.runs) if r.variant == variant and r.workload.seq_len == seq_len)
+    return next(i for i, r in enumerate(result.runs) if r.variant == variant and result.value(r) == seq_len)
 
 
 def _point(result: Sweep, variant: str, seq_len: int) -> Run:
@@ -58,12 +58,24 @@ _PATHS = {"time": ("timing.median_ms", "ms"), "memory": ("peak_extra_bytes", "by
 
 def _fit(result: Sweep, variant: str, lengths: list[int], quantity: str) -> Quantity:
     path, unit = _PATHS[quantity]
-    return fit((_of(result, variant, s, "workload.seq_len", "count"), _of(result, variant, s, path, unit))
-               for s in lengths)
+    exponent = fit((_of(result, variant, s, f"workload.{result.axis}", "count"), _of(result, variant, s, path, unit))
+                   for s in lengths)
+    exponent.unit = text.power_unit(result.axis)
+    return exponent
 
 
-def _s(seq_len: float) -> str:
-    return f"S={text.count(round(seq_len))}"
+def _s(result: Sweep, value: float) -> str:
+    """A point of the sweep's axis in words: 'S=1,024', 'B=64'."""
+    return text.point(result.axis, value)
+
+
+POINTS = {"seq_len": ("length", "lengths"), "batch": ("batch", "batches")}  # what a sweep's points are called
+
+
+def _word(result: Sweep, n: float | None = None) -> str:
+    """The sweep's points in words: 'lengths', or '3 lengths' ('batches', '3 batches')."""
+    one, many = POINTS[result.axis]
+    return many if n is None else text.plural(n, one, many)
 
 
 # -- the headline ------------------------------------------------------------------------------------
@@ -72,18 +84,19 @@ def headline(result: Sweep) -> Note:
     length has both. A sweep that ended early says so first."""
     a, b, on = result.a, result.b, text.on_device(result.environment)
     name = {a: f"{label(a)} [A]", b: f"{label(b)} [B]"}
-    lengths = {v: [r.workload.seq_len for r in ran(result, v)] for v in (a, b)}
+    lengths = {v: [result.value(r) for r in ran(result, v)] for v in (a, b)}
     both = sorted(set(lengths[a]) & set(lengths[b]))
     ended = f"The sweep stopped early ({result.stopped}). " if result.stopped else ""
     if not both:
         def alone(v: str) -> str:
             runs = result.of(v)
             if len(lengths[v]) == 1:
-                return f"{name[v]} ran only at {_s(lengths[v][0])}"
+                return f"{name[v]} ran only at {_s(result, lengths[v][0])}"
             if lengths[v]:
-                return f"{name[v]} ran {_s(lengths[v][0])}–{text.count(lengths[v][-1])}"
+                return f"{name[v]} ran {_s(result, lengths[v][0])}–{text.count(lengths[v][-1])}"
             return f"{name[v]} did not run ({refusal(runs[0])[0]})" if runs else f"{name[v]} has no points"
-        return note("sweep_headline", "sweep", f"{ended}No length where both ran {on}: {alone(a)}; {alone(b)}.", "",
+        return note("sweep_headline", "sweep",
+                    f"{ended}No {POINTS[result.axis][0]} where both ran {on}: {alone(a)}; {alone(b)}.", "",
                     weight=1.0)
     s = both[-1]
     ra, rb = _point(result, a, s), _point(result, b, s)
@@ -92,7 +105,7 @@ def headline(result: Sweep) -> Note:
     index = {"a": _index(result, a, s), "b": _index(result, b, s)}
     title, more = said(ra, rb, v, (name[a], name[b]), on, facts, lambda run, path, unit, who:
                        measured(result, f"runs[{index[who]}].{path}", unit, "sweep"))
-    title, facts = f"At {_s(s)} {title}", facts | more
+    title, facts = f"At {_s(result, s)} {title}", facts | more
     return note("sweep_headline", "sweep", ended + title, "", weight=1.0, facts=facts)
 
 
@@ -106,19 +119,19 @@ def _crossover(result: Sweep, f: Crossover) -> Note:
              "r1": ratio(t[before, f.s_after], t[after, f.s_after])}
     gpu_times = f.same_figure and f.path == "timing"
     if f.same_figure:  # the figure compared is said, so a chart of another figure is never read for it
-        where, on0, on1 = f"near {_s(f.seq_len)} ({FIGURE_WORDS[f.path]})", "", ""
+        where, on0, on1 = f"near {_s(result, f.seq_len)} ({FIGURE_WORDS[f.path]})", "", ""
     else:  # a host-bound side is compared back to back, a GPU-bound pair on GPU time: no one curve crosses
-        where = f"between {_s(f.s_before)} and {text.count(f.s_after)}"
+        where = f"between {_s(result, f.s_before)} and {text.count(f.s_after)}"
         on0, on1 = (f" ({FIGURE_WORDS[paths[s]]})" for s in (f.s_before, f.s_after))
     if gpu_times:  # how the work grows; a host-bound pace says how the host's cost does, which is not the point
         facts |= {"e0": _fit(result, before, [f.s_before, f.s_after], "time"),
                   "e1": _fit(result, after, [f.s_before, f.s_after], "time")}
     return _sided(note(
         "sweep_crossover", "sweep", f"{label(after)} overtakes {label(before)} {where}",
-        f"{label(before)} is {{r0}} faster at {_s(f.s_before)}{on0}, {label(after)} {{r1}} at {_s(f.s_after)}{on1}"
+        f"{label(before)} is {{r0}} faster at {_s(result, f.s_before)}{on0}, {label(after)} {{r1}} at {_s(result, f.s_after)}{on1}"
         + ("; between them their GPU times grow as {e0} and {e1}." if gpu_times else "."),
         weight=WEIGHTS["sweep_crossover"], facts=facts,
-        evidence=[f"{_s(s)}: {label(v)} {text.quantity(t[v, s])}" for s in (f.s_before, f.s_after)
+        evidence=[f"{_s(result, s)}: {label(v)} {text.quantity(t[v, s])}" for s in (f.s_before, f.s_after)
                   for v in (before, after)]
         + ["a crossing is interpolated on log axes between two lengths where the verdict's test ranked A and B "
            "in opposite orders"]),
@@ -127,15 +140,15 @@ def _crossover(result: Sweep, f: Crossover) -> Note:
 
 def _stops(result: Sweep, f: StopsFitting) -> Note:
     v = f.variant
-    last = f"The longest length it ran is {_s(f.last_ran)}." if f.last_ran else "It ran at no shorter length."
+    last = f"The longest length it ran is {_s(result, f.last_ran)}." if f.last_ran else "It ran at no shorter length."
     facts: dict[str, Quantity] = {}
     if f.status == OUT_OF_MEMORY:
-        title = f"{label(v)} ran out of memory at {_s(f.seq_len)}"
+        title = f"{label(v)} ran out of memory at {_s(result, f.seq_len)}"
         body = "The allocator failed during the measurement; longer sequences are not tried. " + last
     else:
         facts = {"needed": _of(result, v, f.seq_len, "needed_bytes", "bytes"),
                  "available": _of(result, v, f.seq_len, "available_bytes", "bytes")}
-        title = f"{label(v)} stops at {_s(f.seq_len)}: needs {{needed}}, {{available}} available"
+        title = f"{label(v)} stops at {_s(result, f.seq_len)}: needs {{needed}}, {{available}} available"
         if f.stopped_by_reference:
             facts["reference"] = _of(result, v, f.seq_len, "reference_bytes", "bytes")
             body = ("Without the fp64 accuracy check ({reference}) it would have fitted; the check is what refused "
@@ -143,12 +156,20 @@ def _stops(result: Sweep, f: StopsFitting) -> Note:
         else:
             body = "Refused before anything was allocated; longer sequences need more still. " + last
     return _sided(note("sweep_stops", "sweep", title, body, weight=WEIGHTS["sweep_stops"], facts=facts,
-                       evidence=[f"{_s(f.seq_len)}: {f.status}" + (f": {f.reason}" if f.reason else "")]), result, v)
+                       evidence=[f"{_s(result, f.seq_len)}: {f.status}" + (f": {f.reason}" if f.reason else "")]),
+                   result, v)
 
 
 def _expected(result: Sweep, f: Slope) -> str:
     """Why the expected exponent is what it is, in words, from what it follows (`curves.expected_exponent`)."""
     w = result.workload
+    if result.axis != "seq_len":
+        symbol = text.axis_symbol(result.axis)
+        if f.basis == "rows":
+            return f"a fused kernel stores no scores: its memory is its {symbol}·H·Lq rows"
+        if f.basis == "scores":
+            return f"the {symbol}·H·Lq×S scores go through memory"
+        return f"each of the {symbol} sequences adds the same work"
     if f.basis == "rows":
         return "a fused kernel stores no S×S scores"
     if f.basis == "scores":
@@ -162,14 +183,14 @@ def _expected(result: Sweep, f: Slope) -> str:
 
 def _slope(result: Sweep, f: Slope) -> Note:
     v, quantity = f.variant, f.quantity
-    lengths = [r.workload.seq_len for r in ran(result, v, quantity)]
+    lengths = [result.value(r) for r in ran(result, v, quantity)]
     tail = [s for s in lengths if f.s_from <= s <= f.s_to]
     what = f"time per {text.call(result.workload)}" if quantity == "time" else "peak memory"
-    span = f"{_s(f.s_from)}–{text.count(f.s_to)} ({text.plural(len(tail), 'length')})"
+    span = f"{_s(result, f.s_from)}–{text.count(f.s_to)} ({_word(result, len(tail))})"
     path, unit = _PATHS[quantity]
-    evidence = [f"{_s(s)}: {text.quantity(_of(result, v, s, path, unit))}" for s in lengths] + \
-        [f"fit over {span}: R² {text.count(round(f.r2, 2))}; stated when R² is at least 0.9 over 3 lengths or more "
-         "and the first and last lengths' quartile ranges are apart"]
+    evidence = [f"{_s(result, s)}: {text.quantity(_of(result, v, s, path, unit))}" for s in lengths] + \
+        [f"fit over {span}: R² {text.count(round(f.r2, 2))}; stated when R² is at least 0.9 over 3 {_word(result)} or more and the "
+         f"first and last {_word(result)}' quartile ranges are apart"]
     if not f.supported:
         return _sided(note("sweep_noisy", "sweep", f"{label(v)}: {what} too noisy to fit over {span}",
                            "The points do not make a line on log–log axes, or their spread is as large as their rise; "
@@ -185,7 +206,8 @@ def _slope(result: Sweep, f: Slope) -> Note:
     if f.whole_range_exponent is not None and f.whole_range_exponent < f.exponent - 0.25:
         facts["whole"] = _fit(result, v, lengths, quantity)
         fixed = "a fixed per-call cost" if quantity == "time" else "a fixed workspace"
-        body += f" All {text.plural(len(lengths), 'length')}: {{whole}}; {fixed} hides short S."
+        short = "short S" if result.axis == "seq_len" else f"small {text.axis_symbol(result.axis)}"
+        body += f" All {_word(result, len(lengths))}: {{whole}}; {fixed} hides {short}."
     rule = "sweep_slope" if f.as_expected else "sweep_slope_unexpected"
     return _sided(note(rule, "sweep", title, body, weight=WEIGHTS[rule], facts=facts, evidence=evidence), result, v)
 
@@ -198,11 +220,11 @@ def _bound(result: Sweep, f: BoundChange) -> Note:
     if host.host_cost is not None and host.timing is not None:
         facts = {"host": _of(result, v, f.last_host, "host_cost.median_ms", "ms"),
                  "gpu": _of(result, v, f.last_host, "timing.median_ms", "ms")}
-        said = f"At {_s(f.last_host)} issuing a call costs the CPU {{host}}; the GPU runs it in {{gpu}}."
+        said = f"At {_s(result, f.last_host)} issuing a call costs the CPU {{host}}; the GPU runs it in {{gpu}}."
     return _sided(note(
-        "sweep_bound", "sweep", f"{label(v)}: host-bound up to {_s(f.last_host)}, GPU-bound from {_s(f.first_gpu)}",
+        "sweep_bound", "sweep", f"{label(v)}: host-bound up to {_s(result, f.last_host)}, GPU-bound from {_s(result, f.first_gpu)}",
         said, weight=WEIGHTS["sweep_bound"], facts=facts,
-        evidence=[f"{_s(r.workload.seq_len)}: {r.bound}-bound, back to back {text.ms(r.back_to_back_ms)} per call"
+        evidence=[f"{_s(result, result.value(r))}: {r.bound}-bound, back to back {text.ms(r.back_to_back_ms)} per call"
                   for r in result.of(v) if r.ok and r.bound and r.back_to_back is not None]), result, v)
 
 
@@ -218,15 +240,15 @@ def _kernels(result: Sweep, f: KernelChange) -> Note:
     v = f.variant
     facts: dict[str, Quantity] = {}
     if f.backend_before != f.backend_after:
-        title = (f"{label(v)}: backend {f.backend_before} → {f.backend_after} from {_s(f.s_before)} to "
+        title = (f"{label(v)}: backend {f.backend_before} → {f.backend_after} from {_s(result, f.s_before)} to "
                  f"{text.count(f.s_after)}")
     elif f.kernels_before is not None and f.kernels_after is not None and f.kernels_before != f.kernels_after:
         facts = {"before": _of(result, v, f.s_before, "kernels_per_forward", "count"),
                  "after": _of(result, v, f.s_after, "kernels_per_forward", "count")}
-        title = (f"{label(v)}: {{before}} → {{after}} kernels per {text.call(result.workload)} from {_s(f.s_before)} "
+        title = (f"{label(v)}: {{before}} → {{after}} kernels per {text.call(result.workload)} from {_s(result, f.s_before)} "
                  f"to {text.count(f.s_after)}")
     else:
-        title = f"{label(v)}: other kernels from {_s(f.s_before)} to {text.count(f.s_after)}"
+        title = f"{label(v)}: other kernels from {_s(result, f.s_before)} to {text.count(f.s_after)}"
     changed = [*f.added, *f.removed]
     labels = dict(zip(changed, text.kernel_labels(changed)))  # told apart where an added and a dropped one look alike
     said = "; ".join((["adds {added}"] if f.added else []) + (["drops {removed}"] if f.removed else []))
@@ -234,8 +256,8 @@ def _kernels(result: Sweep, f: KernelChange) -> Note:
     if f.step_exponent is not None:
         facts["step"] = _fit(result, v, [f.s_before, f.s_after], "time")
         body += " Time grows as {step} across the step."
-    evidence = [f"added at {_s(f.s_after)}: {name} ×{text.count(calls)}" for name, calls in f.added.items()] + \
-        [f"gone at {_s(f.s_after)}: {name} (×{text.count(calls)} before)" for name, calls in f.removed.items()]
+    evidence = [f"added at {_s(result, f.s_after)}: {name} ×{text.count(calls)}" for name, calls in f.added.items()] + \
+        [f"gone at {_s(result, f.s_after)}: {name} (×{text.count(calls)} before)" for name, calls in f.removed.items()]
     for shown in range(max(len(f.added), len(f.removed), 1), 0, -1):  # as many names as the words allow
         made = note("sweep_kernels", "sweep", title, body, weight=WEIGHTS["sweep_kernels"], facts=facts,
                     names={"added": _named(f.added, labels, shown), "removed": _named(f.removed, labels, shown)},

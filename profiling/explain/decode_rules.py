@@ -1,0 +1,231 @@
+"""A decode step in the trace: a few new queries per sequence against a long KV cache (`q_len`). Which kernel each
+backend picked for it (a split-KV kernel and its combine, FlexAttention's decoding kernel, or one kernel as for a
+prefill) and how many splits its grid shows; query heads packed per kv head; the bytes a call must move and the
+rate it moved them at, against the datasheet; the page table of a paged cache; and what SDPA's is_causal=True would
+have given instead of the lower-right mask, computed on the same inputs.
+
+What a kernel's grid means is read from its launcher's source (PyTorch's flash_fwd_launch_template.h, inductor's
+flex_decoding.py) and stated only where the grid has that layout; the rest is the trace's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import text
+from ..environment import HBM_BYTES_PER_US, hbm_key
+from ..results import Kernel, Note, Quantity, Run
+from .facts import (Peers, constant, label, main_kernel, measured, note, of_kernel, on_gpu, ratio, scaled, share_of,
+                    total)
+
+FLASH = "pytorch_flash::flash_fwd_kernel"
+FLASH_SPLIT, FLASH_COMBINE = "pytorch_flash::flash_fwd_splitkv_kernel", "pytorch_flash::flash_fwd_splitkv_combine_kernel"
+FLEX_TEMPLATE, FLEX_REDUCTIONS = "triton_tem_", ("triton_per_", "triton_red_")  # inductor's template, reductions
+SPLIT_BELOW = 0.8  # flash_api.cpp, num_splits_heuristic: one split once the tiles fill 80% of two blocks per SM
+
+
+def _split_rule() -> Quantity:
+    q = constant(SPLIT_BELOW, "share", str(SPLIT_BELOW))
+    q.of = "two blocks per SM"
+    return q
+
+
+def _decoding(run: Run) -> bool:
+    return run.ok and run.workload.q_len is not None and run.timing is not None
+
+
+def _index(run: Run, k: Kernel) -> int:
+    return next(i for i, x in enumerate(run.kernels) if x is k)
+
+
+@dataclass
+class DecodePath:
+    """How the forward ran a decode step, as the trace shows it."""
+    kind: str                     # "split-kv" (PyTorch's flash), "flex decoding", "flex prefill", "one kernel"
+    main: Kernel                  # the kernel that walks the keys
+    combine: list[Kernel]         # what merges the splits' partial outputs
+    splits_at: str | None = None  # the grid entry that holds the number of splits ("grid[1]"), where it does
+    heads_at: str | None = None   # the grid entry that runs over batch × heads ("grid[2]"), where one does
+    heads: int | None = None      # the heads that entry counts per sequence (kv heads when query heads are packed)
+
+
+def decode_path(run: Run) -> DecodePath | None:
+    """The decode kernels of a GPU run's forward: PyTorch's flash split-KV kernel (grid (query blocks, splits,
+    B·h), flash_fwd_launch_template.h) and its combine; flex's Triton template with inductor's reductions after it,
+    the decoding kernel when its grid is (query blocks, B·Hkv, splits) (flex_decoding.py, flex_decoding_grid), its
+    prefill kernel when (query blocks, B, H); else the forward's longest kernel alone."""
+    if not (_decoding(run) and on_gpu(run)):
+        return None
+    w, forward = run.workload, run.kernels_of("forward")
+    split = next((k for k in forward if k.short_name == FLASH_SPLIT), None)
+    if split is not None:
+        combine = [k for k in forward if k.short_name == FLASH_COMBINE]
+        if combine and split.grid and split.grid[2] % w.batch == 0:
+            return DecodePath("split-kv", split, combine, "grid[1]", "grid[2]", split.grid[2] // w.batch)
+        return DecodePath("split-kv", split, combine)
+    template = next((k for k in forward if k.short_name.startswith(FLEX_TEMPLATE)), None)
+    if template is not None and template.grid:
+        reductions = [k for k in forward if k.short_name.startswith(FLEX_REDUCTIONS)]
+        if reductions and template.grid[1] == w.batch * w.kv_head_count:
+            return DecodePath("flex decoding", template, reductions, "grid[2]", "grid[1]", w.kv_head_count)
+        if template.grid[1:] == [w.batch, w.heads]:
+            return DecodePath("flex prefill", template, [], heads_at="grid[2]", heads=w.heads)
+    k = main_kernel(run, "forward")
+    if k is None:
+        return None
+    if k.short_name == FLASH and k.grid and k.grid[1] == w.batch:  # (query blocks, B, h)
+        return DecodePath("one kernel", k, [], heads_at="grid[2]", heads=k.grid[2])
+    return DecodePath("one kernel", k, [])
+
+
+def decode_kernels(run: Run, peers: Peers) -> Note | None:
+    """Which kernel the backend chose for q_len queries: a split of the keys across blocks (so that a few queries
+    still fill the GPU) and a combine, or one kernel that walks every key per (query block, head) tile."""
+    path = decode_path(run)
+    if path is None:
+        return None
+    w = run.workload
+    i = _index(run, path.main)
+    facts = {"queries": measured(run, "workload.queries", "count"), "keys": measured(run, "workload.seq_len", "count"),
+             "time": of_kernel(run, path.main, "us_per_forward", "us")}
+    names = {"main": text.kernel(path.main), "who": label(run)}
+    evidence = [text.kernel_line(k) + (f" · grid {k.grid}" if k.grid else "") for k in [path.main, *path.combine]]
+    if path.splits_at:
+        facts["splits"] = measured(run, f"kernels[{i}].{path.splits_at}", "count")
+    if path.combine:
+        facts["merge"] = share_of(run, path.combine, "forward")
+        names["combine"] = ", ".join(dict.fromkeys(text.kernel(k) for k in path.combine))
+    if path.kind == "split-kv":
+        title = "{who} split the keys: `{main}`" + (" in {splits} splits" if path.splits_at else "") + \
+            (", then `{combine}`" if path.combine else "")
+        facts["fill"] = _split_rule()
+        body = ("For q_len {queries} against {keys} keys PyTorch's flash backend splits each head's keys across "
+                "blocks (its num_splits_heuristic, when the (batch, head, query block) tiles fill under {fill}), each "
+                "writing an fp32 partial output and log-sum-exp"
+                + ("; `{combine}` merges them: {merge}." if path.combine else "."))
+        weight = 0.3
+    elif path.kind == "flex decoding":
+        title = "flex took its decoding kernel: `{main}` over {splits} key splits, then a combine"
+        body = ("Under 128 queries, with a static batch and heads, FlexAttention lowers to its Triton decoding "
+                "template (flex_decoding.py): a block per (batch, kv head) and key split, its query heads in one tile; "
+                "inductor's reductions (`{combine}`) merge the splits: {merge}.")
+        weight = 0.3
+    elif path.kind == "flex prefill":
+        facts["group"] = measured(run, "workload.groups", "count")
+        title = "flex ran its prefill kernel `{main}` for q_len {queries}, one block per (query block, head)"
+        body = ("Its decoding kernel needs fewer than 128 queries, a power-of-two group of query heads (here {group}) "
+                "and a block mask of one head (flex_decoding.py, _use_flex_decoding); without it each head's block "
+                "walks all {keys} keys alone.")
+        weight = 0.3
+    else:
+        title = "{who} ran one kernel for q_len {queries}: `{main}` ({time})"
+        body = "No split of the keys and no combine: each (query block, head) tile walks all {keys} keys."
+        if path.heads_at and path.main.short_name == FLASH:
+            facts["blocks"] = constant(float(path.main.grid[0] * path.main.grid[1] * path.main.grid[2]), "count",
+                                       f"product(product(run.kernels[{i}].grid[0], run.kernels[{i}].grid[1]), "
+                                       f"run.kernels[{i}].grid[2])")
+            facts["fill"] = _split_rule()
+            body = ("No split of the keys: its grid has {blocks} (query block, batch, head) tiles, enough for PyTorch's "
+                    "flash to run its prefill kernel (flash_api.cpp splits only when they fill under {fill}); each "
+                    "walks all {keys} keys.")
+        elif run.variant == "fa4" and run.environment.sm == "sm90":
+            body = ("FlashAttention-4 has no split-KV on sm90 (its interface asserts it): each (query block, kv head) "
+                    "tile walks all {keys} keys, with no combine.")
+        weight = 0.15
+    return note("decode_kernels", "guess", title, body, weight=weight, facts=facts, names=names,
+                kernels=[path.main, *path.combine], evidence=evidence)
+
+
+def gqa_packing(run: Run, peers: Peers) -> Note | None:
+    """With fewer kv heads, a decode kernel can put a kv head's query heads in one tile, so its k and v are read once
+    for all of them: the grid then runs over B·Hkv, not B·H. PyTorch's flash does it for one query
+    (seqlenq_ngroups_swapped, flash_api.cpp); flex's decoding kernel always (its GQA query view)."""
+    path = decode_path(run)
+    w = run.workload
+    if path is None or w.groups == 1 or path.heads_at is None or path.heads != w.kv_head_count:
+        return None
+    i = _index(run, path.main)
+    entry = measured(run, f"kernels[{i}].{path.heads_at}", "count")
+    facts = {"grid": entry, "groups": measured(run, "workload.groups", "count"),
+             "kv": measured(run, "workload.kv_heads", "count"), "heads": measured(run, "workload.heads", "count")}
+    how = ("flash swaps a group's query heads into the query rows when there is one query (seqlenq_ngroups_swapped, "
+           "flash_api.cpp)" if path.main.short_name.startswith("pytorch_flash") else
+           "flex's decoding kernel views q as [B, Hkv, group, Lq, D] (flex_decoding.py)")
+    return note("gqa_packing", "guess", "{who} packed each kv head's {groups} query heads into one tile",
+                f"Its grid runs over {{grid}} (batch, head) pairs: B × {{kv}} kv heads, not B × {{heads}} query heads: "
+                f"{how}, so each "
+                "kv head's k and v are read once for its whole group.",
+                weight=0.1, facts=facts, names={"who": label(run)}, kernels=[path.main],
+                evidence=[text.kernel_line(path.main) + f" · grid {path.main.grid}"])
+
+
+def decode_bandwidth(run: Run, peers: Peers) -> Note | None:
+    """A decode step does little arithmetic per byte: each call must read q, K and V and write the output, and its
+    speed is the rate it moves them at, against the GPU's memory bandwidth (the datasheet's, labelled so)."""
+    if not (_decoding(run) and on_gpu(run)):
+        return None
+    w = run.workload
+    parts = {"q": measured(run, "workload.q_bytes", "bytes"),
+             "k": scaled(measured(run, "workload.kv_bytes", "bytes"), 0.5, "bytes"),
+             "v": scaled(measured(run, "workload.kv_bytes", "bytes"), 0.5, "bytes"),
+             "out": measured(run, "workload.output_bytes", "bytes")}
+    formula = "q {q} + K {k} + V {v} + out {out}"
+    if w.page_size:
+        parts["table"] = measured(run, "workload.page_table_bytes", "bytes")
+        formula += " + page table {table}"
+    moved = total(parts.values(), "bytes")
+    time_us = scaled(measured(run, "timing.median_ms", "ms"), 1000, "us")
+    facts = parts | {"moved": moved, "time": time_us, "rate": ratio(moved, time_us, "bytes_per_us")}
+    key = hbm_key(run.environment.device_name)
+    said = ""
+    if key:
+        facts["peak"] = constant(HBM_BYTES_PER_US[key], "bytes_per_us", f"hbm[{key}]")
+        facts["share"] = ratio(facts["rate"], facts["peak"], "share")
+        facts["share"].of = "the datasheet's"
+        said = f" — {{share}} HBM bandwidth of the {text.machine(run.environment)} ({{peak}})"
+        if facts["share"].value > 1:
+            said += ("; more than HBM can deliver, so part was read from the L2 cache, which a warm loop of one call "
+                     "keeps filled")
+    return note("decode_bandwidth", "guess", "A decode call moves {moved} at {rate}",
+                f"Memory-bound: every call reads q, k and v once and writes the output, {formula} = {{moved}}, in "
+                f"{{time}}{said}.",
+                weight=0.35, facts=facts)
+
+
+def paged_cache(run: Run, peers: Peers) -> Note | None:
+    """A paged cache: the kernel finds each page of a sequence in a pool through a table, as a server's cache
+    fragments; here the pages lie shuffled, so every tile's keys are gathered."""
+    w = run.workload
+    if not (run.ok and w.page_size):
+        return None
+    facts = {"pages": measured(run, "workload.pages", "count"), "size": measured(run, "workload.page_size", "count"),
+             "table": measured(run, "workload.page_table_bytes", "bytes"),
+             "pool": scaled(measured(run, "workload.pages", "count"), w.batch, "count")}
+    how = {"flex": "PagedAttention's block mask names the physical page of each key block, and its mask_mod maps "
+                   "each key back to its position",
+           "fa4": "FlashAttention-4 reads the table itself (page_table) and loads each page where it lies"}
+    return note("paged_cache", "guess", "k and v through a page table: {pages} pages of {size} tokens a sequence",
+                "The pool holds {pool} pages in shuffled order; " + how.get(run.variant, "the kernel reads the table")
+                + " ({table} of int32 page numbers). A contiguous cache of the same workload (page_size empty) shows "
+                  "what the gather costs.",
+                weight=0.2, facts=facts)
+
+
+def causal_alignment(run: Run, peers: Peers) -> Note | None:
+    """SDPA's is_causal=True aligns the mask to the top left: with fewer queries than keys query i sees keys 0…i,
+    not the keys up to its own position. The run passes causal_lower_right(Lq, S) instead; the measurement computed
+    the flag's output too, once, on the same inputs (Accuracy.top_left_*)."""
+    a = run.accuracy
+    if not run.ok or a is None or (a.top_left_max_abs_error is None and a.top_left_refused is None):
+        return None
+    facts = {"queries": measured(run, "workload.queries", "count"), "keys": measured(run, "workload.seq_len", "count")}
+    if a.top_left_refused is not None:
+        return note("causal_alignment", "guess", "is_causal=True is refused here: q_len {queries} against {keys} keys",
+                    "PyTorch: “{why}”. This run passes causal_lower_right(Lq, S), the mask of queries that are the last "
+                    "positions.", weight=0.2, facts=facts, names={"why": text.clip(a.top_left_refused, 160)})
+    facts |= {"wrong": measured(run, "accuracy.top_left_max_abs_error", "error"),
+              "right": measured(run, "accuracy.max_abs_error", "error")}
+    return note("causal_alignment", "guess", "With is_causal=True this decode step would be off by {wrong}",
+                "SDPA aligns is_causal to the top left: query i sees keys 0…i, so the last query would see the first "
+                "{queries} of {keys} keys. Passed causal_lower_right(Lq, S) instead, the output is {right} from "
+                "fp64; the flag's, computed once on the same inputs, {wrong}.",
+                weight=0.45, facts=facts)
