@@ -164,3 +164,15 @@ def test_a_note_true_of_both_sides_is_said_once():
             for k in ("sdpa_flash", "sdpa_cudnn"))
     notes = [n for n in explain(Comparison(a, b)).notes if n.rule == "clocks"]
     assert [n.side for n in notes] == ["both"]
+
+
+def test_a_cold_run_s_profiled_table_is_held_against_its_warm_events():
+    """The profiled calls run warm: against the cold figure the table would part from the events for the flush's
+    sake alone."""
+    run = moded(recorded("sdpa_flash"), "cold", scale=1.5)
+    assert apply(timing_rules.profiled_vs_events, recorded("sdpa_flash")) is None   # warm: table and events agree
+    assert apply(timing_rules.profiled_vs_events, run) is None
+    parted = dataclasses.replace(run, warm_timing=Timing.of([t * 1.5 for t in run.warm_timing.samples_ms], "x"))
+    note = apply(timing_rules.profiled_vs_events, parted)
+    assert note.facts["events"].source == "run.warm_timing.median_ms" and "warm CUDA events" in note.title
+    assert "(the verdict's is the cold L2 one)" in note.body

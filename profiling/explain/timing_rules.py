@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .. import stats, text
 from ..results import Note, Run
+from ..workload import spec_of
 from .facts import (Peers, call_gpu, constant, label, measured, moved, note, on_gpu, phase_total, ran, ratio, scaled, tensors,
                     variant, working_set)
 
@@ -108,18 +109,25 @@ def first_call(run: Run, peers: Peers) -> Note | None:
 
 def profiled_vs_events(run: Run, peers: Peers) -> Note | None:
     """The kernel table sums the profiled calls' kernel durations; the timing is CUDA events around unprofiled
-    calls, of the same phase. Where they part by more than 10%, say which is which."""
+    calls, of the same phase. Where they part by more than 10%, say which is which. The profiled calls run warm:
+    a cold or graph run's table is held against its warm events where they are of the same phase (a whole call)."""
     if not on_gpu(run) or not run.kernels_of() or not run.gpu_ms:
         return None
-    facts = {"table": phase_total(run, run.phase), "events": measured(run, "timing.median_ms", "ms")}
+    warm = run.warm_timing is not None and run.phase == run.call
+    facts = {"table": phase_total(run, run.phase),
+             "events": measured(run, "warm_timing.median_ms" if warm else "timing.median_ms", "ms")}
     facts["ratio"] = ratio(facts["table"], scaled(facts["events"], 1000, "us"))
     if abs(facts["ratio"].value - 1) <= 0.10:
         return None
+    events = "warm CUDA events" if warm else "CUDA events"
+    figure = ("the warm CUDA events' median around the {phase} of unprofiled calls (the verdict's is the "
+              f"{spec_of('timing').said(run.workload.timing)} one)" if warm else
+              "the verdict's time is the median of CUDA events around the {phase} of unprofiled calls").format(
+                  phase=run.phase)
     return note("profiled_vs_events", "guess", f"Two GPU times of the {run.phase}: {{table}} profiled, {{events}} "
-                "by CUDA events",
-                f"The kernel table adds up the {run.phase}'s kernels over {{calls}} profiled calls; the verdict's "
-                f"time is the median of CUDA events around the {run.phase} of unprofiled calls. They differ by more "
-                "than the timings' spread: read ratios from one of them, never across.",
+                f"by {events}",
+                f"The kernel table adds up the {run.phase}'s kernels over {{calls}} profiled calls; {figure}. They "
+                "differ by more than the timings' spread: read ratios from one of them, never across.",
                 weight=0.2, facts=facts | {"calls": measured(run, "profiled_forwards", "count")})
 
 
