@@ -1,6 +1,7 @@
 """Measure variants on one workload: first call and warm-up, accuracy, timing (warm, then the workload's own mode:
-cold L2 or a CUDA graph), host figures, memory and a profiled window -> `Run`s (plain data). Nothing here plans, explains, formats or draws. This module runs the
-steps in order; `timing` times the calls and takes the host figures, `capture` the memory and the profiled window.
+cold L2 or a CUDA graph), host figures, memory and a profiled window -> `Run`s (plain data). Nothing here plans,
+explains, formats or draws. This module runs the steps in order; `timing` times the calls and takes the host
+figures, `capture` the memory and the profiled window.
 
 The variants of one call are one session: their timings are taken in interleaved rounds, so a drift of the
 machine hits them alike, and their host figures before any profiler session of the call (a session leaves later

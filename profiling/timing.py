@@ -491,10 +491,11 @@ _clock_read_s: list[float | None] = [0.3]  # how long the last read took (nvidia
 
 def clocks_under_load() -> Clocks | None:
     """The GPU's clocks read while it spins on a parked kernel (an idle GPU drops its clocks: an H200 idles at 345
-    MHz), parked twice as long as the last read took; None where neither NVML nor nvidia-smi answers."""
+    MHz), parked a little longer than the last read took (nvidia-smi's run is the cost: ~0.1 s a read, two a
+    measurement); None where neither NVML nor nvidia-smi answers."""
     if _clock_read_s[0] is None:
         return None
-    _park_gpu(2 * _clock_read_s[0] + 0.01)
+    _park_gpu(1.2 * _clock_read_s[0] + 0.01)
     t0 = time.perf_counter()
     clocks = read_clocks(torch.cuda.current_device())
     _clock_read_s[0] = time.perf_counter() - t0 if clocks is not None else None
