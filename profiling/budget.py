@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from . import text
+from .timing import flush_bytes
 from .workload import PASS_FLOPS, Refusal, Workload
 
 REFERENCE_CHUNK_BYTES = 256 * 2**20  # the fp64 accuracy check keeps its scores in flight under this
@@ -41,20 +42,31 @@ def accuracy_rows(queries: int, keys: int) -> int:
     return min(queries, max(64, REFERENCE_CHUNK_BYTES // (keys * 8)))
 
 
+def timing_bytes(workload: Workload, scratch_bytes: int, env) -> int:
+    """What the workload's timing mode holds beside a call: cold, the buffer it writes before each call
+    (`timing.flush_bytes`); graph, the captured calls' private memory pool (their allocations, one call's
+    reused from one to the next: about one call's)."""
+    if workload.timing == "cold":
+        return flush_bytes(env)
+    return forward_bytes(workload, scratch_bytes) if workload.timing == "graph" else 0
+
+
 def measure_bytes(workload: Workload, scratch_bytes: int, *, inputs_ready: bool = False,
-                  reference_ready: bool = False, compiled: bool = False, setup_bytes: int = 0) -> int:
+                  reference_ready: bool = False, compiled: bool = False, setup_bytes: int = 0,
+                  timing_bytes: int = 0) -> int:
     """Bytes `measurement` may add to what is resident now, at its peak: the inputs and masks (unless ready), the
     first call's output (kept for the accuracy check), a paged cache's pool, the fp64 reference rows (unless ready); and on top, the
     largest of its phases: the variant's setup (flex's block mask), a call (output + scratch), the reference's
     slices, the same check in the workload's dtype, and the accuracy differences in fp64, over `accuracy_rows`
-    query rows. Plus 5%, and what a measurement holds whatever its size (`fixed_bytes`)."""
+    query rows; a call beside what its timing mode holds (`timing_bytes`). Plus 5%, and what a measurement holds
+    whatever its size (`fixed_bytes`)."""
     w = workload
     checked = accuracy_rows(w.queries, w.seq_len)
     r = w.batch * w.heads * checked * w.head_dim          # elements of the rows checked
     out = w.output_bytes
     fp64_diffs = r * w.element_bytes + 3 * 8 * r           # the rows picked from out, .double(), difference, abs()
     resident = out
-    phases = [forward_bytes(w, scratch_bytes), fp64_diffs, setup_bytes]
+    phases = [forward_bytes(w, scratch_bytes) + timing_bytes, fp64_diffs, setup_bytes]
     if not inputs_ready:
         masks = 2 * w.mask_elements if w.causal or w.mask != "flag" else 0  # allowed and hidden, bool
         resident += w.q_bytes + w.kv_bytes + masks + (w.mask_elements * w.element_bytes if w.mask == "bias" else 0)
@@ -214,6 +226,8 @@ def _measure_seconds(w: Workload, variant, cost: DeviceCost, env) -> float:
     calls = (_MIN_TIMED_CALLS if forward < _LONG_CALL_S else _MID_TIMED_CALLS if forward < 10 * _LONG_CALL_S
              else _LONG_TIMED_CALLS)[w.device]
     timed = max(calls * forward, _TIMING_S[w.device])
+    if w.timing != "warm":  # timed twice: warm, then cold or in a CUDA graph (its capture: a few calls more)
+        timed *= 2
     return compile_s + _UNTIMED_CALLS * forward + timed + cost.per_measure_s
 
 
@@ -307,7 +321,8 @@ def memory_refusal(variant, workload: Workload, env, available: int) -> Refusal 
     """Why measuring `variant` (a Variant) on `workload` from nothing would not fit in `available` bytes, or None.
     The one memory rule: the plan of a comparison and each point of a sweep ask it."""
     scratch = variant.scratch_bytes(workload, env)
-    needed = measure_bytes(workload, scratch, compiled=variant.compiled, setup_bytes=variant.setup_bytes(workload, env))
+    needed = measure_bytes(workload, scratch, compiled=variant.compiled, setup_bytes=variant.setup_bytes(workload, env),
+                           timing_bytes=timing_bytes(workload, scratch, env))
     if needed <= available:
         return None
     reference = reference_bytes(workload, scratch)

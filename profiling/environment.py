@@ -1,7 +1,12 @@
-"""What this process runs on: read at run time, never assumed."""
+"""What this process runs on: read at run time, never assumed. On a GPU also what a figure depends on beyond the
+model: the L2's size (a warm loop reads from it), the SMs (a MIG slice has fewer), the clocks (read by NVML or
+nvidia-smi where either is there; never a failure where neither is)."""
 from __future__ import annotations
 
+import functools
 import platform
+import shutil
+import subprocess
 from dataclasses import asdict, dataclass
 
 import torch
@@ -65,6 +70,12 @@ class Environment:
     peak_tflops: dict[str, float] | None
     cpu_threads: int | None = None   # torch's intra-op threads: CPU kernels split their work by them
     cpu_features: tuple[str, ...] | None = None  # a CPU run's instruction flags that pick PyTorch's paths (cpu_paths)
+    l2_cache_bytes: int | None = None  # the GPU's L2, as the device reports it
+    sm_count: int | None = None        # SMs this process can use (a MIG slice: its own)
+    mig: bool | None = None            # the GPU is a MIG slice (its name says so, or NVML / nvidia-smi)
+    max_sm_clock_mhz: int | None = None  # the SM clock's maximum (NVML / nvidia-smi)
+    copy_bytes_per_s: float | None = None  # a large device-to-device copy's bytes read + written per second, measured
+                                           # once per process (timing.copy_ceiling): what memory traffic is set against
 
     @property
     def torch_release(self) -> tuple[int, int]:
@@ -105,6 +116,99 @@ class Environment:
         return cls(**data)
 
 
+@dataclass(frozen=True)
+class Clocks:
+    """The GPU's clocks at one moment, in MHz (None where they could not be read)."""
+    sm_mhz: int | None
+    memory_mhz: int | None
+
+
+# -- NVML or nvidia-smi: the clocks and the MIG mode, for the GPU torch calls `index` ------------------------------
+_SMI_QUERY = "pci.bus_id,clocks.sm,clocks.mem,clocks.max.sm,mig.mode.current"
+_SMI_TIMEOUT_S = 5.0
+
+
+def _number(text: str) -> int | None:
+    text = text.strip()
+    return int(float(text)) if text.replace(".", "", 1).isdigit() else None  # "[N/A]", "[Not Supported]": None
+
+
+def _pci(text: str) -> tuple[int, int, int] | None:
+    """'00000000:17:00.0' -> (domain, bus, device)."""
+    try:
+        domain, bus, rest = text.strip().split(":")
+        return int(domain, 16), int(bus, 16), int(rest.split(".")[0], 16)
+    except ValueError:
+        return None
+
+
+def parse_smi(output: str, pci: tuple[int, int, int] | None) -> dict | None:
+    """nvidia-smi's `--query-gpu=<_SMI_QUERY> --format=csv,noheader,nounits` output -> the row of the GPU at `pci`
+    (the only row, where the PCI address is unknown), as {sm, mem, max_sm, mig}; None where no row is that GPU."""
+    rows = [[c.strip() for c in line.split(",")] for line in output.strip().splitlines() if line.count(",") == 4]
+    row = next((r for r in rows if pci is not None and _pci(r[0]) == pci), None)
+    if row is None and len(rows) == 1 and pci is None:
+        row = rows[0]
+    if row is None:
+        return None
+    return {"sm": _number(row[1]), "mem": _number(row[2]), "max_sm": _number(row[3]),
+            "mig": {"enabled": True, "disabled": False}.get(row[4].lower())}
+
+
+def _device_pci(index: int) -> tuple[int, int, int] | None:
+    props = torch.cuda.get_device_properties(index)
+    ids = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    return tuple(ids) if all(isinstance(i, int) for i in ids) else None
+
+
+def _nvml(pci: tuple[int, int, int]) -> dict | None:
+    """The same figures through NVML (pynvml), where it is installed: no process to start."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByPciBusId(f"{pci[0]:08x}:{pci[1]:02x}:{pci[2]:02x}.0".encode())
+        try:
+            mig = bool(pynvml.nvmlDeviceGetMigMode(handle)[0])
+        except Exception:  # a GPU without MIG
+            mig = None
+        return {"sm": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+                "mem": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+                "max_sm": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM), "mig": mig}
+    except Exception:  # absent, or no NVML on this machine
+        return None
+
+
+def gpu_state(index: int = 0) -> dict | None:
+    """{sm, mem, max_sm, mig} of the GPU torch calls `index`, from NVML or nvidia-smi; None where neither answers."""
+    try:
+        pci = _device_pci(index)
+    except Exception:
+        pci = None
+    if pci is not None and (state := _nvml(pci)) is not None:
+        return state
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run([smi, f"--query-gpu={_SMI_QUERY}", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=_SMI_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_smi(done.stdout, pci) if done.returncode == 0 else None
+
+
+def read_clocks(index: int = 0) -> Clocks | None:
+    state = gpu_state(index)
+    return Clocks(state["sm"], state["mem"]) if state else None
+
+
+@functools.cache
+def _static_state(index: int) -> tuple[int | None, bool | None]:
+    """(the SM clock's maximum, the MIG mode): read once per process."""
+    state = gpu_state(index) or {}
+    return state.get("max_sm"), state.get("mig")
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -139,11 +243,15 @@ def detect(device: str | None = None) -> Environment:
     common = dict(torch_version=torch.__version__, python_version=platform.python_version(),
                   triton_version=_triton_version(), cpu_threads=torch.get_num_threads())
     if device == "cuda":
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        index = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        max_sm, mig = _static_state(index)
         return Environment(
             device="cuda", device_name=props.name, compute_capability=(props.major, props.minor),
             cuda_version=torch.version.cuda, cudnn_version=torch.backends.cudnn.version(),
-            total_memory_bytes=props.total_memory, peak_tflops=_peak_for(props.name), **common)
+            total_memory_bytes=props.total_memory, peak_tflops=_peak_for(props.name),
+            l2_cache_bytes=getattr(props, "L2_cache_size", None) or None, sm_count=props.multi_processor_count,
+            mig=True if "MIG" in props.name else mig, max_sm_clock_mhz=max_sm, **common)
     return Environment(
         device="cpu", device_name=_cpu_name(), compute_capability=None, cuda_version=None,
         cudnn_version=None, total_memory_bytes=None, peak_tflops=None, cpu_features=read_features(), **common)

@@ -1,6 +1,7 @@
-"""Measure variants on one workload: first call and warm-up, accuracy, timing, host figures, memory and a
-profiled window -> `Run`s (plain data). Nothing here plans, explains, formats or draws. This module runs the
-steps in order; `timing` times the calls and takes the host figures, `capture` the memory and the profiled window.
+"""Measure variants on one workload: first call and warm-up, accuracy, timing (warm, then the workload's own mode:
+cold L2 or a CUDA graph), host figures, memory and a profiled window -> `Run`s (plain data). Nothing here plans,
+explains, formats or draws. This module runs the steps in order; `timing` times the calls and takes the host
+figures, `capture` the memory and the profiled window.
 
 The variants of one call are one session: their timings are taken in interleaved rounds, so a drift of the
 machine hits them alike, and their host figures before any profiler session of the call (a session leaves later
@@ -13,6 +14,7 @@ and two timings at once contaminate each other, whoever calls.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import threading
 import time
@@ -363,6 +365,8 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
     session = uuid.uuid4().hex[:12]
     with _LOCK:
         started = time.perf_counter()
+        if workload.device == "cuda" and env.copy_bytes_per_s is None:  # measured once per process, under the lock
+            env = dataclasses.replace(env, copy_bytes_per_s=timing.copy_ceiling())
         subjects = [_Subject(v, Run(variant=v.key, workload=workload, environment=env, session=session,
                                     estimated_extra_bytes=forward_bytes(workload, v.scratch_bytes(workload, env))))
                     for v in variants]
@@ -384,8 +388,16 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
             for s in going:
                 s.run.compiled_before = compiled_before
                 step_progress(subjects.index(s), "timing")(0.0, f"{s.variant.key}: timing")
-            if going:
-                (timing.time_gpu if workload.device == "cuda" else timing.time_cpu)(going, guard.check)
+            if going and workload.device == "cuda":
+                before = timing.clocks_under_load()
+                timing.time_gpu(going, guard.check)    # warm, in every mode
+                timing.time_mode(going, guard.check)   # cold or graph: beside the warm figure
+                after = timing.clocks_under_load()
+                for s in going:
+                    s.run.clocks_before, s.run.clocks_after = before, after
+                going = [s for s in going if s.going]  # a capture refused stops here
+            elif going:
+                timing.time_cpu(going, guard.check)
             disturbed = _overlapped(mark)
             for s in going:
                 s.run.concurrent_work = disturbed

@@ -29,6 +29,16 @@ GPU_MATRIX = (
     BLOG.replace(mask="bias"),               # an additive bias
     BLOG.replace(mask="window", window=256),  # a sliding window
     BLOG.replace(mask="window", window=256, passes="fwd+bwd"),
+) + (
+    # Timed cold and in a CUDA graph (each run carries its warm figure and host figures too) where the mode changes
+    # the answer: cold where the working set is near the L2's size (the blog's forward and step: 64 and 128 MiB
+    # against the H200's L2), graphs where kernels of 0.06-0.3 ms are host-bound one launch at a time (flex, FA4: the
+    # blog's forward and step, the window of 256). All 13 workloads in all three modes would take ~15 min on the
+    # H200; with these six the matrix, the sweeps and the blog's cold sweep fit in ~10.
+    BLOG.replace(timing="cold"), BLOG.replace(timing="graph"),
+    BLOG.replace(passes="fwd+bwd", timing="cold"), BLOG.replace(passes="fwd+bwd", timing="graph"),
+    BLOG.replace(mask="window", window=256, timing="graph"),
+    BLOG.replace(mask="window", window=256, passes="fwd+bwd", timing="graph"),
 )
 
 
@@ -69,11 +79,13 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
 DOUBLING = [2**i for i in range(7, 18)]   # 128 … 131072
 FUSED = ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn", "sdpa_auto", "flex", "fa4")
 WINDOWED = ("sdpa_auto", "sdpa_cudnn", "flex", "fa4")  # a dense window mask against block-sparse kernels
-# What `record-sweeps` runs: the blog's workload for every variant, a long-context one for the fused, a training
-# step, and a sliding window of 1024 keys against causal over S (from the window up). Each family: its fixed fields,
-# its variants (None: every one), the values of its axis and the axis.
+# What `record-sweeps` runs: the blog's workload for every variant, warm and cold (where the L2 stops holding the
+# working set: 64 MiB at S=1024), a long-context one for the fused, a training step, and a sliding window of 1024
+# keys against causal over S (from the window up). Each family: its fixed fields, its variants (None: every one),
+# the values of its axis and the axis.
 RECORDED_FAMILIES = (
     (Workload.blog(), None, DOUBLING, "seq_len"),                                  # None: every variant
+    (Workload.blog(timing="cold"), None, DOUBLING, "seq_len"),
     (Workload.blog(batch=1, head_dim=128), FUSED, DOUBLING, "seq_len"),
     (Workload.blog(passes="fwd+bwd"), FUSED, DOUBLING[:9], "seq_len"),            # 128 … 32768
     (Workload.blog(batch=1, head_dim=128, mask="window", window=1024), WINDOWED, DOUBLING[3:], "seq_len"),

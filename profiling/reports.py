@@ -181,6 +181,18 @@ def _host_line(run: Run) -> str:
             f"busy); back to back {text.ms(run.back_to_back.median_ms)} per {run.call}: **{_bound_words(run)}**{pin}")
 
 
+def _clock_line(run: Run) -> str:
+    """'clocks under load, as the timing began → ended: SM 1,980 → 1,980 MHz (max 1,980 MHz), memory 3,201 → …'"""
+    def moved(attribute: str) -> str:
+        b, a = getattr(run.clocks_before, attribute), getattr(run.clocks_after, attribute)
+        return f"{text.mhz(b) if b else '—'} → {text.mhz(a) if a else '—'}"
+    peak = f" (max {text.mhz(run.environment.max_sm_clock_mhz)})" if run.environment.max_sm_clock_mhz else ""
+    sms = f"; {run.environment.sm_count} SMs" + (", a MIG slice" if run.environment.mig else "") \
+        if run.environment.sm_count else ""
+    return (f"clocks under load, as the timing began → ended: SM {moved('sm_mhz')}{peak}, memory "
+            f"{moved('memory_mhz')}{sms}")
+
+
 def run_card(side: str, run: Run, label: str) -> str:
     """The numbers of one run, or why there are none (Markdown)."""
     head = f"### {side} · {label} `{run.variant}`"
@@ -198,6 +210,11 @@ def run_card(side: str, run: Run, label: str) -> str:
     if run.forward_timing is not None and run.backward_timing is not None:
         lines.append(f"- forward {text.ms(run.forward_timing.median_ms)} + backward "
                      f"{text.ms(run.backward_timing.median_ms)} (the same calls, an event between them)")
+    if run.warm_timing is not None:
+        lines.append(f"- warm, the same calls back to back: {text.ms(run.warm_timing.median_ms)} per {run.call} "
+                     f"on the GPU ({run.warm_timing.method})")
+    if run.clocks_before is not None and run.clocks_after is not None:
+        lines.append(f"- {_clock_line(run)}")
     if run.kernels_per_forward is not None:
         if run.phase == "step":
             split = f" ({text.count(run.launches('forward'))} forward, {text.count(run.launches('backward'))} backward)"

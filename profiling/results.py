@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from .environment import Environment
+from .environment import Clocks, Environment
 from .workload import Workload
 
 # What became of a variant on a workload: it ran, or why it did not (typed, never a sentence to parse).
@@ -100,7 +100,8 @@ class Timing:
     p75_ms: float | None = None
     samples_ms: list[float] | None = None     # every sample, in the order taken (None in older recordings)
     host_gaps: bool = False                   # GPU events only: the GPU caught up with the host inside the timed
-                                              # calls, so the samples include time it waited for the host
+                                              # calls (parked longer and retaken, it still did), so the samples may
+                                              # include time it waited for the host
 
     @classmethod
     def of(cls, times_ms: list[float], method: str) -> "Timing":
@@ -186,8 +187,16 @@ class Run:
                                               # training step (forward + backward), or the backward alone
     forward_timing: Timing | None = None      # a training pass: the forward (autograd recording) ...
     backward_timing: Timing | None = None     # ... and the backward, timed in the same calls
+                                              # (workload.timing says how: warm, cold L2, or a CUDA graph's replay;
+                                              # in a graph the two are events inside the step's graph)
+    warm_timing: Timing | None = None         # cold and graph timing: warm CUDA events of one whole call (a forward,
+                                              # or a step), taken beside the mode's own figure
+    flush_bytes: int | None = None            # cold timing: the buffer written before every timed call
+    clocks_before: Clocks | None = None       # GPU clocks under load as the timing began ...
+    clocks_after: Clocks | None = None        # ... and as it ended (None where they could not be read)
     # The host, three figures each named for what it is (GPU runs; on a CPU the host does the work itself):
-    # (on a GPU, of one call: a forward, or a whole training step, which a backward view's call is too)
+    # (on a GPU, of one call: a forward, or a whole training step, which a backward view's call is too; taken as a
+    # warm loop in every timing mode)
     host_cost: Timing | None = None           # CPU time to issue one call while the GPU is kept busy
     pin_cost_ms: float | None = None          # entering and leaving the sdpa_kernel pin, costed apart
     back_to_back: Timing | None = None        # wall time per call of a plain loop of calls, per round
@@ -253,14 +262,20 @@ class Run:
         return self.timing.median_ms if self.timing else None
 
     @property
+    def warm_call_ms(self) -> float | None:
+        """The warm GPU time of one whole call, what a plain loop's figures are set against: the mode's own call time
+        when it is warm, else the warm events taken beside it."""
+        return self.warm_timing.median_ms if self.warm_timing is not None else self.call_gpu_ms
+
+    @property
     def bound(self) -> str | None:
         """What sets a plain loop's pace, from the three host figures (None where they were not taken): "gpu" when
-        the pace is within HOST_BOUND of the GPU time; "host" when it is not and issuing a call costs the CPU about
-        as long as the GPU takes to run it, so the host cannot stay ahead; "other" when the loop ran slower than
+        the pace is within HOST_BOUND of the warm GPU time; "host" when it is not and issuing a call costs the CPU
+        about as long as the GPU takes to run it, so the host cannot stay ahead; "other" when the loop ran slower than
         both (it waited on something neither measures: a finding to explain, not a bound)."""
-        if self.back_to_back is None or self.host_cost is None or self.call_gpu_ms is None:
+        if self.back_to_back is None or self.host_cost is None or self.warm_call_ms is None:
             return None
-        gpu = self.call_gpu_ms
+        gpu = self.warm_call_ms
         if self.back_to_back.median_ms <= HOST_BOUND * gpu:
             return "gpu"
         return "host" if HOST_BOUND * self.host_cost.median_ms >= gpu else "other"
@@ -307,7 +322,8 @@ class Run:
         data["kernels"] = share_by_phase([Kernel.from_dict(k) for k in data.get("kernels", [])])
         data["host_ops"] = [HostOp(**h) for h in data.get("host_ops", [])]
         for key, kind in (("timing", Timing), ("host_cost", Timing), ("back_to_back", Timing), ("accuracy", Accuracy),
-                          ("forward_timing", Timing), ("backward_timing", Timing)):
+                          ("forward_timing", Timing), ("backward_timing", Timing), ("warm_timing", Timing),
+                          ("clocks_before", Clocks), ("clocks_after", Clocks)):
             if data.get(key) is not None:
                 data[key] = kind(**data[key])
         return cls(**data)

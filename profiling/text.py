@@ -113,9 +113,14 @@ def bandwidth(bytes_per_us: float) -> str:
     return f"{per_s / 1e12:.1f} TB/s" if per_s >= 1e12 else f"{per_s / 1e9:.0f} GB/s"
 
 
+def mhz(value: float) -> str:
+    """A clock: 1,980 MHz."""
+    return f"{value:,.0f} MHz"
+
+
 FORMATS = {"ms": ms, "us": us, "s": seconds, "bytes": size, "share": share, "pct": percent, "x": times,
            "count": count, "power": power, "power_B": lambda e: power(e, "B"), "bytes_per_us": bandwidth,
-           "error": error}
+           "error": error, "mhz": mhz}
 
 
 def quantity(q: "Quantity") -> str:
@@ -149,6 +154,17 @@ def host_call(workload) -> str:
 def on_device(env) -> str:
     """Where a run ran, in words that stay true when it is replayed elsewhere: "on the H200", "on the CPU"."""
     return f"on the {machine(env)}"
+
+
+def tensor_sum(names) -> str:
+    """The tensors a figure of bytes adds up: 'q + K + V + out'."""
+    return " + ".join(names)
+
+
+def tensor_list(names) -> str:
+    """'q, K, V and out'."""
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def plural(n: float, word: str, many: str | None = None) -> str:
@@ -316,6 +332,9 @@ GLOSSARY = {
     "CUDA events": "GPU timestamps around unprofiled calls: the timing the verdict uses",
     "Memset": "cudaMemsetAsync, filling device memory; the profiler lists it with the kernels",
     "Kineto": "the profiler's C++ library that records GPU activity through CUPTI",
+    "L2": "the GPU's last-level cache, shared by all its SMs: what a call finds there it does not read from HBM",
+    "CUDA graph": "calls captured once as a graph of kernels and replayed with one launch: no per-kernel launch cost",
+    "MIG": "Multi-Instance GPU: one GPU split into slices, each with its own SMs and memory",
 }
 
 

@@ -1,23 +1,32 @@
-"""How long a warm call takes, and which side sets the pace: CUDA events on a GPU, wall time on a CPU, the host
-figures (back to back, host cost, host- or GPU-bound) and what a variant's `sdpa_kernel` pin costs.
+"""How long a call takes, and which side sets the pace: CUDA events on a GPU, wall time on a CPU, the host figures
+(back to back, host cost, host- or GPU-bound) and what a variant's `sdpa_kernel` pin costs.
 
-The variants of one measurement take their samples in interleaved rounds, so a drift of the machine hits them
-alike. What is timed comes prepared and warm from `measurement` (a `Timed`); its `check` is called at every safe
-point and raises to stop, keeping the samples taken.
+A GPU call is timed as the workload's `timing` says: warm (calls behind a parked GPU, what the last one left in L2
+still there), cold (the L2 flushed before every timed call, the flush outside the events) or in a CUDA graph (calls
+captured once, replayed; no launch cost). The warm figure and the host figures are taken in every mode: a cold or
+graph run carries both. The variants of one measurement take their samples in interleaved rounds, so a drift of the
+machine hits them alike. What is timed comes prepared and warm from `measurement` (a `Timed`); its `check` is called
+at every safe point and raises to stop, keeping the samples taken.
+
+Beside the timings: the GPU's clocks read under load, and its device-to-device copy ceiling, measured once.
 """
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 import statistics
 import time
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import torch
 
 from attention_variants import Variant
 
-from .results import Run, Timing
+from .environment import Clocks, Environment, read_clocks
+from .results import UNSUPPORTED, Run, Timing
 
 TIMING_BUDGET_S = 0.06        # GPU, per variant: CUDA events are steady, this gives a stable median
 MIN_SAMPLES, MAX_SAMPLES = 8, 50  # 8 a side: the rank test can separate at p = 2/12870
@@ -35,8 +44,18 @@ MAX_LAUNCHES_PER_CALL = 64    # more than any variant launches per call (math at
                               # figures come before the profile, so the real count is not known yet
 LONG_CALL_S = 1e-3            # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls
                               # (budget._LONG_TIMED_CALLS prices what it takes)
-HOST_CALL_MAX_S = 5e-4        # no variant here takes the host longer than this to issue (math: ~0.16 ms)
+HOST_CALL_MAX_S = 5e-4        # a first guess of the host's time to issue a call, before it is measured (math: ~0.16
+                              # ms; flex's and FA4's steps more: the park follows what the probe measures)
+PROBE_PARK_S = 0.002          # the probe's park beyond its guess: its calls are not timed yet
+PARK_MARGIN = 1.5             # park for this many times the host's measured issue time ...
+PARK_SLACK_S = 20e-6          # ... plus this
+PARK_RETRIES = 2              # a sample the GPU reached before the host had issued it is taken again, parked longer
 PIN_CALLS = 200
+FLUSH_FALLBACK_BYTES = 256 * 2**20  # tritonbench's flush, where the device does not report its L2
+GRAPH_WARMUP_CALLS = 3        # on a side stream before a capture, as PyTorch's CUDA graph docs ask
+GRAPH_LAUNCH_GUESS_S = 1e-4   # a first guess of the host's time to launch a graph replay, before it is measured
+COPY_BYTES = 512 * 2**20      # the copy ceiling's buffer: far past any L2
+COPY_REPEATS = 10
 
 
 class Timed(Protocol):
@@ -73,52 +92,294 @@ def _pass_timings(run: Run, per_phase: list[list[float]], method: str) -> None:
     run.timing = run.backward_timing if run.workload.passes == "bwd" else Timing.of(step, method)
 
 
-def time_gpu(subjects: list[Timed], check: Callable[[], None]) -> None:
-    """CUDA events around groups of calls, every sample queued behind its own parked GPU, so the events time the
-    GPU's work alone and not the gaps a slow host would leave between launches; the variants take their samples in
-    turn, round by round. Within a call an event between the forward and the backward times each apart. A call of a
-    few microseconds is timed in groups (each sample is a group's mean): an event pair costs about as much as such
-    a kernel and would otherwise be most of what it measures."""
+@dataclass
+class Park:
+    """How long the GPU is parked before a sample's calls, so that the host has issued them all before the GPU reaches
+    the first: the host's time to issue one call (measured, the longest seen) times the calls, with a margin. Where
+    the GPU had finished the park before the host finished issuing, it may have waited on the host inside the timed
+    calls: the sample is taken again, parked twice as long, up to PARK_RETRIES times; one that still ran out is kept
+    and marks the timing (`ran_out` -> `Timing.host_gaps`)."""
+    issue_s: float                 # the host's time to issue one call
+    calls: int                     # calls issued behind one park
+    slack_s: float = PARK_SLACK_S
+    ran_out: bool = False
+
+    @property
+    def seconds(self) -> float:
+        return PARK_MARGIN * self.calls * self.issue_s + self.slack_s
+
+    def keep(self, issued_s: float, finished_first: bool, retries: int) -> bool:
+        """After a sample whose calls the host issued in `issued_s`: whether to keep it (False: take it again)."""
+        self.issue_s = max(self.issue_s, issued_s / self.calls)
+        if not finished_first:
+            return True
+        if retries < PARK_RETRIES:
+            self.issue_s *= 2
+            return False
+        self.ran_out = True
+        return True
+
+
+def _parked(park_s: float, issue: Callable[[], None]) -> tuple[float, bool]:
+    """Park the GPU for `park_s`, then `issue` work behind it: (the host's time to issue it, whether the GPU had
+    finished the park by then: an event recorded right after the park kernel has completed)."""
+    torch.cuda.synchronize()
+    _park_gpu(park_s)
+    parked = torch.cuda.Event()
+    parked.record()
+    t0 = time.perf_counter()
+    issue()
+    issued_s = time.perf_counter() - t0
+    return issued_s, parked.query()
+
+
+def _sample(park: Park, issue: Callable[[], None]) -> None:
+    """One sample behind a parked GPU, taken again (parked longer) while the GPU ran out of its park first."""
+    for retries in itertools.count():
+        issued_s, finished_first = _parked(park.seconds, issue)
+        if park.keep(issued_s, finished_first, retries):
+            return
+
+
+Marks = list[list["torch.cuda.Event | None"]]  # per call: an event before each phase and one after the last
+
+
+def _marks(s: Timed, calls: int, **kind) -> Marks:
+    return [[torch.cuda.Event(enable_timing=True, **kind) for _ in range(len(s.phases) + 1)] for _ in range(calls)]
+
+
+def _issuing(s: Timed, marks: Marks, flush: Callable[[], None] | None = None) -> Callable[[], None]:
+    """Issue one call per entry of `marks`, each phase after its event (None: no event), the L2 flushed before each
+    call (cold), outside its events."""
+    def issue() -> None:
+        for call in marks:
+            if flush is not None:
+                flush()
+            for mark, phase in zip(call, s.phases):
+                if mark is not None:
+                    mark.record()
+                phase()
+            if call[-1] is not None:
+                call[-1].record()
+    return issue
+
+
+def _group(per_call_s: float) -> int:
+    """Calls per sample: a call of a few microseconds is timed in groups (each sample is a group's mean), since an
+    event pair costs about as much as such a kernel."""
+    return int(min(GROUP_MAX, max(1, GROUP_S // per_call_s)))
+
+
+def _wanted(group: int, per_call_s: float) -> int:
+    return int(min(MAX_SAMPLES, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * per_call_s))))
+
+
+def _per_phase(marks_per_sample: list[Marks], phases: int, calls: int) -> list[list[float]]:
+    """Each phase's ms per call, sample by sample: the sum over a sample's calls over their number."""
+    return [[sum(call[p].elapsed_time(call[p + 1]) for call in marks) / calls for marks in marks_per_sample]
+            for p in range(phases)]
+
+
+def time_gpu(subjects: list[Timed], check: Callable[[], None], flush: Callable[[], None] | None = None) -> None:
+    """CUDA events around groups of calls, every sample queued behind its own parked GPU (`Park`: as long as the host
+    was measured to take to issue it), so the events time the GPU's work alone and not the gaps a slow host would
+    leave between launches; the variants take their samples in turn, round by round. Within a call an event between
+    the forward and the backward times each apart. With `flush` (cold), the L2 is flushed before every call, outside
+    its events."""
     plans = {}
     for s in subjects:
         probes = 10 if s.estimate_s < LONG_CALL_S else 2  # a call of a millisecond or more: two tell its length
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        park = Park(min(s.estimate_s, HOST_CALL_MAX_S), probes, slack_s=PROBE_PARK_S)  # a guess: measured next
+        marks = _marks(s, probes)
         with s.context():
+            _sample(park, _issuing(s, marks, flush))
             torch.cuda.synchronize()
-            _park_gpu(0.002 + probes * min(s.estimate_s, HOST_CALL_MAX_S))
-            start.record()
-            for _ in range(probes):
-                s.call()
-            end.record()
-            torch.cuda.synchronize()
-        per_call_s = max(start.elapsed_time(end) / probes / 1000.0, 1e-7)
-        group = int(min(GROUP_MAX, max(1, GROUP_S // per_call_s)))
-        wanted = int(min(MAX_SAMPLES, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * per_call_s))))
-        plans[id(s)] = (group, wanted, [])
-    for _ in range(max(wanted for _, wanted, _ in plans.values())):
+        per_call_s = max(sum(sum(_per_phase([marks], len(s.phases), probes), [])) / 1000.0, 1e-7)
+        group = _group(per_call_s)
+        plans[id(s)] = (group, _wanted(group, per_call_s), [], Park(park.issue_s, group))
+    for _ in range(max(wanted for _, wanted, _, _ in plans.values())):
         check()
         for s in subjects:
-            group, wanted, samples = plans[id(s)]
+            group, wanted, samples, park = plans[id(s)]
             if len(samples) >= wanted:
                 continue
-            events = [[torch.cuda.Event(enable_timing=True) for _ in range(len(s.phases) + 1)] for _ in range(group)]
+            marks = _marks(s, group)
             with s.context():  # entered outside the events
                 # never more launches in flight than one group's, far under CUDA's queue depth (a full queue
                 # makes the host wait, and the GPU then waits on the host)
-                torch.cuda.synchronize()
-                _park_gpu(1.5 * group * min(s.estimate_s, HOST_CALL_MAX_S) + 20e-6)
-                for marks in events:
-                    for mark, phase in zip(marks, s.phases):
-                        mark.record()
-                        phase()
-                    marks[-1].record()
-            samples.append(events)
+                _sample(park, _issuing(s, marks, flush))
+            samples.append(marks)
     torch.cuda.synchronize()
     for s in subjects:
-        group, _, samples = plans[id(s)]
-        per_phase = [[sum(marks[p].elapsed_time(marks[p + 1]) for marks in events) / group for events in samples]
-                     for p in range(len(s.phases))]
-        _pass_timings(s.run, per_phase, "cuda events" if group == 1 else f"cuda events per {group} calls")
+        group, _, samples, park = plans[id(s)]
+        method = ("cuda events" if group == 1 else f"cuda events per {group} calls") + \
+            (", L2 flushed before each call" if flush is not None else "")
+        _pass_timings(s.run, _per_phase(samples, len(s.phases), group), method)
+        _mark_gaps(s.run, park.ran_out)
+
+
+def _mark_gaps(run: Run, gaps: bool) -> None:
+    for t in (run.timing, run.forward_timing, run.backward_timing):
+        if t is not None:
+            t.host_gaps = gaps
+
+
+# -- cold and graph: the mode's own figure, beside the warm one -------------------------------------------------
+def flush_bytes(env: Environment) -> int:
+    """The buffer cold timing writes before every timed call: twice the device's L2 (FlashInfer's flush), or
+    tritonbench's 256 MiB where the device does not report its L2."""
+    return 2 * env.l2_cache_bytes if env.l2_cache_bytes else FLUSH_FALLBACK_BYTES
+
+
+class L2Flush:
+    """Writes a buffer of `n_bytes` (zeros, one memset): every line the last call left in L2 is evicted by it."""
+
+    def __init__(self, n_bytes: int):
+        self.n_bytes = n_bytes
+        self.buffer = torch.empty(n_bytes, dtype=torch.uint8, device="cuda")
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
+
+
+def call_timing(run: Run) -> Timing | None:
+    """The run's timing of one whole call: its figure for a forward or a step; a backward view's forward + backward,
+    sample by sample (the same calls)."""
+    f, b = run.forward_timing, run.backward_timing
+    if run.workload.passes != "bwd" or f is None or b is None:
+        return run.timing
+    whole = Timing.of([x + y for x, y in zip(f.samples_ms, b.samples_ms)], f.method)
+    whole.host_gaps = f.host_gaps or b.host_gaps
+    return whole
+
+
+def time_mode(subjects: list[Timed], check: Callable[[], None]) -> None:
+    """After the warm timing (`time_gpu`), the workload's own mode where it is not warm: the warm figure of a whole
+    call kept as `warm_timing`, then the calls timed cold or in a CUDA graph."""
+    mode = subjects[0].run.workload.timing
+    if mode == "warm":
+        return
+    for s in subjects:
+        s.run.warm_timing = call_timing(s.run)
+    if mode == "graph":
+        time_graph(subjects, check)
+        return
+    flush = L2Flush(flush_bytes(subjects[0].run.environment))
+    for s in subjects:
+        s.run.flush_bytes = flush.n_bytes
+    time_gpu(subjects, check, flush)
+
+
+class CaptureRefused(Exception):
+    """PyTorch or CUDA refused to capture a variant's calls in a CUDA graph; the message is their words."""
+
+
+def _first_line(error: Exception) -> str:
+    said = str(error).strip().splitlines()
+    return (said[0] if said else type(error).__name__)[:300]
+
+
+def capture(s: Timed, marks: Marks) -> "torch.cuda.CUDAGraph":
+    """One call per entry of `marks` captured in one CUDA graph, after warm-up calls on a side stream (PyTorch's
+    CUDA graph docs: lazy initialisation and first-use work stay out of the capture). A failure inside the capture
+    is CaptureRefused in the first error's words (the capture's end then fails too, saying only that it was
+    invalidated), with the stream the capture left current restored."""
+    with s.context():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(GRAPH_WARMUP_CALLS):
+                s.call()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        current = torch.cuda.current_stream()
+        graph = torch.cuda.CUDAGraph()
+        failure = None
+        try:
+            with torch.cuda.graph(graph):
+                try:
+                    _issuing(s, marks)()
+                except Exception as error:  # let the capture end; its words are the ones to give
+                    failure = error
+        except Exception as error:
+            failure = failure or error
+    if failure is not None:
+        torch.cuda.set_stream(current)  # a failed capture_end leaves the capture's stream current
+        raise CaptureRefused(_first_line(failure))
+    return graph
+
+
+def _inner_marks(s: Timed, calls: int) -> Marks | None:
+    """A step's events inside its graph, one before each phase and one after the last, per call: recorded as event
+    nodes of the graph (torch.cuda.Event(external=True), torch 2.8 on). A forward needs none (the replay's events
+    time it); None where this torch has no such events."""
+    if len(s.phases) == 1:
+        return [[None, None] for _ in range(calls)]
+    try:
+        return _marks(s, calls, external=True)
+    except TypeError:  # torch before 2.8: no external events
+        return None
+
+
+def _refuse(run: Run, reason: str) -> None:
+    """No graph figure: the run is unsupported in this mode, its warm figure kept apart (`warm_timing`) and none
+    shown as the mode's."""
+    run.status, run.reason = UNSUPPORTED, reason
+    run.timing = run.forward_timing = run.backward_timing = None
+
+
+def time_graph(subjects: list[Timed], check: Callable[[], None]) -> None:
+    """N calls of each variant captured in one CUDA graph (N as a warm group's: calls under 200 µs together) and
+    replayed behind a parked GPU, round by round: a call's time is the replay's events over N. A training step's
+    forward and backward are timed apart by events inside the graph; a backward view needs them (without them a
+    step is timed whole, and a backward is refused). A variant the capture refuses comes back unsupported, in
+    PyTorch's words. The warm figures must be in (`Run.warm_call_ms`)."""
+    plans = {}
+    for s in subjects:
+        per_call_s = max(s.run.warm_call_ms / 1000.0, 1e-7)
+        calls = _group(per_call_s)
+        inner = _inner_marks(s, calls)
+        if inner is None and s.run.workload.passes == "bwd":
+            _refuse(s.run, f"torch {torch.__version__} records no timing events inside a CUDA graph "
+                           "(torch.cuda.Event(external=True) comes with 2.8): its backward cannot be timed apart")
+            continue
+        try:
+            graph = capture(s, inner or [[None] * (len(s.phases) + 1) for _ in range(calls)])
+        except CaptureRefused as refused:
+            _refuse(s.run, f"cannot be captured in a CUDA graph: {refused}")
+            continue
+        graph.replay()  # the first replay uploads the graph
+        plans[id(s)] = (graph, calls, inner, _wanted(calls, per_call_s), [], [], Park(GRAPH_LAUNCH_GUESS_S, 1))
+    timed = [s for s in subjects if id(s) in plans]
+    for _ in range(max((plan[3] for plan in plans.values()), default=0)):
+        check()
+        for s in timed:
+            graph, calls, inner, wanted, whole, parts, park = plans[id(s)]
+            if len(whole) >= wanted:
+                continue
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+            def replay(graph=graph, start=start, end=end) -> None:
+                start.record()
+                graph.replay()
+                end.record()
+            _sample(park, replay)
+            end.synchronize()  # the events inside the graph are recorded again by the next replay: read them now
+            whole.append(start.elapsed_time(end) / calls)
+            if len(s.phases) > 1 and inner is not None:
+                parts.append([p[0] for p in _per_phase([inner], len(s.phases), calls)])
+    for s in timed:
+        graph, calls, inner, _, whole, parts, park = plans.pop(id(s))
+        method = f"cuda graph of {calls} call{'s' if calls > 1 else ''}, replay events" + \
+            (" (forward and backward by events inside it)" if parts else "")
+        run = s.run
+        run.forward_timing = run.backward_timing = None
+        if parts:
+            run.forward_timing, run.backward_timing = (Timing.of(list(p), method) for p in zip(*parts))
+        run.timing = run.backward_timing if run.workload.passes == "bwd" else Timing.of(whole, method)
+        _mark_gaps(run, park.ran_out)
+        del graph
+    torch.cuda.synchronize()
 
 
 def _settled(times: list[list[float]]) -> bool:
@@ -162,7 +423,7 @@ def _calls(per_call_s: float, wanted: float) -> int:
 
 def _host_plan(s: Timed) -> tuple[int, int, float]:
     """Per round: (back-to-back calls, host-cost calls, a generous guess of one call's host time in seconds)."""
-    gpu_s = s.run.timing.median_ms / 1000.0
+    gpu_s = s.run.warm_call_ms / 1000.0
     host_guess_s = max(s.estimate_s, 1e-4) if gpu_s < LONG_CALL_S else HOST_CALL_MAX_S  # a warm call: an upper bound
     per_call_s = max(gpu_s, host_guess_s)
     loop = _calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // HOST_ROUNDS
@@ -175,7 +436,8 @@ def _host_plan(s: Timed) -> tuple[int, int, float]:
 
 def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
     """Back-to-back time per call (a plain loop: what a model sees) and host cost per call (each call timed
-    while the GPU is parked, so the host never waits on it); which side sets the pace is `Run.bound`'s.
+    while the GPU is parked, so the host never waits on it), in every timing mode; which side sets the pace is
+    `Run.bound`'s.
     Taken in HOST_ROUNDS rounds that alternate between the variants, so a drift in the host's speed
     (seen on the H200: one variant's median moving from 17 to 26 µs between two moments) hits all alike."""
     plans = {id(s): _host_plan(s) for s in subjects}
@@ -188,7 +450,7 @@ def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
                 loop, calls, host_guess_s = plans[id(s)]
                 with s.context():  # entered outside every timed call
                     # settle after whatever ran before (another variant): a long call settles in one
-                    for _ in range(3 if s.run.timing.median_ms < LONG_CALL_S * 1000 else 1):
+                    for _ in range(3 if s.run.warm_call_ms < LONG_CALL_S * 1000 else 1):
                         s.call()
                     torch.cuda.synchronize()
                     t0 = time.perf_counter()
@@ -222,3 +484,53 @@ def pin_cost_ms(variant: Variant) -> float | None:
         times.append((time.perf_counter() - t0) * 1000.0)
     return statistics.median(times)
 
+
+# -- beside the timings: the clocks under load, the copy ceiling ---------------------------------------------
+_clock_read_s: list[float | None] = [0.3]  # how long the last read took (nvidia-smi: ~0.1-0.3 s); None: no source
+
+
+def clocks_under_load() -> Clocks | None:
+    """The GPU's clocks read while it spins on a parked kernel (an idle GPU drops its clocks: an H200 idles at 345
+    MHz), parked a little longer than the last read took (nvidia-smi's run is the cost: ~0.1 s a read, two a
+    measurement); None where neither NVML nor nvidia-smi answers."""
+    if _clock_read_s[0] is None:
+        return None
+    _park_gpu(1.2 * _clock_read_s[0] + 0.01)
+    t0 = time.perf_counter()
+    clocks = read_clocks(torch.cuda.current_device())
+    _clock_read_s[0] = time.perf_counter() - t0 if clocks is not None else None
+    torch.cuda.synchronize()
+    return clocks
+
+
+@functools.cache
+def copy_ceiling() -> float | None:
+    """Bytes read + written per second by the best of COPY_REPEATS device-to-device copies of a buffer far past the
+    L2, measured once per process: the ceiling a call's memory traffic is set against (DESIGN: ~4.3 TB/s on the
+    H200). None where memory is too short for the buffers."""
+    free, _ = torch.cuda.mem_get_info()
+    n = min(COPY_BYTES, free // 4)
+    if n < 64 * 2**20:
+        return None
+    try:
+        return 2 * n / _best_copy_s(n)
+    except torch.OutOfMemoryError:
+        return None
+    finally:  # the buffers are gone by now: give their memory back
+        torch.cuda.empty_cache()
+
+
+def _best_copy_s(n: int) -> float:
+    src = torch.empty(n, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)  # the first copy's one-off costs
+    best = math.inf
+    for _ in range(COPY_REPEATS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1000.0)
+    return best

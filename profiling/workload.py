@@ -146,13 +146,17 @@ MASKS = ("flag", "bool", "bias", "window")
 # A backward is 2.5 forwards of FLOPs: the anchors' model (tritonbench, attention-gym); the only place it is set.
 BACKWARD_FLOPS = 2.5
 PASS_FLOPS = {"fwd": 1.0, "fwd+bwd": 1.0 + BACKWARD_FLOPS, "bwd": BACKWARD_FLOPS}
+# How each call is timed (timing.py): warm (the last call's data still in L2), cold (the L2 flushed before each timed
+# call, as tritonbench and FlashInfer time), graph (N calls captured in one CUDA graph and replayed, as serving
+# engines run them). cold and graph time a GPU.
+TIMINGS = ("warm", "cold", "graph")
 
 
 @dataclass(frozen=True)
 class Workload:
     """One attention problem. Its fields, in the order they are said: batch, heads (and kv heads), the key/value
     length S (and the query length, when fewer queries than keys), head dim, dtype, the causal pattern and how it
-    reaches the kernel, the input rank and the pass. Every size, count and pair below derives from these."""
+    reaches the kernel, the input rank, the pass and how its calls are timed. Every size, count and pair below derives from these."""
     batch: int = spec(8, label="batch B", query="batch", limits=(1, 1024), said="B={}".format, tag="B{}".format)
     heads: int = spec(16, label="heads H", query="heads", limits=(1, 1024), said="H={}".format, tag="H{}".format)
     kv_heads: int | None = spec(None, label="kv heads", query="kv_heads", limits=(1, 1024), optional=True,
@@ -190,6 +194,14 @@ class Workload:
                        help="a training step: inputs that require grad, gradients reset between steps",
                        said={"fwd": "", "fwd+bwd": "forward + backward", "bwd": "backward"}.get,
                        tag={"fwd": "", "fwd+bwd": "_train", "bwd": "_bwd"}.get)
+    timing: str = spec("warm", label="timing", query="timing", choices=TIMINGS,
+                       labels=("warm: data left in L2", "cold: L2 flushed before each call",
+                               "CUDA graph: calls replayed"),
+                       help="how each call is timed: warm (what the call before left in L2 still there), cold (a "
+                            "buffer twice the L2 written before each call, outside the timing) or in a CUDA graph "
+                            "(calls captured once and replayed: no launch cost); cold and graph need a GPU",
+                       said={"warm": "", "cold": "cold L2", "graph": "CUDA graph"}.get,
+                       tag={"warm": "", "cold": "_cold", "graph": "_graph"}.get)
     device: str = "cuda"    # cuda | cpu: where it runs (the source decides, not a control)
     seed: int = 0
 
@@ -199,6 +211,9 @@ class Workload:
         if not isinstance(self.device, str) or self.device not in ("cuda", "cpu"):
             raise Refusal("device", self.device, "must be 'cuda' or 'cpu'")
         whole_number("seed", self.seed, 0, 2**63 - 1)
+        if self.device == "cpu" and self.timing != "warm":
+            raise Refusal("timing", self.timing, "cold and graph time a GPU (its L2 flushed before each call; calls "
+                                                 "replayed in a CUDA graph): on a CPU choose warm")
         # one workload, one spelling: as many kv heads as heads is plain MHA, as many queries as keys the square case
         if self.kv_heads == self.heads:
             object.__setattr__(self, "kv_heads", None)

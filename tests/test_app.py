@@ -208,6 +208,8 @@ def test_every_public_endpoint_takes_exactly_the_types_its_api_documents(client,
             call = base | {key: values_[i % len(values_)] for key, values_ in listed.items() if values_}
             if call["mask"] == "window":  # a documented int: mask=window needs one
                 call["window"] = 256
+            if call["timing"] != "warm" and call["source"] == LIVE and app.ENV.device == "cpu":
+                call["source"] = RECORDING  # cold and graph time a GPU: this server's live runs are its CPU's
             assert all(fits(call[key], params[key]["type"]) for key in call), (name, call)
             got.clear()
             answer = client.predict(**call, api_name=name)

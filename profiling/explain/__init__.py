@@ -26,6 +26,9 @@ RULES: tuple[Rule, ...] = (
     guess_rules.softmax_kernel, guess_rules.flex_mask_per_call, guess_rules.occupancy_by_design,
     guess_rules.occupancy_not_zero, timing_rules.host_bound, timing_rules.loop_waits,
     guess_rules.scores_in_memory, timing_rules.first_call, timing_rules.profiled_vs_events,
+    # how it was timed: the L2, a CUDA graph, the bytes against the copy ceiling, the clocks
+    timing_rules.l2_resident, timing_rules.cold_l2, timing_rules.graph_winner, timing_rules.memory_traffic,
+    timing_rules.clocks,
     # a training pass
     backward_rules.backward_ratio, backward_rules.fused_backward, backward_rules.saved_for_backward,
     backward_rules.gradient_accuracy,

@@ -15,6 +15,7 @@ from .. import dispatch, text
 from ..environment import HBM_BYTES_PER_US
 from ..reference import BLOG
 from ..results import HostOp, Kernel, Launch, Note, Quantity, Run, in_phase
+from ..workload import Workload
 
 Peers = dict[str, Run]  # variant key -> an ok run of the same workload in the same environment
 Rule = Callable[[Run, Peers], Note | None]
@@ -171,8 +172,44 @@ def launch_count(run: Run, phase: str, who: str = "run") -> Quantity:
 
 
 def call_gpu(run: Run, who: str = "run") -> Quantity:
-    """The GPU time of one whole call (a backward view's is its step's): what the host figures are set against."""
-    return Quantity(run.call_gpu_ms, "ms", f"{who}.call_gpu_ms")
+    """The warm GPU time of one whole call (a backward view's is its step's): what the host figures, taken as a warm
+    loop in every timing mode, are set against."""
+    return Quantity(run.warm_call_ms, "ms", f"{who}.warm_call_ms")
+
+
+# -- bytes: what a call must move, at the least ------------------------------------------------------------
+def tensors(w: Workload, phase: str) -> list[tuple[str, int]]:
+    """The tensors one call of `phase` must read or write, each once at the least, with their bytes: a forward reads
+    q, K, V (and a mask or bias of Lq×S where one is passed) and writes out; a backward reads q, K, V (the mask or
+    bias: it recomputes the scores), out and dout and writes dq, dK, dV (the per-row log-sum-exp, B·H·Lq floats, left
+    out); a step is both, in turn. The one bytes
+    model: memory traffic, the L2's working set and every note that states bytes read it."""
+    q, kv = w.q_bytes, w.kv_bytes // 2
+    mask = [("bias", w.mask_elements * w.element_bytes)] if w.mask == "bias" else \
+        [("mask", w.mask_elements)] if w.mask == "bool" else []
+    forward = [("q", q), ("K", kv), ("V", kv), *mask, ("out", q)]
+    backward = [("q", q), ("K", kv), ("V", kv), *mask, ("out", q), ("dout", q), ("dq", q), ("dK", kv), ("dV", kv)]
+    return {"forward": forward, "backward": backward, "step": forward + backward}[phase]
+
+
+def moved_bytes(w: Workload, phase: str) -> int:
+    """Bytes one call of `phase` moves at the least: each of its tensors once (a step's forward and backward each)."""
+    return sum(n for _, n in tensors(w, phase))
+
+
+def working_set_bytes(w: Workload, phase: str) -> int:
+    """The distinct tensors one call of `phase` touches: what a warm loop may find in L2 from the call before."""
+    return sum(dict(tensors(w, phase)).values())
+
+
+def moved(run: Run, phase: str | None = None, who: str = "run") -> Quantity:
+    phase = phase or run.phase
+    return Quantity(moved_bytes(run.workload, phase), "bytes", f"moved({who}, '{phase}')")
+
+
+def working_set(run: Run, phase: str | None = None, who: str = "run") -> Quantity:
+    phase = phase or run.phase
+    return Quantity(working_set_bytes(run.workload, phase), "bytes", f"working_set({who}, '{phase}')")
 
 
 def scores_bytes(run: Run, who: str = "run") -> Quantity:
@@ -337,6 +374,8 @@ def _launch_share(run: Run, phase: str, *refs: float) -> float:
 
 
 _FUNCTIONS = {"sum": lambda *xs: sum(xs), "ratio": lambda a, b: a / b, "diff": lambda a, b: a - b,
+              "moved": lambda run, phase: float(moved_bytes(run.workload, phase)),
+              "working_set": lambda run, phase: float(working_set_bytes(run.workload, phase)),
               "share": _share, "launch_share": _launch_share,
               "product": lambda a, b: a * b, "rows": lambda run: float(len(run.kernels_of())),
               "fit": lambda *sy: log_slope(sy[0::2], sy[1::2]),

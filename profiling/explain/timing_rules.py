@@ -1,13 +1,18 @@
 """The run's time figures against each other and the guess: the host's cost per call against the GPU's time
-(host-bound, or a loop slower than both), the first call against a warm one, and the profiled kernel table against
-CUDA events. Each rule reads one run and returns a `Note` or None. The host figures are of one call the host issues:
-a forward, or a whole training step (a backward view's calls are steps too).
+(host-bound, or a loop slower than both), the first call against a warm one, the profiled kernel table against
+CUDA events; and what a figure depends on beyond the kernel: the L2 a warm loop reads from and what a cold one
+changed, a CUDA graph that removes the launch cost and changes the winner, the bytes moved against the GPU's copy
+ceiling, the clocks and the slice of GPU it ran on. Each rule reads one run (and for a ratio the other of the
+comparison) and returns a `Note` or None. The host figures are of one call the host issues: a forward, or a whole
+training step (a backward view's calls are steps too), taken as a warm loop whatever the timing mode.
 """
 from __future__ import annotations
 
+from .. import stats, text
 from ..results import Note, Run
-from .. import text
-from .facts import Peers, call_gpu, measured, note, on_gpu, phase_total, ran, ratio, scaled, variant
+from ..workload import spec_of
+from .facts import (Peers, call_gpu, constant, label, measured, moved, note, on_gpu, phase_total, ran, ratio, scaled, tensors,
+                    variant, working_set)
 
 
 # -- the host against the GPU ---------------------------------------------------------------------------
@@ -104,16 +109,176 @@ def first_call(run: Run, peers: Peers) -> Note | None:
 
 def profiled_vs_events(run: Run, peers: Peers) -> Note | None:
     """The kernel table sums the profiled calls' kernel durations; the timing is CUDA events around unprofiled
-    calls, of the same phase. Where they part by more than 10%, say which is which."""
+    calls, of the same phase. Where they part by more than 10%, say which is which. The profiled calls run warm:
+    a cold or graph run's table is held against its warm events where they are of the same phase (a whole call)."""
     if not on_gpu(run) or not run.kernels_of() or not run.gpu_ms:
         return None
-    facts = {"table": phase_total(run, run.phase), "events": measured(run, "timing.median_ms", "ms")}
+    warm = run.warm_timing is not None and run.phase == run.call
+    facts = {"table": phase_total(run, run.phase),
+             "events": measured(run, "warm_timing.median_ms" if warm else "timing.median_ms", "ms")}
     facts["ratio"] = ratio(facts["table"], scaled(facts["events"], 1000, "us"))
     if abs(facts["ratio"].value - 1) <= 0.10:
         return None
+    events = "warm CUDA events" if warm else "CUDA events"
+    figure = ("the warm CUDA events' median around the {phase} of unprofiled calls (the verdict's is the "
+              f"{spec_of('timing').said(run.workload.timing)} one)" if warm else
+              "the verdict's time is the median of CUDA events around the {phase} of unprofiled calls").format(
+                  phase=run.phase)
     return note("profiled_vs_events", "guess", f"Two GPU times of the {run.phase}: {{table}} profiled, {{events}} "
-                "by CUDA events",
-                f"The kernel table adds up the {run.phase}'s kernels over {{calls}} profiled calls; the verdict's "
-                f"time is the median of CUDA events around the {run.phase} of unprofiled calls. They differ by more "
-                "than the timings' spread: read ratios from one of them, never across.",
+                f"by {events}",
+                f"The kernel table adds up the {run.phase}'s kernels over {{calls}} profiled calls; {figure}. They "
+                "differ by more than the timings' spread: read ratios from one of them, never across.",
                 weight=0.2, facts=facts | {"calls": measured(run, "profiled_forwards", "count")})
+
+
+# -- the L2: what a warm loop reads from it, what a cold one changed ------------------------------------------------
+COLD_CHANGE = 0.03   # cold within 3% of warm: the flush changed nothing worth a word
+
+
+def l2_resident(run: Run, peers: Peers) -> Note | None:
+    """Warm, a call whose working set (the distinct tensors it reads and writes, `facts.tensors`) fits in the L2 finds
+    it there, left by the call before: its figure is an L2-fed one, which a model's layer does not see."""
+    if not on_gpu(run) or run.workload.timing != "warm" or not run.environment.l2_cache_bytes:
+        return None
+    facts = {"set": working_set(run), "l2": measured(run, "environment.l2_cache_bytes", "bytes")}
+    if facts["set"].value > facts["l2"].value:
+        return None
+    names = text.tensor_list(dict(tensors(run.workload, run.phase)))
+    return note("l2_resident", "guess", f"{names} ({{set}}) fit in the {{l2}} L2: a warm loop reads them from there",
+                f"Each timed {run.call} follows another on the same tensors, so the L2 still holds what the last one "
+                "read and wrote; a model's layer finds its inputs in HBM. timing=cold writes a buffer of twice the L2 "
+                "before every call.", weight=0.3, facts=facts)
+
+
+def cold_l2(run: Run, peers: Peers) -> Note | None:
+    """Cold, beside the warm events of the same calls: what flushing the L2 before each call changed."""
+    if not on_gpu(run) or run.workload.timing != "cold" or run.warm_timing is None or not run.call_gpu_ms \
+            or not run.flush_bytes:
+        return None
+    facts = {"cold": measured(run, "call_gpu_ms", "ms"), "warm": measured(run, "warm_timing.median_ms", "ms"),
+             "flush": measured(run, "flush_bytes", "bytes"), "set": working_set(run, run.call)}
+    facts["ratio"] = ratio(facts["cold"], facts["warm"])
+    change = facts["ratio"].value - 1
+    if abs(change) < COLD_CHANGE:
+        facts["threshold"] = constant(COLD_CHANGE, "share", repr(COLD_CHANGE))
+        title = f"Flushing the L2 changed a {run.call} by under {{threshold}}: {{cold}} cold, {{warm}} warm"
+    else:
+        title = f"With the L2 flushed, a {run.call} takes {{cold}}: {{ratio}} the warm {{warm}}"
+    if run.environment.l2_cache_bytes:
+        facts["l2"] = measured(run, "environment.l2_cache_bytes", "bytes")
+        buffer = "twice the {l2} L2"
+        warm = ("fits in that L2: warm, a loop read it from there" if facts["set"].value <= facts["l2"].value else
+                "is larger than the L2: warm, only the part the last call left there was read from it")
+    else:
+        buffer = "tritonbench's size: this GPU does not report its L2"
+        warm = "may partly stay in the L2 from call to call"
+    return note("cold_l2", "guess", title,
+                f"Before each timed {run.call} a {{flush}} buffer ({buffer}) was written, outside the events, so the "
+                f"call read its inputs from HBM. Its {{set}} working set {warm}.",
+                weight=0.15 + min(0.5, 2 * abs(change)), facts=facts)
+
+
+# -- a CUDA graph: no launch cost, and the order it gives ---------------------------------------------------------
+def graph_winner(run: Run, peers: Peers) -> Note | None:
+    """In a CUDA graph, the side the test ranks faster where the other was the faster back to back (one side
+    host-bound): the replay removed the launch cost that held this one back. Said on the graph's winner only."""
+    if not on_gpu(run) or run.workload.timing != "graph" or run.back_to_back is None or run.host_cost is None:
+        return None
+    from .verdict import CROSS_SESSION_DRIFT
+    for key, other in peers.items():
+        if other.back_to_back is None or other.timing is None or "host" not in (run.bound, other.bound):
+            continue
+        same = run.session is not None and run.session == other.session
+        replayed = stats.decide(run.timing.samples_ms or [], other.timing.samples_ms or [],
+                                drift=0.0 if same else CROSS_SESSION_DRIFT["timing"])
+        paced = stats.decide(run.back_to_back.samples_ms or [], other.back_to_back.samples_ms or [],
+                             drift=0.0 if same else CROSS_SESSION_DRIFT["back_to_back"])
+        if not (replayed.kind == paced.kind == "ranked" and replayed.faster == "a" and paced.faster == "b"):
+            continue
+        who = f"peers[{key}]"
+        facts = {"graph": measured(run, "timing.median_ms", "ms"),
+                 "other_graph": measured(other, "timing.median_ms", "ms", who),
+                 "pace": measured(run, "back_to_back.median_ms", "ms"),
+                 "other_pace": measured(other, "back_to_back.median_ms", "ms", who),
+                 "host": measured(run, "host_cost.median_ms", "ms")}
+        facts["ratio"] = ratio(facts["other_graph"], facts["graph"])
+        facts["pace_ratio"] = ratio(facts["pace"], facts["other_pace"])
+        return note("graph_winner", "verdict",
+                    f"In a CUDA graph {label(run)} is {{ratio}} faster; back to back {label(other)} is, by "
+                    "{pace_ratio}",
+                    f"Replayed, a {run.call} takes {{graph}} against {label(other)}'s {{other_graph}}; in a plain loop "
+                    f"calls come every {{pace}} against {{other_pace}}, since issuing one costs {label(run)}'s CPU "
+                    "{host}, and a replay issues the whole graph at once. Serving engines replay attention in CUDA "
+                    "graphs: there, this order holds.", weight=0.7, facts=facts)
+    return None
+
+
+# -- bytes moved, against this GPU's copy ceiling -------------------------------------------------------------------
+def _formula(run: Run) -> str:
+    """The tensors the run's figure moves, as a sum: 'q + K + V + out'; a step's forward and backward apart."""
+    if run.phase != "step":
+        return text.tensor_sum(name for name, _ in tensors(run.workload, run.phase))
+    return " + ".join(f"{phase} ({text.tensor_sum(name for name, _ in tensors(run.workload, phase))})"
+                      for phase in ("forward", "backward"))
+
+
+def memory_traffic(run: Run, peers: Peers) -> Note | None:
+    """The fewest bytes the run's phase moves (`facts.tensors`, each tensor once) over its figure's time, against
+    this GPU's device-to-device copy, measured once per process (bytes read + written)."""
+    if not on_gpu(run) or not run.environment.copy_bytes_per_s or not run.gpu_ms:
+        return None
+    facts = {"moved": moved(run), "time": measured(run, "timing.median_ms", "ms"),
+             "ceiling": ratio(measured(run, "environment.copy_bytes_per_s", "count"),
+                              constant(1e6, "count", "1000000"), "bytes_per_us")}
+    facts["rate"] = ratio(facts["moved"], scaled(facts["time"], 1000, "us"), "bytes_per_us")
+    facts["share"] = ratio(facts["rate"], facts["ceiling"], "share")
+    facts["share"].of = "the measured copy ceiling"
+    mode = {"warm": "warm: what the last call left in L2 is counted as moved too",
+            "cold": "the L2 flushed before each call", "graph": "replayed in a CUDA graph"}[run.workload.timing]
+    warm = ""
+    if run.warm_timing is not None and run.phase == run.call:
+        facts["warm"] = measured(run, "warm_timing.median_ms", "ms")
+        facts["warm_rate"] = ratio(facts["moved"], scaled(facts["warm"], 1000, "us"), "bytes_per_us")
+        warm = " Warm, the same bytes took {warm}: {warm_rate}."
+    over = " Above the ceiling: the L2, not HBM, served part of it." if facts["share"].value > 1 else ""
+    return note("memory_traffic", "guess", f"{_formula(run)} = {{moved}} in {{time}}: {{rate}}, {{share}}",
+                f"The fewest bytes a {run.phase} moves, each tensor once, over its GPU time ({mode}). This GPU's "
+                "device-to-device copy runs at {ceiling} (bytes read + written, the best of large copies measured "
+                "once)." + warm + over, weight=min(0.5, 0.5 * facts["share"].value), facts=facts)
+
+
+# -- the GPU it ran on: its clocks, a slice of it ------------------------------------------------------------------
+CLOCK_MOVE = 0.10    # a clock that moved by more than this between the timing's start and end
+
+
+def clocks(run: Run, peers: Peers) -> Note | None:
+    """The GPU the figures were taken on: its SM or memory clock moved by more than 10% between the readings under
+    load as the timing began and ended, or it is a MIG slice (its own SMs: not the GPU of a whole-GPU recording)."""
+    if not on_gpu(run):
+        return None
+    env, before, after = run.environment, run.clocks_before, run.clocks_after
+    facts, said = {}, []
+    for name, attribute in (("SM", "sm_mhz"), ("memory", "memory_mhz")):
+        b, a = (getattr(c, attribute, None) if c is not None else None for c in (before, after))
+        if b and a and abs(a - b) / b > CLOCK_MOVE:
+            facts[f"{attribute}_before"] = measured(run, f"clocks_before.{attribute}", "mhz")
+            facts[f"{attribute}_after"] = measured(run, f"clocks_after.{attribute}", "mhz")
+            said.append(f"the {name} clock moved from {{{attribute}_before}} to {{{attribute}_after}}")
+    if not said and not env.mig:
+        return None
+    parts = []
+    if said:
+        if env.max_sm_clock_mhz:
+            facts["max"] = measured(run, "environment.max_sm_clock_mhz", "mhz")
+        parts.append("Read under load as the timing began and as it ended" + (" (the SM clock's maximum is {max})"
+                     if "max" in facts else "") + ": a GPU that throttles or boosts during a run times its calls at "
+                     "different speeds, and the samples mix them.")
+    if env.mig:
+        slice_ = "a MIG slice" + (" of {sms} SMs" if env.sm_count else "")
+        if env.sm_count:
+            facts["sms"] = measured(run, "environment.sm_count", "count")
+        parts.append(f"{env.device_name} is {slice_}: its figures are not a whole GPU's, and a share of the datasheet "
+                     "peak is of the whole GPU's.")
+    title = "; ".join(said) + " while this was timed" if said else f"Timed on {slice_}"
+    return note("clocks", "environment", title[0].upper() + title[1:], " ".join(parts),
+                weight=0.45 if said else 0.4, facts=facts)

@@ -2,7 +2,8 @@
 wherever the measured order contradicts the guessed one, with the reasons the two traces show.
 
 The figure: GPU time (CUDA events) when neither run is host-bound (`Run.bound`); when either is, the back-to-back
-pace of both, since a model's loop runs at that pace; wall time on a CPU. The test (`stats.decide`): a rank test at
+pace of both, since a model's loop runs at that pace; wall time on a CPU. Timed cold or in a CUDA graph (the
+workload's `timing`, the same on both sides), the mode's own GPU time. The test (`stats.decide`): a rank test at
 level 0.01 (exact where the sizes allow), and a winner only when the gap is at least 3% and above the drift between
 the moments A and B were measured (none when they were interleaved in one session). Host cost per call is its own
 figure, in its own note, never the headline's.
@@ -23,7 +24,8 @@ from .facts import (ampere_design, call_gpu, constant, difference, guess, hopper
 # host cost of one variant moved ~50% within a process; GPU time moves far less.
 CROSS_SESSION_DRIFT = {"timing": 0.10, "back_to_back": 0.50}
 FIGURES = {"timing": "GPU time, CUDA events", "back_to_back": "back to back: the pace of a loop of calls",
-           "wall": "wall time"}
+           "wall": "wall time", "cold": "GPU time with a cold L2, CUDA events",
+           "graph": "GPU time in a CUDA graph, replay events"}
 
 
 @dataclass(frozen=True)
@@ -42,10 +44,13 @@ class Verdict:
 
 
 def figure(a: Run, b: Run) -> tuple[str, str]:
-    """(path, words) of the one figure A and B are compared on. A backward alone has no pace of its own (a loop runs
-    whole steps): its GPU time, always."""
+    """(path, words) of the one figure A and B are compared on. Cold or in a CUDA graph, the mode's own figure (a warm
+    loop's pace is not a cold one's, and a graph has no host pace). A backward alone has no pace of its own (a loop
+    runs whole steps): its GPU time, always."""
     if a.environment.device != "cuda":
         return "timing", FIGURES["wall"]
+    if a.workload.timing != "warm":
+        return "timing", FIGURES[a.workload.timing]
     if a.workload.passes == "bwd":
         return "timing", FIGURES["timing"]
     if "host" in (a.bound, b.bound) and a.back_to_back is not None and b.back_to_back is not None:

@@ -1,0 +1,395 @@
+"""How a call is timed (`workload.timing`: warm, cold L2, CUDA graph) and how long the GPU is parked before it, on a
+CPU: a fake GPU whose events read the host's clock and whose park lasts its seconds of host time stands in for CUDA,
+so the orchestration (what is flushed where, what is captured, what is refused and in whose words, when a sample
+is taken again and when it is marked) is checked for real; the GPU figures themselves are bench/h200/timing_check.py's.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from attention_variants import VARIANTS
+from profiling import budget, environment, timing
+from profiling.environment import Environment, parse_smi
+from profiling.explain import facts
+from profiling.replay import find_recorded, unrecorded_message
+from profiling.request import LIVE, Request
+from profiling.results import UNSUPPORTED, Run, Timing
+from profiling.workload import Refusal, Workload
+
+GPU = Environment(device="cuda", device_name="NVIDIA H200", compute_capability=(9, 0), torch_version="2.11.0+cu130",
+                  cuda_version="13.0", cudnn_version=91900, triton_version=None, python_version="3.11",
+                  total_memory_bytes=141 * 2**30, peak_tflops=None, l2_cache_bytes=60 * 10**6)
+
+
+def spin(seconds: float) -> None:
+    """Hold the host for `seconds` (a sleep can overshoot by a scheduler tick)."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+class FakeGPU:
+    """Runs nothing and keeps a log: an event records the host's clock when it is recorded, a park ends `seconds` of
+    host time after it is queued, and an event recorded after the park has completed once that time has passed
+    (`always_reached`: the GPU always got there first)."""
+
+    def __init__(self, always_reached: bool = False):
+        self.park_end = 0.0
+        self.ran_s = 0.0          # what graph replays have run: a replay runs on the GPU, not on the host
+        self.parks: list[float] = []
+        self.log: list[str] = []
+        self.always_reached = always_reached
+        self.external = True      # this torch has torch.cuda.Event(external=True)
+        gpu = self
+
+        class Event:
+            def __init__(self, enable_timing=False, blocking=False, interprocess=False, **kind):
+                if kind and not gpu.external:
+                    raise TypeError("__new__() got an unexpected keyword argument 'external'")
+                self.at = None
+
+            def record(self):
+                self.at = time.perf_counter() + gpu.ran_s
+                gpu.log.append("record")
+
+            def query(self):
+                return gpu.always_reached or time.perf_counter() >= gpu.park_end
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):
+                return (end.at - self.at) * 1000.0
+        self.Event = Event
+
+    def park(self, seconds: float) -> None:
+        self.parks.append(seconds)
+        self.park_end = time.perf_counter() + seconds
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    fake = FakeGPU()
+    monkeypatch.setattr(torch.cuda, "Event", fake.Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(timing, "_park_gpu", fake.park)
+    return fake
+
+
+@dataclasses.dataclass
+class Subject:
+    """A `timing.Timed` whose phases hold the host for given times and log themselves."""
+    run: Run
+    host_s: tuple[float, ...]                # each phase's host time
+    log: list[str]
+    estimate_s: float = 1e-5                 # a bad guess of a call's length: the park must not rely on it
+    given: list | None = None                # phases given as they are, instead
+
+    @property
+    def phases(self):
+        if self.given is not None:
+            return self.given
+
+        def phase(i, seconds):
+            def call():
+                self.log.append(f"phase{i}")
+                spin(seconds)
+            return call
+        return [phase(i, s) for i, s in enumerate(self.host_s)]
+
+    def call(self):
+        for p in self.phases:
+            p()
+
+    def context(self):
+        return contextlib.nullcontext()
+
+
+def subject(gpu: FakeGPU, host_s=(2e-4,), env: Environment = GPU, **workload) -> Subject:
+    w = Workload.blog(**workload)
+    return Subject(Run("fake", w, env), host_s, gpu.log)
+
+
+# -- warm: the park follows the host's measured issue time (issue #25) ----------------------------------------------
+def test_a_park_is_the_host_s_issue_time_over_the_calls_with_a_margin():
+    park = timing.Park(issue_s=2e-4, calls=4)
+    assert park.seconds == pytest.approx(1.5 * 4 * 2e-4 + 20e-6)
+    assert park.keep(issued_s=4 * 3e-4, finished_first=False, retries=0)   # kept, and the longest issue is learnt
+    assert park.issue_s == pytest.approx(3e-4) and not park.ran_out
+    assert not park.keep(issued_s=4 * 3e-4, finished_first=True, retries=0)  # reached first: take it again ...
+    assert park.issue_s == pytest.approx(6e-4)                                # ... parked twice as long
+    assert park.keep(issued_s=4 * 3e-4, finished_first=True, retries=timing.PARK_RETRIES) and park.ran_out
+
+
+def test_the_park_is_planned_from_the_host_s_issue_time_not_from_a_guess(gpu):
+    s = subject(gpu, host_s=(1e-3,))                 # a host-bound call: 1 ms to issue, guessed at 10 µs
+    timing.time_gpu([s], lambda: None)
+    group = 1                                        # events measure the host here: 1 ms a call, one call a group
+    samples = gpu.parks[-s.run.timing.samples:]
+    assert all(p >= timing.PARK_MARGIN * group * 1e-3 for p in samples)
+    assert not s.run.timing.host_gaps
+    assert s.run.timing.median_ms == pytest.approx(1.0, rel=0.5)
+
+
+def test_a_gpu_that_keeps_reaching_the_calls_first_is_retried_then_marked(gpu):
+    gpu.always_reached = True
+    s = subject(gpu, host_s=(1e-4, 1e-4), passes="fwd+bwd")
+    timing.time_gpu([s], lambda: None)
+    run = s.run
+    assert run.timing.host_gaps and run.forward_timing.host_gaps and run.backward_timing.host_gaps
+    # every sample (and the probe) was taken 1 + PARK_RETRIES times, each retry parked longer than the last
+    assert len(gpu.parks) == (1 + timing.PARK_RETRIES) * (run.timing.samples + 1)
+    tries = gpu.parks[:1 + timing.PARK_RETRIES]
+    assert tries == sorted(tries) and tries[0] < tries[-1]
+
+
+def test_a_gpu_that_waits_on_nothing_is_not_marked(gpu):
+    s = subject(gpu, host_s=(5e-5,))
+    timing.time_gpu([s], lambda: None)
+    assert not s.run.timing.host_gaps and s.run.timing.samples >= timing.MIN_SAMPLES
+
+
+# -- cold: the L2 flushed before every timed call, outside its events ---------------------------------------------
+def test_cold_flushes_before_every_call_and_outside_its_events(gpu):
+    s = subject(gpu, host_s=(1e-5, 1e-5), passes="fwd+bwd")
+    flush = lambda: gpu.log.append("flush")  # noqa: E731
+    timing.time_gpu([s], lambda: None, flush)
+    calls = 0
+    for i, entry in enumerate(gpu.log):
+        if entry == "phase0":
+            calls += 1
+            # each call: flush, then its first event, then the forward; its last event after the backward
+            assert gpu.log[i - 2:i] == ["flush", "record"], gpu.log[i - 3:i + 1]
+            assert gpu.log[i + 1:i + 4] == ["record", "phase1", "record"]
+    assert calls == gpu.log.count("flush") > 0
+    assert "L2 flushed before each call" in s.run.timing.method
+
+
+def test_the_flush_is_twice_the_l2_the_device_reports(monkeypatch):
+    props = SimpleNamespace(name="NVIDIA H200", major=9, minor=0, total_memory=141 * 2**30, multi_processor_count=132,
+                            L2_cache_size=52_428_800)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    monkeypatch.setattr(environment.shutil, "which", lambda name: None)   # no nvidia-smi, no NVML: never a failure
+    monkeypatch.setattr(environment, "_nvml", lambda pci: None)
+    environment._static_state.cache_clear()
+    env = environment.detect("cuda")
+    environment._static_state.cache_clear()
+    assert env.l2_cache_bytes == 52_428_800 and env.sm_count == 132 and env.mig is None
+    assert timing.flush_bytes(env) == 2 * 52_428_800
+    props.L2_cache_size = 126 * 2**20                                      # a larger L2 (B200): a larger flush
+    assert timing.flush_bytes(environment.detect("cuda")) == 2 * 126 * 2**20
+    environment._static_state.cache_clear()
+    assert timing.flush_bytes(dataclasses.replace(env, l2_cache_bytes=None)) == 256 * 2**20  # tritonbench's
+
+
+def test_cold_timing_keeps_the_warm_figure_and_records_its_flush(gpu, monkeypatch):
+    made = []
+
+    class Flush:
+        def __init__(self, n_bytes):
+            self.n_bytes = n_bytes
+            made.append(n_bytes)
+
+        def __call__(self):
+            gpu.log.append("flush")
+    monkeypatch.setattr(timing, "L2Flush", Flush)
+    s = subject(gpu, timing="cold")
+    timing.time_gpu([s], lambda: None)
+    warm = s.run.timing
+    timing.time_mode([s], lambda: None)
+    assert s.run.warm_timing is warm and s.run.timing is not warm
+    assert made == [s.run.flush_bytes] == [2 * GPU.l2_cache_bytes]
+
+
+def test_a_cold_or_graph_run_holds_the_flush_or_the_graph_s_pool_beside_a_call_in_the_memory_plan():
+    v = VARIANTS["sdpa_flash"]
+    w = Workload.blog()
+    scratch = v.scratch_bytes(w, GPU)
+    held = {"warm": 0, "cold": 2 * GPU.l2_cache_bytes, "graph": budget.forward_bytes(w, scratch)}
+    for mode, extra in held.items():
+        assert budget.memory_refusal(v, w.replace(timing=mode), GPU, 0).needed == \
+            budget.measure_bytes(w, scratch, timing_bytes=extra)
+    # beside the call, not beside the accuracy check (done before the timing): once it is the largest phase, every
+    # byte it holds counts, with the plan's 5%
+    big = 10 * 2**30
+    grown = budget.measure_bytes(w, scratch, timing_bytes=2 * big) - budget.measure_bytes(w, scratch, timing_bytes=big)
+    assert grown == pytest.approx(1.05 * big, abs=2)
+
+
+# -- graph: calls captured once, replayed; a refusal in PyTorch's words ---------------------------------------
+class FakeGraphs:
+    """torch.cuda's graph API on a CPU: a capture runs the calls once (the subject raises where told to) and counts
+    them; a replay moves the fake GPU's clock on by `call_s` a captured call, so the replay's events time them."""
+
+    def __init__(self, gpu: FakeGPU, monkeypatch, end_says: str | None = None, always: bool = False,
+                 call_s: float = 1e-4):
+        self.capturing = self.invalidated = False
+        self.set_to = []
+        graphs = self
+
+        class CUDAGraph:
+            def __init__(self):
+                self.took = 0.0
+
+            def replay(self):
+                gpu.ran_s += self.took
+
+        class Capture:
+            def __init__(self, graph):
+                self.graph = graph
+
+            def __enter__(self):
+                graphs.capturing, self.logged = True, len(gpu.log)
+
+            def __exit__(self, *exc):
+                graphs.capturing = False
+                self.graph.took = gpu.log[self.logged:].count("phase0") * call_s
+                if end_says and (always or graphs.invalidated):  # capture_end fails: the capture was invalidated
+                    graphs.invalidated = False
+                    raise RuntimeError(end_says)
+
+        stream = SimpleNamespace(wait_stream=lambda other: None)
+        monkeypatch.setattr(torch.cuda, "CUDAGraph", CUDAGraph)
+        monkeypatch.setattr(torch.cuda, "graph", Capture)
+        monkeypatch.setattr(torch.cuda, "Stream", lambda: stream)
+        monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda: stream)
+        monkeypatch.setattr(torch.cuda, "set_stream", self.set_to.append)
+
+
+def warm(s: Subject, ms: float) -> Subject:
+    s.run.warm_timing = Timing.of([ms] * 8, "cuda events")
+    return s
+
+
+def test_graph_timing_is_the_replay_over_its_calls(gpu, monkeypatch):
+    FakeGraphs(gpu, monkeypatch)
+    s = warm(subject(gpu, host_s=(1e-4,), timing="graph"), 0.1)
+    timing.time_graph([s], lambda: None)
+    calls = timing._group(1e-4)                                  # 200 µs of calls of 0.1 ms: two per graph
+    assert calls == 2 and s.run.timing.method.startswith("cuda graph of 2 calls")
+    assert s.run.timing.median_ms == pytest.approx(0.1, rel=0.2)  # the replay's 0.2 ms over its 2 calls
+    assert s.run.forward_timing is None and s.run.ok
+
+
+def test_a_graph_step_is_split_by_events_inside_its_graph(gpu, monkeypatch):
+    FakeGraphs(gpu, monkeypatch)
+    s = warm(subject(gpu, host_s=(1e-4, 3e-4), passes="fwd+bwd", timing="graph"), 0.4)
+    timing.time_graph([s], lambda: None)
+    run = s.run
+    assert run.forward_timing.median_ms < run.backward_timing.median_ms  # 0.1 ms and 0.3 ms of host a call
+    assert "events inside it" in run.timing.method
+
+
+def test_without_events_inside_a_graph_a_backward_is_refused_and_a_step_timed_whole(gpu, monkeypatch):
+    FakeGraphs(gpu, monkeypatch)
+    gpu.external = False                                          # torch before 2.8
+    backward = warm(subject(gpu, host_s=(1e-4, 1e-4), passes="bwd", timing="graph"), 0.2)
+    step = warm(subject(gpu, host_s=(1e-4, 1e-4), passes="fwd+bwd", timing="graph"), 0.2)
+    timing.time_graph([backward, step], lambda: None)
+    assert backward.run.status == UNSUPPORTED and "torch.cuda.Event(external=True)" in backward.run.reason
+    assert step.run.ok and step.run.forward_timing is None and step.run.timing.samples >= timing.MIN_SAMPLES
+
+
+def test_a_capture_pytorch_refuses_is_unsupported_in_its_words(gpu, monkeypatch):
+    graphs = FakeGraphs(gpu, monkeypatch, end_says="CUDA error: operation failed due to a previous error during capture")
+    said = "CUDA error: operation not permitted when stream is capturing"
+    s = warm(subject(gpu, timing="graph"), 0.1)
+
+    def refuses():
+        if graphs.capturing:
+            graphs.invalidated = True
+            raise RuntimeError(f"{said}\nCUDA kernel errors might be asynchronously reported")
+    s.given = [refuses]
+    s.run.timing = s.run.warm_timing                    # the warm figure time_gpu left: not the graph's
+    fine = warm(subject(gpu, timing="graph"), 0.1)
+    timing.time_graph([s, fine], lambda: None)
+    assert s.run.status == UNSUPPORTED and s.run.reason == f"cannot be captured in a CUDA graph: {said}"
+    assert graphs.set_to, "the stream a failed capture left current is set back"
+    assert s.run.timing is None and s.run.warm_timing is not None and fine.run.ok and fine.run.timing is not None
+
+
+def test_a_capture_whose_end_fails_is_refused_in_those_words(gpu, monkeypatch):
+    FakeGraphs(gpu, monkeypatch, end_says="CUDA error: operation not supported when stream is capturing", always=True)
+    s = warm(subject(gpu, timing="graph"), 0.1)
+    timing.time_graph([s], lambda: None)
+    assert s.run.reason == "cannot be captured in a CUDA graph: CUDA error: operation not supported when stream is " \
+                           "capturing"
+
+
+def test_a_training_step_s_graph_resets_the_gradients_before_each_captured_forward(monkeypatch):
+    """The phases a graph captures are measurement's: each forward sets q, k, v's grads to None first, so a
+    captured step never accumulates into the grads of the one before."""
+    from profiling import measurement
+    w = Workload.cpu_default(seq_len=16, passes="fwd+bwd")
+    x = w.make_inputs().with_grad()
+    forward, backward = measurement._phases(VARIANTS["naive"], x)
+    forward()
+    backward()
+    first = x.q.grad
+    forward()
+    assert x.q.grad is None
+    backward()
+    assert x.q.grad is not first and torch.allclose(x.q.grad, first)
+
+
+# -- the field: refused on a CPU, said in words and names, never mixed ---------------------------------------------
+@pytest.mark.parametrize("mode", ["cold", "graph"])
+def test_cold_and_graph_are_refused_on_a_cpu_in_one_line_naming_the_field(mode):
+    with pytest.raises(Refusal) as refused:
+        Request.build(LIVE, "naive", "sdpa_flash", {"timing": mode}, "cpu")
+    assert refused.value.field == "timing" and "\n" not in str(refused.value)
+    assert str(refused.value).startswith(f"timing='{mode}' is not allowed: cold and graph time a GPU")
+    request = Request.build("h200-torch2.11", "naive", "sdpa_flash", {"timing": mode}, "cpu")  # a recording's GPU
+    assert request.workload.timing == mode and request.workload.device == "cuda"
+
+
+def test_the_timing_is_said_in_the_workload_s_words_and_names_its_traces():
+    warm, cold, graph = (Workload.blog(timing=m) for m in ("warm", "cold", "graph"))
+    assert warm.words() == "B=8, H=16, S=1024, D=64, bf16, causal"           # warm is what every recording was
+    assert cold.words().endswith(", cold L2") and graph.words().endswith(", CUDA graph")
+    assert len({warm.tag(), cold.tag(), graph.tag()}) == 3 and warm.tag() == "B8H16S1024D64_bf16_causal_r4"
+    assert Request.build("h200-torch2.11", "naive", "sdpa_flash", {"timing": "graph"}, "cpu") \
+        .to_query()["timing"] == "graph"
+
+
+def test_a_comparison_never_mixes_timing_modes():
+    flash = find_recorded("h200-torch2.11", "sdpa_flash", Workload.blog())
+    cold = dataclasses.replace(flash, variant="sdpa_cudnn", workload=Workload.blog(timing="cold"))
+    assert facts.peers_for(flash, [cold]) == {}                                # a cold run is no warm run's peer
+    assert find_recorded("h200-torch2.11", "sdpa_flash", Workload.blog(timing="cold")) is None
+    assert "cold L2" in unrecorded_message("h200-torch2.11", Workload.blog(timing="cold"))
+
+
+# -- the clocks: read where a tool answers, never a failure where none does --------------------------------------
+def test_nvidia_smi_s_row_is_the_gpu_torch_uses():
+    out = "00000000:17:00.0, 1980, 3201, 1980, Disabled\n00000000:2A:00.0, 345, 3201, 1980, [N/A]\n"
+    assert parse_smi(out, (0, 0x2A, 0)) == {"sm": 345, "mem": 3201, "max_sm": 1980, "mig": None}
+    assert parse_smi(out, (0, 0x17, 0))["mig"] is False
+    assert parse_smi("00000000:17:00.0, 1755, 3201, 1980, Enabled\n", None) == {"sm": 1755, "mem": 3201,
+                                                                                  "max_sm": 1980, "mig": True}
+    assert parse_smi(out, None) is None and parse_smi(out, (0, 0x99, 0)) is None  # not knowing which: none
+    assert parse_smi("", (0, 0x17, 0)) is None
+
+
+def test_no_nvml_and_no_nvidia_smi_reads_no_clocks_and_fails_nothing(monkeypatch):
+    monkeypatch.setattr(environment.shutil, "which", lambda name: None)
+    monkeypatch.setattr(environment, "_nvml", lambda pci: None)
+    assert environment.read_clocks(0) is None and environment.gpu_state(0) is None
+
+
+def test_a_failing_nvidia_smi_reads_no_clocks(monkeypatch):
+    monkeypatch.setattr(environment.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(environment, "_nvml", lambda pci: None)
+
+    def fails(*args, **kwargs):
+        raise OSError("nvidia-smi: no devices were found")
+    monkeypatch.setattr(environment.subprocess, "run", fails)
+    assert environment.read_clocks(0) is None
