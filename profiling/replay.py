@@ -110,7 +110,7 @@ def unrecorded_message(name: str, workload: Workload, variants=()) -> str | None
 # -- recorded sweeps ----------------------------------------------------------------------------
 @functools.cache
 def recorded_sweeps(name: str) -> tuple[Sweep, ...]:
-    """Every sweep of the recording `name` (its sweeps.json, written by `record-sweeps`), loaded once."""
+    """Every sweep of the recording `name` (its sweeps.json, written by `record`), loaded once."""
     folders = {p.name: p for p in RECORDED_DIR.iterdir() if p.is_dir()} if RECORDED_DIR.exists() else {}
     if name not in folders or not (folders[name] / "sweeps.json").exists():  # a name, never a path
         return ()
