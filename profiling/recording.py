@@ -172,6 +172,10 @@ def record_part(out_dir, name: str, progress=print, variants=None) -> tuple[list
     replaced = {_step_of(w) for w in workloads}
     kept = [r for r in map(Run.from_dict, held) if _step_of(r.workload) not in replaced]
     runs = record(out_dir, workloads, variants, progress=progress, kept=kept) if workloads else kept
+    held_traces = {Path(r.trace_path).name for r in runs if r.trace_path}
+    for trace in (out_dir / "traces").glob("*.gz") if (out_dir / "traces").is_dir() else ():
+        if trace.name not in held_traces:  # a replaced run's trace
+            trace.unlink()
     swept = json.loads((out_dir / "sweeps.json").read_text()) if (out_dir / "sweeps.json").exists() else []
     own = {(base.problem(free=(axis,)), axis) for base, _, _, axis in families}
     kept_sweeps = [s for s in map(Sweep.from_dict, swept) if (s.workload.problem(free=(s.axis,)), s.axis) not in own]

@@ -218,6 +218,8 @@ def test_a_part_recorded_twice_replaces_its_own_runs_and_sweeps_and_keeps_the_re
         assert sum(r == dataclasses.asdict(step.replace(passes="bwd")) for r in runs) == 2
         sweeps = json.loads((out / "sweeps.json").read_text())
         assert [(s["axis"], s["seq_lens"]) for s in sweeps] == [("seq_len", [64, 128]), ("batch", [1, 2])]
+        traced = {Path(r["trace_path"]).name for r in json.loads((out / "runs.json").read_text()) if r["trace_path"]}
+        assert {p.name for p in (out / "traces").iterdir()} == traced  # a replaced run's trace goes with it
     with pytest.raises(ValueError, match="part='nope' is not a part of the recording: choose one of matrix"):
         recording.record_part(out, "nope")
 
