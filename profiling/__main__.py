@@ -221,4 +221,12 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if "torch._inductor.async_compile" in sys.modules:
+        # torch.compile (flex) started inductor's compile-worker pool, whose teardown at interpreter exit can wait up
+        # to 300 s (pytorch/pytorch#162199): seen on the H200, a `record` of 128 s of work held its process to 541 s.
+        # Everything this command writes is written and closed by now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
