@@ -237,7 +237,7 @@ def test_is_causal_true_is_shown_as_measured_or_as_refused():
         "Flash attention not used because: Flash attention does not support the is_causal flag when seqlen_q != "
         "seqlen_k. → No available kernel. Aborting execution.")))
     note = apply(decode_rules.causal_alignment, refused)
-    assert note.title.startswith("is_causal=True is refused here") and "seqlen_q != seqlen_k" in note.body
+    assert note.title.startswith("is_causal=True is refused for this step") and "seqlen_q != seqlen_k" in note.body
     assert apply(decode_rules.causal_alignment, synthetic("sdpa_flash", SPLIT, accuracy=Accuracy(1e-3, 1e-3))) is None
 
 

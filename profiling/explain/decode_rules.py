@@ -219,7 +219,8 @@ def causal_alignment(run: Run, peers: Peers) -> Note | None:
         return None
     facts = {"queries": measured(run, "workload.queries", "count"), "keys": measured(run, "workload.seq_len", "count")}
     if a.top_left_refused is not None:
-        return note("causal_alignment", "guess", "is_causal=True is refused here: q_len {queries} against {keys} keys",
+        return note("causal_alignment", "guess",
+                    "is_causal=True is refused for this step: q_len {queries} against {keys} keys",
                     "PyTorch: “{why}”. This run passes causal_lower_right(Lq, S), the mask of queries that are the last "
                     "positions.", weight=0.2, facts=facts, names={"why": text.clip(a.top_left_refused, 160)})
     facts |= {"wrong": measured(run, "accuracy.top_left_max_abs_error", "error"),

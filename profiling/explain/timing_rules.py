@@ -242,9 +242,8 @@ def memory_traffic(run: Run, peers: Peers) -> Note | None:
         warm = " Warm, the same bytes took {warm}: {warm_rate}."
     over = " Above the ceiling: the L2, not HBM, served part of it." if facts["share"].value > 1 else ""
     return note("memory_traffic", "guess", f"{_formula(run)} = {{moved}} in {{time}}: {{rate}}, {{share}}",
-                f"The fewest bytes a {run.phase} moves, each tensor once, over its GPU time ({mode}). This GPU's "
-                "device-to-device copy runs at {ceiling} (bytes read + written, the best of large copies measured "
-                "once)." + warm + over, weight=min(0.5, 0.5 * facts["share"].value), facts=facts)
+                f"The fewest bytes a {run.phase} moves, each tensor once, over its GPU time ({mode}). A large "
+                "device-to-device copy on this GPU ran at {ceiling} (read + written)." + warm + over, weight=min(0.5, 0.5 * facts["share"].value), facts=facts)
 
 
 # -- the GPU it ran on: its clocks, a slice of it ------------------------------------------------------------------
