@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -59,37 +57,26 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromi
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """`python app.py` on a free port given through $PORT, as a host would start it; its temp dir holds a
-    scratch folder a dead process left an hour ago (the app removes it at start-up)."""
-    port = free_port()
-    ARTIFACTS.mkdir(exist_ok=True)
-    tmp = tmp_path_factory.mktemp("app-tmp")
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    stale = tmp / f"attention_profiler_{dead.pid}"
-    stale.mkdir()
-    os.utime(stale, (time.time() - 3600,) * 2)
-    log = open(ARTIFACTS / "app.log", "w")
-    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                               env={**os.environ, "PORT": str(port), "TMPDIR": str(tmp)})
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 90
+def served():
+    """`python app.py` on a free port given through $PORT, as a host would start it, with a scratch folder a dead
+    process left an hour ago in its temp dir (background.App): started by conftest as the session began, so its
+    start-up overlaps the tests before these; waited for here."""
+    import background
+    host = background.started.pop("app", None) or background.App(free_port())
+    deadline = time.monotonic() + 180  # a loaded machine's start-up: imports of torch and gradio
     while True:
         try:
-            urllib.request.urlopen(url, timeout=1)
+            urllib.request.urlopen(host.url, timeout=2)
             break
         except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"app.py did not start: see {log.name}")
+            if host.process.poll() is not None or time.monotonic() > deadline:
+                host.process.kill()
+                pytest.fail(f"app.py did not start: see {host.log.name}")
             time.sleep(0.2)
-    config = json.load(urllib.request.urlopen(url + "config"))
+    config = json.load(urllib.request.urlopen(host.url + "config"))
     events = {d["api_name"]: d["id"] for d in config["dependencies"] if d.get("api_name")}
-    yield type("Served", (), {"url": url, "stale": stale, "events": events})
-    process.terminate()
-    process.wait(timeout=10)
-    log.close()
+    yield type("Served", (), {"url": host.url, "stale": host.stale, "events": events})
+    host.stop()
 
 
 @pytest.fixture(scope="module")
