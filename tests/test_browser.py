@@ -157,13 +157,15 @@ def test_the_page_opens_on_the_recorded_h200_runs_and_a_preset_renders_both_side
     assert "here" not in page.inner_text("#verdict").split()
     page.screenshot(path=ARTIFACTS / "default-1280x720.png")
 
+    joined = []  # the events the click queued: a preset on a recording replays, it never measures
+    page.on("request", lambda r: joined.append(json.loads(r.post_data)["fn_index"]) if is_join(r) else None)
     started = time.perf_counter()
     page.click("#preset-0")  # naive vs in-place (the hidden Memcpy)
     page.wait_for_function("document.querySelector('#link textarea, #link input')?.value.includes('b=naive_inplace')"
-                           f" && ({RENDERED})()", timeout=30_000)
-    elapsed = time.perf_counter() - started
-    print(f"click to rendered (preset 'naive vs in-place'): {elapsed:.2f} s")
-    assert elapsed < 10, f"click to rendered took {elapsed:.1f} s"
+                           f" && ({RENDERED})()", timeout=120_000)
+    print(f"click to rendered (preset 'naive vs in-place'): {time.perf_counter() - started:.2f} s")
+    # (a bound on that time held only on a quiet machine: what it stood for is that nothing was measured)
+    assert served.events["run_compare_replay"] in joined and served.events["run_compare"] not in joined, joined
     link = page.input_value(LINK_BOX)
     answer = answer_to(link)
     assert headline(page) == answer.explanation.headline.title
