@@ -77,7 +77,8 @@ class App:
         self.url = f"http://127.0.0.1:{port}/"
         self.process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, stdout=self.log,
                                         stderr=subprocess.STDOUT,
-                                        env={**os.environ, "PORT": str(port), "TMPDIR": str(self.tmp)})
+                                        env={**os.environ, "PORT": str(port), "TMPDIR": str(self.tmp),
+                                             "PYTHONUNBUFFERED": "1"})
 
     def stop(self) -> None:
         self.process.terminate()

@@ -8,6 +8,7 @@ Screenshots go to artifacts/.
 from __future__ import annotations
 
 import json
+import re
 import os
 import time
 import urllib.request
@@ -496,3 +497,18 @@ def test_the_timeline_says_in_words_what_it_shows(served, browser):
                 f"{text.us(max(s.end_us for s in t.gpu))}") in caption
     assert "Thin lines join each launch to the GPU work it started." in caption
 
+
+# -- last: what the server logged while every test above used it ----------------------------------------------------
+OWN_LINES = (r"\* Running on local URL: +http://\S+",  # gradio's start-up: where the app listens (an operator's)
+             r"\* To create a public link, set `share=True` in `launch\(\)`\.",  # gradio's, printed at every start
+             r"refused: .+")  # the app's own: a request refused for what it asked (serving.refused, RequestGuard)
+
+
+def test_the_server_log_holds_only_the_apps_own_lines(served):
+    """After live runs, replays, sweeps, crafted links and refusals from the tests above: every line of the log is
+    gradio's start-up or the app's own one-line refusal; no traceback, no library's warning, no profiler error (on a
+    GPU, Kineto's "External init callback must run in same thread as registerClient" once was one)."""
+    log = (ARTIFACTS / "app.log").read_text()
+    foreign = [line for line in log.splitlines() if line.strip()
+               and not any(re.fullmatch(pattern, line) for pattern in OWN_LINES)]
+    assert not foreign, "\n".join(foreign[:20])
