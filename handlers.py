@@ -18,6 +18,7 @@ import contextvars
 import functools
 import inspect
 import json
+import os
 import secrets
 import threading
 import time
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from profiling import scratch, session
+from profiling import capture, scratch, session
 from profiling.budget import LIVE_BUDGET_S
 from profiling.environment import detect
 from profiling.replay import RECORDED_DIR, recorded_runs, recordings
@@ -100,6 +101,11 @@ SWEEPS: dict[str, str] = {}               # session -> the run id of its live sw
 # the thread that first starts it, and logs an error when a later one starts from another ("External init callback
 # must run in same thread as registerClient"). Replays run on the event loop's pool, as many at once as it allows.
 LIVE_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="live-measurement")
+# That alone left one such error at the first live run: the client registers on the thread that imports torch (this
+# one), and the first session, wherever it starts, runs the init callback. It runs here, at start-up, instead: a
+# ZeroGPU Space measures in another process and its main process must not start CUDA's side of the profiler.
+if os.environ.get("SPACES_ZERO_GPU", "").lower() not in ("1", "t", "true"):
+    capture.start_profiler_here()
 
 
 def request_of(values, seq_lens=None, axis=None, *, live: bool = True) -> Request:

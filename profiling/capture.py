@@ -62,6 +62,18 @@ def saved_bytes(variant: Variant, x: Inputs) -> int | None:
     return sum(n for ptr, n in seen.items() if ptr not in leaves)
 
 
+def start_profiler_here() -> None:
+    """Run the profiler's library's one-off start-up on this thread, which must be the one that imported torch.
+    Kineto registers its client as torch loads and runs its init callback at the first profiled session; from any
+    other thread (the app's live-measurement thread) that callback logs "ERROR: External init callback must run in
+    same thread as registerClient". One empty CPU session here runs it where it belongs; later sessions on other
+    threads log nothing."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with profile(activities=[ProfilerActivity.CPU]):
+            pass
+
+
 def profile_calls(fn: Callable[[], None], device: str, calls: int, path: Path) -> None:
     """`calls` calls of `fn` under the profiler, each in its own named range, after one unrecorded warm-up; the
     Chrome trace goes to `path`."""

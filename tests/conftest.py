@@ -3,8 +3,10 @@ the app's queue as the page does; what every answer's headline must get right.""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
+import sys
 
 import httpx
 import pytest
@@ -19,6 +21,26 @@ def pytest_collection_modifyitems(config, items):
     if gpu:
         config.hook.pytest_deselected(items=gpu)
         items[:] = [item for item in items if not item.get_closest_marker("gpu")]
+
+
+def pytest_collection_finish(session):
+    """Start, in other processes, the slow work the selected tests will take (background.py): the memory probes,
+    and the app for the browser tests, so that both overlap the tests that run before theirs."""
+    import background
+
+    wants = {name for item in session.items for name in item.fixturenames}
+    if "probed" in wants:
+        background.started["probes"] = background.Probes(sys.modules["test_memory_estimate"].PROBES)
+    if "served" in wants and os.path.exists(sys.modules["test_browser"].CHROMIUM):
+        background.started["app"] = background.App(free_port())
+
+
+def pytest_sessionfinish(session):
+    import background
+
+    app = background.started.pop("app", None)
+    if app is not None:
+        app.stop()
 
 
 def free_port() -> int:

@@ -439,15 +439,16 @@ def test_a_replay_never_waits_for_a_live_run_holding_the_gpu(app_url, monkeypatc
     live.start()
     try:
         assert held.wait(30)
-        started = time.monotonic()
         message = queued(app_url, fn_index("run_compare_replay"), values(RECORDING, "sdpa_flash", "sdpa_cudnn"),
                          "replay-session")
-        took = time.monotonic() - started
+        # answered while the live run still held the GPU's queue: it never waited for it (whatever this machine's
+        # speed; a timed bound said the same only on a quiet machine)
+        still_held = live.is_alive() and not release.is_set()
     finally:
         release.set()
         live.join(30)
     assert message["success"], message
-    assert took < 3, f"the replay took {took:.1f} s behind a live run"
+    assert still_held, "the replay was answered only once the live run let go of the queue"
 
 
 # -- what the screen draws: cards, charts, tables ---------------------------------------------------------------------

@@ -331,10 +331,13 @@ def test_a_compile_says_up_front_how_long_and_then_what_the_last_one_took(monkey
         assert measure(fake, workload, progress=lambda f, m: said.append(m)).ok
         return said
 
+    started = time.perf_counter()
     assert f"fake: compiling (first call; estimated ~{text.seconds(model_s)}, from the cost model for this CPU)" \
         in messages(small())
+    whole_s = time.perf_counter() - started
     took_s, basis = budget.compile_clock.estimate("cpu", fake)
-    assert 0.8 <= took_s < 5 and basis == f"as the last compile here took {text.seconds(took_s)}"
+    # the first call's own time: its 0.8 s compile, and less than the whole measurement it was a part of
+    assert 0.8 <= took_s < whole_s and basis == f"as the last compile here took {text.seconds(took_s)}"
     assert "fake: warm-up (compiled before in this process)" in messages(small())
     assert budget.compile_clock.estimate("cpu", fake)[0] == took_s  # a warm first call is no compile
     assert f"fake: compiling (first call; estimated ~{text.seconds(took_s)}, {basis})" in messages(small(seq_len=32))
@@ -408,17 +411,25 @@ def test_flex_builds_its_block_mask_once_not_per_call(monkeypatch):
 
 def test_a_cpu_timing_is_wall_milliseconds_by_an_independent_clock():
     """A CPU run's time per call is what a plain perf_counter loop of the same call reads, in ms (within a factor:
-    the machine is shared; a unit off by 1,000 is not)."""
+    the machine is shared; a unit off by 1,000 is not). The loop's figure is the median of its calls, as the run's
+    is: a mean takes every preemption of a loaded machine's other work; and it runs before and after the measurement,
+    the factor 10 around the two, so a load that comes and goes between them moves one, not both."""
     w = small(seq_len=128)
-    run = measure("naive", w)
     x = w.make_inputs()
-    with torch.no_grad():
-        VARIANTS["naive"].forward(x)
-        t0 = time.perf_counter()
-        for _ in range(20):
+
+    def loop_ms() -> float:
+        with torch.no_grad():
             VARIANTS["naive"].forward(x)
-        loop_ms = (time.perf_counter() - t0) * 1000 / 20
-    assert loop_ms / 5 < run.timing.median_ms < loop_ms * 5, (run.timing.median_ms, loop_ms)
+            calls = []
+            for _ in range(21):
+                t0 = time.perf_counter()
+                VARIANTS["naive"].forward(x)
+                calls.append((time.perf_counter() - t0) * 1000)
+            return sorted(calls)[10]
+    before = loop_ms()
+    run = measure("naive", w)
+    loops = (before, loop_ms())
+    assert min(loops) / 10 < run.timing.median_ms < max(loops) * 10, (run.timing.median_ms, loops)
 
 
 def test_a_stop_reaches_inside_the_fp64_reference_and_the_warm_up(monkeypatch):

@@ -3,10 +3,6 @@ memory at its peak, measured in a fresh process per pair), and on the H200 (the 
 on a GPU, blocks the caching allocator holds but no tensor uses count as free."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +15,6 @@ from profiling.budget import available_bytes, forward_bytes
 from profiling.environment import detect
 from profiling.workload import Workload
 
-ROOT = Path(__file__).resolve().parent.parent
 # (A measured first: inputs, reference and all; then B on the same inputs), over S and dtypes. Head dim 1
 # makes the S×S terms the whole story, as in the largest requests the check has to stop.
 PROBES = [
@@ -37,17 +32,11 @@ MiB = 2**20
 
 @pytest.fixture(scope="module")
 def probed() -> list[dict]:
-    """Every probe at once, each in its own process (the peaks are per process; 2 cores share the work)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    processes = [subprocess.Popen([sys.executable, "tests/memory_probe.py", *map(str, probe)], cwd=ROOT, env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for probe in PROBES]
-    rows = []
-    for probe, process in zip(PROBES, processes):
-        out, err = process.communicate(timeout=600)
-        assert process.returncode == 0, err[-2000:]
-        rows += [dict(row, workload="x".join(map(str, probe[2:6])) + " " + " ".join(probe[6:]))
-                 for row in json.loads(out.strip().splitlines()[-1])]
-    return rows
+    """Every probe in its own fresh process (the peaks are per process), started by conftest as the session began
+    (one at a time beside the other tests, two at once from here: background.Probes)."""
+    import background
+    probes = background.started.pop("probes", None) or background.Probes(PROBES)
+    return probes.rows()
 
 
 def test_the_estimate_bounds_the_process_peak_of_every_cpu_variant(probed):

@@ -370,7 +370,9 @@ def test_a_huge_body_is_refused_at_once(app_url, route):
     start = time.perf_counter()
     answer = httpx.post(app_url.rstrip("/") + route, content=body, headers={"content-type": "application/json"},
                         timeout=30)
-    assert answer.status_code == 413 and time.perf_counter() - start < 5.0  # mostly the client sending 50 MiB
+    # refused, not read and parsed: 413. The time is only bounded well under the client's timeout (sending 50 MiB
+    # takes a quiet machine a second, a loaded one several): a server that read the body first would answer 400/500
+    assert answer.status_code == 413 and time.perf_counter() - start < 25.0
 
 
 def test_a_chunked_body_is_cut_off_past_the_limit(app_url):

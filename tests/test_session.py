@@ -61,13 +61,13 @@ def test_a_recorded_sweep_asked_for_lengths_it_lacks_is_refused_naming_them():
 
 
 def test_memory_over_what_is_free_is_refused_before_anything_is_allocated(monkeypatch):
-    allocated = []
+    allocated, measured = [], []
     monkeypatch.setattr(Workload, "make_inputs", lambda self: allocated.append(self))
+    monkeypatch.setattr(session, "measure_runs", lambda *a, **k: measured.append(a))
     huge = live(batch=64, heads=64, seq_len=65536, head_dim=128)
-    start = time.perf_counter()
     with pytest.raises(Refusal) as caught:
         session.compare(huge)
-    assert time.perf_counter() - start < 1.0 and allocated == []
+    assert allocated == [] and measured == []  # (a bound on the time said "nothing ran" only on a quiet machine)
     error = caught.value
     assert error.kind == "memory" and error.field == "seq_len" and error.needed > error.available > 0
     assert "GiB" in str(error) and "free on the CPU" in str(error)
@@ -122,8 +122,11 @@ def test_the_model_needs_a_variant_s_traits_not_its_registry():
     ("sdpa_math", "sdpa_flash", dict(batch=1, heads=1, seq_len=2048, head_dim=16, dtype="fp32")),
 ])
 def test_a_real_comparison_takes_no_longer_than_predicted(a, b, fields):
-    """On a CPU whose 16-bit products are slow (the budget reads a probe of this CPU), the case is halved in S until
-    the plan admits it: what is asserted is the prediction of this CPU, whatever its speed."""
+    """The prediction, at the speed this CPU showed during the run: the cost model's rates are a quiet machine's, so
+    where the forward calls the run timed were slower than the model's (a loaded or slower CPU), the prediction is
+    scaled by that ratio (never down: on a faster CPU it must still hold as it stands). What is checked is the
+    model's account of a comparison (calls, profiler, reference, overheads), not this machine's load. On a CPU whose 16-bit
+    products are slow, the case is halved in S until the plan admits it."""
     request = live(a, b, **fields)
     while True:
         try:
@@ -137,7 +140,12 @@ def test_a_real_comparison_takes_no_longer_than_predicted(a, b, fields):
     answer = session.compare(request)
     took = time.perf_counter() - start
     assert answer.result.a.ok and answer.result.b.ok
-    assert took <= predicted, f"took {took:.1f} s, predicted {predicted:.1f} s"
+    cost = budget._device_cost("cpu", CPU)
+    slower = max([1.0] + [run.timing.median_ms / 1e3 / budget._forward_seconds(run.workload, VARIANTS[run.variant],
+                                                                              cost, CPU)
+                          for run in (answer.result.a, answer.result.b)])
+    assert took <= predicted * slower, (f"took {took:.1f} s, predicted {predicted:.1f} s at the model's speed, "
+                                        f"{predicted * slower:.1f} s at the {slower:.2f}x slower speed this run timed")
 
 
 def test_a_cancelled_live_comparison_stops_and_keeps_what_it_measured():
@@ -172,9 +180,13 @@ def test_a_sweep_past_its_budget_ends_with_the_points_done_and_says_why():
     the deadline stops an earlier point)."""
     request = live("naive", "sdpa_math", seq_lens=(64, 128, 16384))
     budget_s = session.plan(live("naive", "sdpa_math", seq_lens=(64, 128)), sweep=True).predicted_s * 3
+    # the stop comes at the first safe point past the deadline: 2 s on a quiet machine, 10 s on a loaded one; S=16,384
+    # alone is predicted at many times that, so the bound still tells a stop at the budget from a sweep that ran on
+    longest = session.plan(live("naive", "sdpa_math", seq_lens=(16384,)), sweep=True).predicted_s
+    assert longest > 5 * (budget_s + 10)
     start = time.perf_counter()
     answer = session.sweep(request, budget_s=budget_s)
-    assert time.perf_counter() - start < budget_s + 2
+    assert time.perf_counter() - start < budget_s + 10
     assert answer.result.stopped and 16384 not in {r.workload.seq_len for r in answer.result.runs}
     assert answer.explanation.headline.title.startswith(f"The sweep stopped early ({answer.result.stopped})")
 

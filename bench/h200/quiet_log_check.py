@@ -1,0 +1,60 @@
+"""On the GPU: `python app.py` as a host starts it, two live comparisons and a live sweep through the public API,
+then every line of its log that is not gradio's start-up or the app's own one-line refusal (the test on a CPU is
+tests/test_browser.py::test_the_server_log_holds_only_the_apps_own_lines). Before handlers.py ran the profiler's
+start-up on the importing thread, the first live run logged "ERROR: External init callback must run in same thread
+as registerClient". Prints a short table; writes the log to $OUT/app.log.
+
+    python bench/h200/quiet_log_check.py
+"""
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from test_browser import OWN_LINES  # noqa: E402  (the CPU test's own list of the lines that may appear)
+
+out = Path(os.environ.get("OUT", "."))
+out.mkdir(parents=True, exist_ok=True)
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+log_path = out / "app.log"
+process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
+                           env={**os.environ, "PORT": str(port), "PYTHONUNBUFFERED": "1"})
+url = f"http://127.0.0.1:{port}/"
+deadline = time.monotonic() + 300
+while True:
+    try:
+        urllib.request.urlopen(url, timeout=2)
+        break
+    except OSError:
+        if process.poll() is not None or time.monotonic() > deadline:
+            sys.exit(f"app.py did not start: see {log_path}")
+        time.sleep(0.5)
+from gradio_client import Client  # noqa: E402
+
+client = Client(url, verbose=False)
+rows = []
+for name, api, extra in (("live compare (cold)", "/compare", {}), ("live compare (warm)", "/compare", {}),
+                         ("live sweep", "/sweep", {"seq_lens": "1024,2048"})):
+    started = time.monotonic()
+    answer = client.predict(source="live", a="sdpa_flash", b="sdpa_cudnn", api_name=api, **extra)
+    foreign = [line for line in log_path.read_text().splitlines() if line.strip()
+               and not any(re.fullmatch(p, line) for p in OWN_LINES)]
+    rows.append((name, f"{time.monotonic() - started:.1f} s", len(foreign)))
+process.terminate()
+process.wait(timeout=30)
+print(f"{'request':<22} {'wall':>8} {'foreign log lines so far':>26}")
+for row in rows:
+    print(f"{row[0]:<22} {row[1]:>8} {row[2]:>26}")
+foreign = [line for line in log_path.read_text().splitlines() if line.strip()
+           and not any(re.fullmatch(p, line) for p in OWN_LINES)]
+print("foreign lines:" if foreign else "the log holds only gradio's start-up and the app's own lines")
+for line in foreign[:20]:
+    print("  " + line)
