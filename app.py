@@ -528,5 +528,6 @@ LAUNCH = dict(ssr_mode=False, css=CSS, head=HEAD, theme=gr.themes.Default(primar
               app_kwargs={"middleware": [Middleware(RequestGuard, max_bytes=MAX_REQUEST_BYTES)]})
 
 if __name__ == "__main__":
+    handlers.start_warm_up()  # on a GPU, in the background: a visitor's first live run finds the process warm
     port = os.environ.get("PORT")  # Deta Space and most hosts; gradio reads GRADIO_SERVER_PORT itself
     demo.launch(server_port=int(port) if port else None, **LAUNCH)
