@@ -28,7 +28,7 @@ from attention_variants import VARIANTS, guess_for
 from handlers import (DEFAULT_SOURCE, ENV, MAX_REQUEST_BYTES, RECORDINGS, REPLAYS_AT_ONCE, SESSIONS_KEPT, endpoint,
                       kept, request_of, serve, served_trace, stop_sweep)
 from links import MODES, prefill, share_link, view_links
-from profiling import figures, reports, scratch, session, text
+from profiling import reports, scratch, session, text
 from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
@@ -184,6 +184,8 @@ def sweep_plan(source) -> str:
 def show(result_id, http: gr.Request) -> list:
     """Render a kept comparison onto every output of the "A vs B" tab, with the link to it. Rendering shares the
     CPU with any live measurement, which marks its run when it does (`other_work`)."""
+    from profiling import figures  # matplotlib takes ~1 s to import: never at start (see main below)
+
     data = kept(result_id, "compare")
     with other_work():
         request, comparison, explanation = data.answer.request, data.answer.result, data.answer.explanation
@@ -217,6 +219,8 @@ def show(result_id, http: gr.Request) -> list:
 
 def show_sweep(result_id, http: gr.Request) -> list:
     """Render a kept sweep: its verdict and notes, charts, every point, downloads and link."""
+    from profiling import figures
+
     data = kept(result_id, "sweep")
     with other_work():
         result, explanation = data.answer.result, data.answer.explanation
@@ -530,4 +534,6 @@ LAUNCH = dict(ssr_mode=False, css=CSS, head=HEAD, theme=gr.themes.Default(primar
 if __name__ == "__main__":
     handlers.start_warm_up()  # on a GPU, in the background: a visitor's first live run finds the process warm
     port = os.environ.get("PORT")  # Deta Space and most hosts; gradio reads GRADIO_SERVER_PORT itself
-    demo.launch(server_port=int(port) if port else None, **LAUNCH)
+    demo.launch(server_port=int(port) if port else None, prevent_thread_lock=True, **LAUNCH)
+    from profiling import figures  # noqa: F401, E402  (the charts' matplotlib: imported once the server answers)
+    demo.block_thread()

@@ -76,6 +76,7 @@ def serve(port: int, record_path: str) -> None:
     app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **app.LAUNCH)
     marks["launched"] = now()
     write({"marks": marks})
+    from profiling import figures  # noqa: F401  (as app.py's main does, once the server answers)
     warming = handlers.warm_up_done()
     if warming is not None:
         warming.result()
