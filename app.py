@@ -181,6 +181,12 @@ def sweep_plan(source) -> str:
 
 
 # -- rendering a kept result ---------------------------------------------------------------------------
+def shown(figure) -> dict:
+    """A chart for one of the page's plots, shown (hidden when there is none). An update, not a gr.Plot: a Plot made
+    here would draw the figure once in its constructor, for nothing, before gradio draws it for the page."""
+    return gr.update(value=figure, visible=figure is not None)
+
+
 def show(result_id, http: gr.Request) -> list:
     """Render a kept comparison onto every output of the "A vs B" tab, with the link to it. Rendering shares the
     CPU with any live measurement, which marks its run when it does (`other_work`)."""
@@ -209,9 +215,8 @@ def show(result_id, http: gr.Request) -> list:
         link = share_link(http, request)
         return [link, view_links(link), "", where,
                 reports.verdict_markdown(explanation, reports.comparison_table(comparison)),
-                reports.present_markdown(explanation), gr.Plot(chart, visible=True),
-                gr.Plot(figures.present_figure(comparison), visible=True), caption,
-                gr.Plot(lanes, visible=lanes is not None),
+                reports.present_markdown(explanation), shown(chart),
+                shown(figures.present_figure(comparison)), caption, shown(lanes),
                 gr.DownloadButton(value=files.get("timeline"), visible="timeline" in files),
                 *side_a.render(comparison, explanation, files), *side_b.render(comparison, explanation, files),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
@@ -232,7 +237,7 @@ def show_sweep(result_id, http: gr.Request) -> list:
         chart.savefig(files["png"], format="png")
         link = share_link(http, data.answer.request, mode="sweep")  # the request as asked: its S stays the tab's
         return [link, view_links(link), reports.sweep_markdown(explanation, result.axis), reports.present_markdown(explanation),
-                gr.Plot(chart, visible=True), gr.Plot(figures.present_sweep_figure(result), visible=True),
+                shown(chart), shown(figures.present_sweep_figure(result)),
                 gr.Dataframe(reports.sweep_table(result), visible=True),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
 
