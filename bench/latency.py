@@ -208,7 +208,11 @@ def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) 
 
 
 # -- the front door: profiling.session in a fresh process, the page's rendering after it --------------------------
-def front_door(quick: bool, warm_first: bool) -> None:
+def front_door(quick: bool, mode: str, host_rounds: int | None) -> None:
+    """`mode`: "cold" (every scenario in a fresh process), "warm" (the start-up warm-up, then the first live
+    comparison) or "sweep" (the live sweep alone, with `host_rounds` host rounds for calls of a millisecond or
+    more: the figure before issue 29 cut them, where 8)."""
+    warm_first = mode == "warm"
     started = now()
     import torch
     t_torch = now()
@@ -217,7 +221,7 @@ def front_door(quick: bool, warm_first: bool) -> None:
     import app
     import handlers
     from links import share_link  # noqa: F401  (the page's link: rendering needs a request's address)
-    from profiling import phases, session
+    from profiling import phases, session, timing
     from profiling.request import Request
     t_app = now()
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -258,6 +262,15 @@ def front_door(quick: bool, warm_first: bool) -> None:
                      parts[middle]))
         facts[name] = walls[middle]
 
+    if host_rounds is not None:
+        timing.LONG_HOST_ROUNDS = host_rounds
+    lengths = GPU_SWEEP if device == "cuda" else CPU_SWEEP[:2] if quick else CPU_SWEEP
+    sweep = Request.build("live", *pairs["fused"], {}, device, tuple(lengths))
+    if mode == "sweep":
+        served(f"live sweep of {len(lengths)} lengths, {timing.LONG_HOST_ROUNDS} host rounds from 1 ms", "sweep",
+               sweep)
+        print(json.dumps({"rows": rows, "facts": {}}))
+        return
     if warm_first:
         w0 = now()
         handlers.start_warm_up()
@@ -274,9 +287,7 @@ def front_door(quick: bool, warm_first: bool) -> None:
         naive = Request.build("live", *pairs["naive"], {}, device)
         served("first live, naive pair", "compare", naive)
         served("warm naive pair", "compare", naive, 3 if quick else 5)
-        lengths = GPU_SWEEP if device == "cuda" else CPU_SWEEP[:2] if quick else CPU_SWEEP
-        served(f"live sweep of {len(lengths)} lengths", "sweep",
-               Request.build("live", *pairs["fused"], {}, device, tuple(lengths)))
+        served(f"live sweep of {len(lengths)} lengths", "sweep", sweep)
     print(json.dumps({"rows": rows, "facts": facts}))
 
 
@@ -325,12 +336,13 @@ def main() -> None:
     parser.add_argument("--api-only", action="store_true", help="only through the API")
     parser.add_argument("--starts", type=int, help="server starts measured (default 1 with --quick, else 3)")
     parser.add_argument("--serve", nargs=2, metavar=("PORT", "RECORD"), help=argparse.SUPPRESS)
-    parser.add_argument("--front-door", choices=("cold", "warm"), help=argparse.SUPPRESS)
+    parser.add_argument("--front-door", choices=("cold", "warm", "sweep"), help=argparse.SUPPRESS)
+    parser.add_argument("--host-rounds", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         return serve(int(args.serve[0]), args.serve[1])
     if args.front_door:
-        return front_door(args.quick, args.front_door == "warm")
+        return front_door(args.quick, args.front_door, args.host_rounds)
     yardstick_s = import_yardstick(1 if args.quick else 3)
     import torch
     from profiling.environment import detect
@@ -339,8 +351,9 @@ def main() -> None:
     through_api(args.quick, device, rows, facts, args.starts or (1 if args.quick else 3))
     if not args.api_only:
         quick = ("--quick",) if args.quick else ()
-        for mode in ("cold",) + (("warm",) if device == "cuda" else ()):
-            done = in_fresh_process("--front-door", mode, *quick)
+        runs = [("cold",)] + ([("warm",), ("sweep", "--host-rounds", "8")] if device == "cuda" else [])
+        for mode in runs:
+            done = in_fresh_process("--front-door", *mode, *quick)
             rows += done["rows"]
             facts |= {f"front door: {k}": v for k, v in done["facts"].items()}
     out = table(rows, detect(device).summary(), facts, yardstick_s, device)
