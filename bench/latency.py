@@ -308,7 +308,9 @@ def import_yardstick(repeats: int) -> float:
 
 # -- the table ---------------------------------------------------------------------------------------------------
 def table(rows: list, machine: str, facts: dict, yardstick_s: float, device: str) -> str:
-    lines = [f"latency on {machine}", f"import torch, gradio in a fresh interpreter: {yardstick_s:.2f} s", "",
+    load = " · load average %.1f, %.1f, %.1f" % os.getloadavg() if hasattr(os, "getloadavg") else ""
+    lines = [f"latency on {machine} ({os.cpu_count()} CPUs{load})",
+             f"import torch, gradio in a fresh interpreter: {yardstick_s:.2f} s", "",
              f"{'scenario':<46} {'path':<10} {'wall s':>7}  parts (s), largest first"]
     for name, path, wall, parts in rows:
         shown = sorted(((k, v) for k, v in parts.items() if v >= 0.0005), key=lambda kv: -kv[1])

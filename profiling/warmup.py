@@ -45,5 +45,6 @@ def steps(device: str, keys: list[str] | None = None) -> list[tuple[str, Callabl
         found.append(("a training step", lambda: session.measure(step, trainable)))
     for v in runnable:
         if v.compiled or v.jit_s:
-            found.append((f"{v.key}: {'compile' if v.compiled else 'JIT'}", lambda key=v.key: session.measure(w, [key])))
+            name = f"{v.key}: {'compile' if v.compiled else 'JIT'}"
+            found.append((name, lambda key=v.key: session.measure(w, [key])))
     return found

@@ -1,7 +1,7 @@
 """Start-up and first answer (issue 29): the warm-up runs on the measurement thread and never holds a replay; a
 live request waits only for the step in progress; nothing warms on a CPU or on ZeroGPU; the phases a request
 records are the ones it ran; the compilers' caches go to the app's folder only where the user set none; and the
-machine is read without importing triton."""
+machine is read without importing triton; a long call's host figures take the rounds the cost model prices."""
 from __future__ import annotations
 
 import asyncio
@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 import handlers
-from profiling import caches, phases, session, warmup
+from profiling import budget, caches, phases, session, timing, warmup
 from profiling.environment import detect
 from profiling.request import LIVE, Request
+from profiling.results import Timing
+from test_timing_modes import gpu, subject  # noqa: F401  (gpu: the fake GPU's fixture)
 
 RECORDING = "h200-torch2.11"
 
@@ -153,3 +155,23 @@ def test_the_machine_is_read_without_importing_triton_and_still_names_it(monkeyp
     except importlib.metadata.PackageNotFoundError:
         expected = None
     assert detect("cpu").triton_version == expected
+
+
+@pytest.mark.parametrize("gpu_ms, rounds, per_round", [(0.1, timing.HOST_ROUNDS, None),
+                                                        (3.0, timing.LONG_HOST_ROUNDS, 1 + timing.LOOP_CALLS + 2),
+                                                        (14.0, timing.LONG_HOST_ROUNDS, 1 + 2 + 2)])
+def test_host_figures_of_a_long_call_take_the_rounds_the_cost_model_prices(gpu, gpu_ms, rounds, per_round):
+    """A call of a millisecond or more (GPU-bound beyond doubt) takes LONG_HOST_ROUNDS rounds: each a settling call,
+    a back-to-back loop and parked calls, whole calls all (flash at S=16,384 takes 14 ms on the H200); the cost model
+    that plans a request prices no fewer. A short one keeps HOST_ROUNDS, and the variants still alternate."""
+    short, measured = subject(gpu, host_s=(1e-5,)), subject(gpu, host_s=(1e-5,))
+    short.log, measured.log = [], []
+    short.run.timing = Timing.of([0.1] * 8, "cuda events")
+    measured.run.timing = Timing.of([gpu_ms] * 8, "cuda events")
+    timing.host_figures([short, measured], lambda: None)
+    assert short.run.back_to_back.samples == timing.HOST_ROUNDS
+    assert measured.run.back_to_back.samples == rounds
+    if per_round is not None:
+        assert len(measured.log) == rounds * per_round
+        model = budget._MID_TIMED_CALLS if gpu_ms < 10 else budget._LONG_TIMED_CALLS
+        assert model["cuda"] >= len(measured.log) + timing.MIN_SAMPLES
