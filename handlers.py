@@ -23,7 +23,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,7 +122,8 @@ def start_warm_up(device: str | None = None, keys: list[str] | None = None) -> N
     so that no visitor does: on a GPU (`device`, this machine's by default) of our own. Never on ZeroGPU, where the
     GPU exists only inside `serve_live`, a call in another process that costs the visitor's GPU quota; never on a
     CPU, whose cores the replays share. A page or a replay never waits for it; a live request waits only for the
-    step in progress (`_drop_warm_up`)."""
+    step in progress (`_drop_warm_up`). Even the steps are chosen on that thread: asking which variants run here
+    imports their libraries (flash_attn.cute: ~2 s), which the server's start must not wait for."""
     device = device or ENV.device
     if device != "cuda" or os.environ.get("SPACES_ZERO_GPU") or WARM_UP.queued:
         return
@@ -135,17 +136,27 @@ def start_warm_up(device: str | None = None, keys: list[str] | None = None) -> N
             log.warning("warm-up step %r failed: %s", name, str(error).splitlines()[0] if str(error) else error)
         WARM_UP.steps[name] = time.perf_counter() - started
 
-    WARM_UP.queued = [LIVE_WORKER.submit(step, name, call) for name, call in warmup.steps(device, keys)]
+    def plan() -> None:
+        WARM_UP.queued += [LIVE_WORKER.submit(step, name, call) for name, call in warmup.steps(device, keys)]
+
+    WARM_UP.queued = [LIVE_WORKER.submit(plan)]
 
 
-def warm_up_done() -> Future | None:
-    """The warm-up's last step as queued (done when the warm-up is), or None when none was started."""
-    return WARM_UP.queued[-1] if WARM_UP.queued else None
+def wait_for_warm_up(timeout_s: float | None = None) -> bool:
+    """Wait until the warm-up is over (its steps done, or dropped for a live request); False when none was started."""
+    if not WARM_UP.queued:
+        return False
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:  # the plan adds the steps once it has run
+        seen = list(WARM_UP.queued)
+        wait(seen, timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if len(WARM_UP.queued) == len(seen) or (deadline is not None and time.monotonic() >= deadline):
+            return True
 
 
 def _drop_warm_up() -> None:
     """A live request is here: the warm-up's steps not yet started give way to it (it pays what it needs itself)."""
-    for queued in WARM_UP.queued:
+    for queued in list(WARM_UP.queued):
         queued.cancel()
 
 

@@ -77,9 +77,7 @@ def serve(port: int, record_path: str) -> None:
     marks["launched"] = now()
     write({"marks": marks})
     from profiling import figures  # noqa: F401  (as app.py's main does, once the server answers)
-    warming = handlers.warm_up_done()
-    if warming is not None:
-        warming.result()
+    if handlers.wait_for_warm_up():  # over: its steps done, or dropped for a live request
         write({"warmed": now(), "warm_up_s": handlers.WARM_UP.steps})
     while True:
         time.sleep(3600)
@@ -240,9 +238,9 @@ def front_door(quick: bool, mode: str, host_rounds: int | None) -> None:
             with phases.recording() as spent:
                 t0 = now()
                 waited = 0.0
-                if request.live and handlers.warm_up_done() is not None:
+                if request.live and handlers.WARM_UP.queued:
                     w0 = now()
-                    handlers.warm_up_done().result()
+                    handlers.wait_for_warm_up()
                     waited = now() - w0
                 serve = session.compare if kind == "compare" else session.sweep
                 answer = serve(request, budget_s=None if not request.live else
@@ -274,8 +272,7 @@ def front_door(quick: bool, mode: str, host_rounds: int | None) -> None:
     if warm_first:
         w0 = now()
         handlers.start_warm_up()
-        if handlers.warm_up_done() is not None:
-            handlers.warm_up_done().result()
+        if handlers.wait_for_warm_up():
             rows.append(("start-up warm-up (background)", "front door", now() - w0, dict(handlers.WARM_UP.steps)))
     else:
         served("first replayed answer", "compare", Request.build(RECORDING, *pairs["fused"], {}, device))

@@ -35,30 +35,33 @@ def fresh_warm_up(monkeypatch):
     yield
     for queued in handlers.WARM_UP.queued:  # nothing of the test left on the measurement thread
         queued.cancel()
-    for queued in handlers.WARM_UP.queued:
-        if not queued.cancelled():
-            queued.result(timeout=30)
+    handlers.wait_for_warm_up(30)
 
 
 def test_the_warm_up_runs_on_the_measurement_thread_and_a_replay_does_not_wait_for_it(fresh_warm_up, monkeypatch):
-    release, threads = threading.Event(), {}
+    entered, release, threads = threading.Event(), threading.Event(), {}
 
     def held() -> None:  # a warm-up step that lasts until the test releases it
         threads["warm-up"] = threading.current_thread().name
+        entered.set()
         release.wait(30)
-    monkeypatch.setattr(warmup, "steps", lambda device, keys=None: [("held", held)])
+
+    def steps(device, keys=None):  # asked on the measurement thread too (it imports the variants' libraries)
+        threads["plan"] = threading.current_thread().name
+        return [("held", held)]
+    monkeypatch.setattr(warmup, "steps", steps)
     handlers.start_warm_up("cuda")
     try:
+        assert entered.wait(30)
         started = time.monotonic()
         client, _ = asyncio.run(handlers.serve("compare", replayed(), None, keep=False))
         took = time.monotonic() - started
-        assert not handlers.warm_up_done().done(), "the warm-up ended before the replay: the test proves nothing"
-        assert client["source"] == RECORDING and client["a"]["variant"] == "sdpa_flash"
+        assert not release.is_set() and client["source"] == RECORDING and client["a"]["variant"] == "sdpa_flash"
     finally:
         release.set()
-    handlers.warm_up_done().result(timeout=30)
+    assert handlers.wait_for_warm_up(30)
     assert took < 25  # the held step would have held it 30 s
-    assert threads["warm-up"].startswith("live-measurement")
+    assert threads["warm-up"].startswith("live-measurement") and threads["plan"] == threads["warm-up"]
     assert handlers.WARM_UP.steps.keys() == {"held"}
 
 
@@ -85,7 +88,8 @@ def test_a_live_request_waits_for_the_step_in_progress_and_the_rest_give_way(fre
     threading.Timer(0.3, release.set).start()
     asyncio.run(handlers.serve("compare", live, lambda *a, **k: None, keep=False))
     assert order[0] == "first step" and order[1][0] == "live" and order[1][1].startswith("live-measurement")
-    assert "second step" not in order and handlers.WARM_UP.queued[1].cancelled()
+    assert "second step" not in order and handlers.WARM_UP.queued[-1].cancelled()
+    assert handlers.wait_for_warm_up(30)  # over, a step dropped: nothing raised
 
 
 @pytest.mark.parametrize("device, zero_gpu", [("cpu", None), ("cuda", "true")])
@@ -94,7 +98,7 @@ def test_nothing_warms_on_a_cpu_or_on_zerogpu(fresh_warm_up, monkeypatch, device
         monkeypatch.setenv("SPACES_ZERO_GPU", zero_gpu)
     monkeypatch.setattr(warmup, "steps", lambda device, keys=None: pytest.fail("a warm-up step was asked for"))
     handlers.start_warm_up(device)
-    assert handlers.warm_up_done() is None
+    assert not handlers.WARM_UP.queued and not handlers.wait_for_warm_up()
 
 
 def test_the_warm_up_steps_measure_every_backend_that_runs_here_and_record_their_phases():
