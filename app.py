@@ -28,7 +28,7 @@ from attention_variants import VARIANTS, guess_for
 from handlers import (DEFAULT_SOURCE, ENV, MAX_REQUEST_BYTES, RECORDINGS, REPLAYS_AT_ONCE, SESSIONS_KEPT, endpoint,
                       kept, request_of, serve, served_trace, stop_sweep)
 from links import MODES, prefill, share_link, view_links
-from profiling import figures, reports, scratch, session, text
+from profiling import reports, scratch, session, text
 from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
@@ -181,9 +181,17 @@ def sweep_plan(source) -> str:
 
 
 # -- rendering a kept result ---------------------------------------------------------------------------
+def shown(figure) -> dict:
+    """A chart for one of the page's plots, shown (hidden when there is none). An update, not a gr.Plot: a Plot made
+    here would draw the figure once in its constructor, for nothing, before gradio draws it for the page."""
+    return gr.update(value=figure, visible=figure is not None)
+
+
 def show(result_id, http: gr.Request) -> list:
     """Render a kept comparison onto every output of the "A vs B" tab, with the link to it. Rendering shares the
     CPU with any live measurement, which marks its run when it does (`other_work`)."""
+    from profiling import figures  # matplotlib takes ~1 s to import: never at start (see main below)
+
     data = kept(result_id, "compare")
     with other_work():
         request, comparison, explanation = data.answer.request, data.answer.result, data.answer.explanation
@@ -207,9 +215,8 @@ def show(result_id, http: gr.Request) -> list:
         link = share_link(http, request)
         return [link, view_links(link), "", where,
                 reports.verdict_markdown(explanation, reports.comparison_table(comparison)),
-                reports.present_markdown(explanation), gr.Plot(chart, visible=True),
-                gr.Plot(figures.present_figure(comparison), visible=True), caption,
-                gr.Plot(lanes, visible=lanes is not None),
+                reports.present_markdown(explanation), shown(chart),
+                shown(figures.present_figure(comparison)), caption, shown(lanes),
                 gr.DownloadButton(value=files.get("timeline"), visible="timeline" in files),
                 *side_a.render(comparison, explanation, files), *side_b.render(comparison, explanation, files),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
@@ -217,6 +224,8 @@ def show(result_id, http: gr.Request) -> list:
 
 def show_sweep(result_id, http: gr.Request) -> list:
     """Render a kept sweep: its verdict and notes, charts, every point, downloads and link."""
+    from profiling import figures
+
     data = kept(result_id, "sweep")
     with other_work():
         result, explanation = data.answer.result, data.answer.explanation
@@ -228,7 +237,7 @@ def show_sweep(result_id, http: gr.Request) -> list:
         chart.savefig(files["png"], format="png")
         link = share_link(http, data.answer.request, mode="sweep")  # the request as asked: its S stays the tab's
         return [link, view_links(link), reports.sweep_markdown(explanation, result.axis), reports.present_markdown(explanation),
-                gr.Plot(chart, visible=True), gr.Plot(figures.present_sweep_figure(result), visible=True),
+                shown(chart), shown(figures.present_sweep_figure(result)),
                 gr.Dataframe(reports.sweep_table(result), visible=True),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
 
@@ -528,5 +537,8 @@ LAUNCH = dict(ssr_mode=False, css=CSS, head=HEAD, theme=gr.themes.Default(primar
               app_kwargs={"middleware": [Middleware(RequestGuard, max_bytes=MAX_REQUEST_BYTES)]})
 
 if __name__ == "__main__":
+    handlers.start_warm_up()  # on a GPU, in the background: a visitor's first live run finds the process warm
     port = os.environ.get("PORT")  # Deta Space and most hosts; gradio reads GRADIO_SERVER_PORT itself
-    demo.launch(server_port=int(port) if port else None, **LAUNCH)
+    demo.launch(server_port=int(port) if port else None, prevent_thread_lock=True, **LAUNCH)
+    from profiling import figures  # noqa: F401, E402  (the charts' matplotlib: imported once the server answers)
+    demo.block_thread()

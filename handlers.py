@@ -23,19 +23,23 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
 
-from profiling import capture, scratch, session
-from profiling.budget import LIVE_BUDGET_S
-from profiling.environment import detect
-from profiling.replay import RECORDED_DIR, recorded_runs, recordings
-from profiling.request import KEYS, LIVE, Request
-from profiling.workload import Refusal
-from serving import TITLES, refused
+from profiling.caches import keep_compiles
+
+keep_compiles()  # before anything imports a compiler's cache (flash_attn.cute reads its setting once)
+
+from profiling import capture, phases, scratch, session, warmup  # noqa: E402
+from profiling.budget import LIVE_BUDGET_S  # noqa: E402
+from profiling.environment import detect  # noqa: E402
+from profiling.replay import RECORDED_DIR, recorded_runs, recordings  # noqa: E402
+from profiling.request import KEYS, LIVE, Request  # noqa: E402
+from profiling.workload import Refusal  # noqa: E402
+from serving import TITLES, log, refused  # noqa: E402
 
 ENV = detect()
 RECORDINGS = {name: recorded_runs(name)[0].environment for name in recordings()}
@@ -108,6 +112,59 @@ if os.environ.get("SPACES_ZERO_GPU", "").lower() not in ("1", "t", "true"):
     capture.start_profiler_here()
 
 
+@dataclass
+class WarmUp:
+    """The start-up warm-up's steps as queued on LIVE_WORKER, and the seconds each took once done."""
+    queued: list[Future] = field(default_factory=list)
+    steps: dict[str, float] = field(default_factory=dict)
+
+
+WARM_UP = WarmUp()
+
+
+def start_warm_up(device: str | None = None, keys: list[str] | None = None) -> None:
+    """Pay what every first live request pays (`profiling.warmup`) now, in the background on the measurement thread,
+    so that no visitor does: on a GPU (`device`, this machine's by default) of our own. Never on ZeroGPU, where the
+    GPU exists only inside `serve_live`, a call in another process that costs the visitor's GPU quota; never on a
+    CPU, whose cores the replays share. A page or a replay never waits for it; a live request waits only for the
+    step in progress (`_drop_warm_up`). Even the steps are chosen on that thread: asking which variants run here
+    imports their libraries (flash_attn.cute: ~2 s), which the server's start must not wait for."""
+    device = device or ENV.device
+    if device != "cuda" or os.environ.get("SPACES_ZERO_GPU") or WARM_UP.queued:
+        return
+
+    def step(name, call) -> None:
+        started = time.perf_counter()
+        try:
+            call()
+        except Exception as error:  # a warm-up that failed leaves the request to pay, and to say why
+            log.warning("warm-up step %r failed: %s", name, str(error).splitlines()[0] if str(error) else error)
+        WARM_UP.steps[name] = time.perf_counter() - started
+
+    def plan() -> None:
+        WARM_UP.queued += [LIVE_WORKER.submit(step, name, call) for name, call in warmup.steps(device, keys)]
+
+    WARM_UP.queued = [LIVE_WORKER.submit(plan)]
+
+
+def wait_for_warm_up(timeout_s: float | None = None) -> bool:
+    """Wait until the warm-up is over (its steps done, or dropped for a live request); False when none was started."""
+    if not WARM_UP.queued:
+        return False
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:  # the plan adds the steps once it has run
+        seen = list(WARM_UP.queued)
+        wait(seen, timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if len(WARM_UP.queued) == len(seen) or (deadline is not None and time.monotonic() >= deadline):
+            return True
+
+
+def _drop_warm_up() -> None:
+    """A live request is here: the warm-up's steps not yet started give way to it (it pays what it needs itself)."""
+    for queued in list(WARM_UP.queued):
+        queued.cancel()
+
+
 def request_of(values, seq_lens=None, axis=None, *, live: bool = True) -> Request:
     """The client's values as a Request (checked as sent; a sweep's values and axis too), or a gr.Error naming the
     field, the value and what is allowed."""
@@ -141,15 +198,19 @@ async def serve(kind: str, request: Request, progress, run_id: str | None = None
     run_id = run_id or secrets.token_hex(8)
     cancel = RUNNING.setdefault(run_id, threading.Event())
 
+    queued = time.perf_counter()
+
     def work() -> session.Answer:
         try:
             if request.live:
+                phases.add("waited for the measurement thread", time.perf_counter() - queued)
                 return serve_live(kind, request, run_id, progress)
             return (session.compare if kind == "compare" else session.sweep)(request)
         except Refusal as error:
             raise refused(str(error), TITLES[error.kind]) from None
 
     if request.live:  # as asyncio.to_thread runs it (gradio's progress reads the event's context), on the live thread
+        _drop_warm_up()
         call = functools.partial(contextvars.copy_context().run, work)
         task = asyncio.ensure_future(asyncio.get_running_loop().run_in_executor(LIVE_WORKER, call))
     else:
@@ -163,10 +224,11 @@ async def serve(kind: str, request: Request, progress, run_id: str | None = None
     finally:
         if task.done():
             RUNNING.pop(run_id, None)
-    client = answer.to_dict()
+    with phases.spent("serialize"):
+        client = answer.to_dict()
+        text = json.dumps(client, indent=1) if keep else None  # the page's JSON download: what an API client gets
     if not keep:
         return client, None
-    text = json.dumps(client, indent=1)  # the page's JSON download: what an API client gets
     return client, RESULTS.put(Kept(kind, answer, text), 2 * len(text))  # the text and the objects it describes
 
 

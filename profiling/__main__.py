@@ -17,6 +17,7 @@ from attention_variants import VARIANTS, guess_for, reasons
 
 from . import reports, scratch, session, text
 from .budget import LIVE_BUDGET_S
+from .caches import keep_compiles
 from .environment import detect
 from .request import LIVE, SWEEP_AXES, Request, add_workload_arguments, parse_lengths
 from .workload import FIELDS, Refusal
@@ -202,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    keep_compiles()  # before anything imports flash_attn (its cache setting is read once, at its import)
     args = build_parser().parse_args(argv)
     if getattr(args, "budget", "none") is None:
         args.budget = LIVE_BUDGET_S["cuda" if torch.cuda.is_available() and args.device != "cpu" else "cpu"] \

@@ -4,9 +4,11 @@ nvidia-smi where either is there; never a failure where neither is)."""
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import platform
 import shutil
 import subprocess
+import sys
 from dataclasses import asdict, dataclass
 
 import torch
@@ -230,11 +232,16 @@ def _peak_for(name: str) -> dict[str, float] | None:
 
 
 def _triton_version() -> str | None:
-    try:
-        import triton
-        return triton.__version__
-    except Exception:  # absent, or broken on this platform
-        return None
+    """The installed triton's version, read from its package metadata: importing triton to ask (~1 s) would be paid
+    by every start of the app, which has no use for triton until a compiled variant runs."""
+    if sys.modules.get("triton") is not None:
+        return getattr(sys.modules["triton"], "__version__", None)
+    for distribution in ("triton", "pytorch-triton", "pytorch-triton-rocm"):  # torch's releases, its nightlies, ROCm
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def detect(device: str | None = None) -> Environment:

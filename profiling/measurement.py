@@ -33,6 +33,7 @@ from .accuracy import Reference
 from .budget import compile_clock, forward_bytes
 from .dispatch import clean_warning, refusals
 from .environment import Environment, detect
+from .phases import spent
 from .results import ERROR, OK, OUT_OF_MEMORY, STOPPED, UNSUPPORTED, Run
 from .workload import Inputs, Refusal, Workload
 
@@ -245,14 +246,16 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress, check: C
         run.status, run.reason = UNSUPPORTED, reason
         return
     device = workload.device
-    state = _cache.get(workload)
+    with spent("inputs"):
+        state = _cache.get(workload)
     x = state.inputs.with_grad() if workload.training else state.inputs
     subject.inputs, subject.phases = x, _phases(variant, x)
     if variant.setup is not None:
-        t0 = time.perf_counter()
-        run.setup_reused = bool(variant.setup(x))
-        timing.sync(device)
-        run.setup_ms = (time.perf_counter() - t0) * 1000.0
+        with spent("setup"):
+            t0 = time.perf_counter()
+            run.setup_reused = bool(variant.setup(x))
+            timing.sync(device)
+            run.setup_ms = (time.perf_counter() - t0) * 1000.0
     check()
     compiles = variant.compiled or variant.jit_s
     if compiles and not has_compiled(variant.key, workload):
@@ -261,28 +264,32 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress, check: C
     else:
         progress(0.0, f"{variant.key}: warm-up" + (" (compiled before in this process)" if compiles else ""))
     with subject.context():
-        t0 = time.perf_counter()
-        out, run.pytorch_warnings, error = _first_call(lambda: _first(subject))
-        timing.sync(device)
-        run.first_call_ms = (time.perf_counter() - t0) * 1000.0
+        with spent("first call"):
+            t0 = time.perf_counter()
+            out, run.pytorch_warnings, error = _first_call(lambda: _first(subject))
+            timing.sync(device)
+            run.first_call_ms = (time.perf_counter() - t0) * 1000.0
         if error is not None:
             run.status = UNSUPPORTED if _is_refusal(error) else ERROR
             run.reason = _refusal_reason(run.pytorch_warnings, error)
             return
         check()
         progress(0.5, f"{variant.key}: accuracy against fp64")
-        if state.reference is None:
-            state.reference = Reference(state.inputs, check)
-        grads = {"dq": x.q.grad, "dk": x.k.grad, "dv": x.v.grad} if workload.training else None
-        run.accuracy = state.reference.of(out, grads)
-        del out, grads
-        if variant.top_left is not None and workload.q_len is not None and workload.causal and workload.mask == "flag":
-            _top_left(subject, state.reference)
-        t0 = time.perf_counter()
-        for _ in range(WARMUP_CALLS - 1):
-            check()
-            subject.call()
-        timing.sync(device)
+        with spent("accuracy"):
+            if state.reference is None:
+                state.reference = Reference(state.inputs, check)
+            grads = {"dq": x.q.grad, "dk": x.k.grad, "dv": x.v.grad} if workload.training else None
+            run.accuracy = state.reference.of(out, grads)
+            del out, grads
+            if variant.top_left is not None and workload.q_len is not None and workload.causal \
+                    and workload.mask == "flag":
+                _top_left(subject, state.reference)
+        with spent("warm-up"):
+            t0 = time.perf_counter()
+            for _ in range(WARMUP_CALLS - 1):
+                check()
+                subject.call()
+            timing.sync(device)
     subject.estimate_s = (time.perf_counter() - t0) / max(1, WARMUP_CALLS - 1)
     if compiles:
         _note_compile(variant, workload, run.first_call_ms / 1000.0, subject.estimate_s)
@@ -318,14 +325,17 @@ def _finish(subject: _Subject, trace_dir: str | Path | None, progress: Progress)
     variant, run, x = subject.variant, subject.run, subject.inputs
     workload, device = run.workload, run.workload.device
     with subject.context():  # entered once around every loop: the pin is not part of a call
-        run.peak_extra_bytes = capture.peak_extra_bytes(subject.call, x)
-        if workload.training:
-            run.saved_bytes = capture.saved_bytes(variant, x)
+        with spent("memory"):
+            run.peak_extra_bytes = capture.peak_extra_bytes(subject.call, x)
+            if workload.training:
+                run.saved_bytes = capture.saved_bytes(variant, x)
         progress(0.1, f"{variant.key}: profiling")
         path = capture.trace_path(variant.key, workload, trace_dir)
         for _ in range(2):  # once on the H200 a session's trace held the calls' ops and none of their GPU work
-            capture.profile_calls(subject.call, device, PROFILED_CALLS, path)
-            summary = trace_mod.summarize_trace(trace_mod.load_trace(path))
+            with spent("profiling"):
+                capture.profile_calls(subject.call, device, PROFILED_CALLS, path)
+            with spent("trace"):
+                summary = trace_mod.summarize_trace(trace_mod.load_trace(path))
             if device != "cuda" or any(k.launched_by for k in summary.kernels):
                 break
             progress(0.1, f"{variant.key}: the profiler saw no GPU work; profiling again")
@@ -340,7 +350,8 @@ def _finish(subject: _Subject, trace_dir: str | Path | None, progress: Progress)
     run.profiled_host_ms = summary.profiled_host_ms
     if device != "cuda":
         run.peak_extra_bytes = summary.cpu_peak_extra_bytes
-    run.pin_cost_ms = timing.pin_cost_ms(variant)
+    with spent("pin cost"):
+        run.pin_cost_ms = timing.pin_cost_ms(variant)
     subject.finished = True
     progress(1.0, f"{variant.key}: done")
 
@@ -375,7 +386,8 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
     with _LOCK:
         started = time.perf_counter()
         if workload.device == "cuda" and env.copy_bytes_per_s is None:  # measured once per process, under the lock
-            env = dataclasses.replace(env, copy_bytes_per_s=timing.copy_ceiling())
+            with spent("copy ceiling"):
+                env = dataclasses.replace(env, copy_bytes_per_s=timing.copy_ceiling())
         subjects = [_Subject(v, Run(variant=v.key, workload=workload, environment=env, session=session,
                                     estimated_extra_bytes=forward_bytes(workload, v.scratch_bytes(workload, env))))
                     for v in variants]
@@ -398,22 +410,25 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
                 s.run.compiled_before = compiled_before
                 step_progress(subjects.index(s), "timing")(0.0, f"{s.variant.key}: timing")
             if going and workload.device == "cuda":
-                before = timing.clocks_under_load()
-                timing.time_gpu(going, guard.check)    # warm, in every mode
-                timing.time_mode(going, guard.check)   # cold or graph: beside the warm figure
-                after = timing.clocks_under_load()
+                with spent("timing rounds"):
+                    before = timing.clocks_under_load()
+                    timing.time_gpu(going, guard.check)    # warm, in every mode
+                    timing.time_mode(going, guard.check)   # cold or graph: beside the warm figure
+                    after = timing.clocks_under_load()
                 for s in going:
                     s.run.clocks_before, s.run.clocks_after = before, after
                 going = [s for s in going if s.going]  # a capture refused stops here
             elif going:
-                timing.time_cpu(going, guard.check)
+                with spent("timing rounds"):
+                    timing.time_cpu(going, guard.check)
             disturbed = _overlapped(mark)
             for s in going:
                 s.run.concurrent_work = disturbed
             if workload.device == "cuda" and going:
                 progress(PHASES["host"][0], "host cost of " + " and ".join(
                     f"{names[subjects.index(s)]}{s.variant.key}" for s in going))
-                timing.host_figures(going, guard.check)
+                with spent("host figures"):
+                    timing.host_figures(going, guard.check)
             for i, s in enumerate(subjects):
                 guard.check()
                 _guarded(s, lambda s=s, i=i: _finish(s, trace_dir, step_progress(i, "finish")))

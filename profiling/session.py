@@ -13,6 +13,7 @@ from typing import Callable
 from attention_variants import VARIANTS, Variant, reasons as why_not
 
 from . import text
+from .phases import spent
 from .budget import available_bytes, check_time, memory_refusal, predicted_seconds
 from .environment import Environment, detect
 from .explain import Explanation, explain, explain_sweep
@@ -165,29 +166,35 @@ def compare(request: Request, *, budget_s: float | None = None, progress: Progre
             cancelled: Callable[[], bool] = _never, trace_dir=None) -> Answer:
     """A vs B on the request's workload, measured live (within `budget_s`, stopping cleanly when `cancelled`)
     or replayed from the recording; explained."""
-    p = plan(request, budget_s=budget_s)
+    with spent("plan"):
+        p = plan(request, budget_s=budget_s)
     if request.live:
         runs = measure_runs(list(p.variants), request.workload, env=p.environment, trace_dir=trace_dir,
                             progress=progress, guard=Guard.within(budget_s, cancelled), labels=["A", "B"],
                             reasons=p.reasons)
         comparison = Comparison(*runs)
     else:
-        comparison = Comparison(*(find_recorded(request.source, key, request.workload)
-                                  for key in (request.a, request.b)))
-    return Answer(request, comparison, explain(comparison))
+        with spent("replay lookup"):
+            comparison = Comparison(*(find_recorded(request.source, key, request.workload)
+                                      for key in (request.a, request.b)))
+    with spent("explain"):
+        return Answer(request, comparison, explain(comparison))
 
 
 def sweep(request: Request, *, budget_s: float | None = None, progress: Progress = _no_progress,
           cancelled: Callable[[], bool] = _never) -> Answer:
     """A and B over the request's lengths (or the plan's), the other fields fixed; live or replayed; explained."""
-    p = plan(request, budget_s=budget_s, sweep=True)
+    with spent("plan"):
+        p = plan(request, budget_s=budget_s, sweep=True)
     if request.live:
         result = run_sweep(list(p.variants), request.workload, list(p.lengths), p.environment, progress=progress,
                            guard=Guard.within(budget_s, cancelled), axis=request.axis)
     else:
-        recorded = find_recorded_sweep(request.source, request.a, request.b, request.workload, request.axis)
-        result = recorded.select([request.a, request.b], p.lengths)
-    return Answer(request, result, explain_sweep(result))
+        with spent("replay lookup"):
+            recorded = find_recorded_sweep(request.source, request.a, request.b, request.workload, request.axis)
+            result = recorded.select([request.a, request.b], p.lengths)
+    with spent("explain"):
+        return Answer(request, result, explain_sweep(result))
 
 
 def measure(workload: Workload, keys, *, trace_dir=None, progress: Progress = _no_progress) -> list[Run]:

@@ -38,6 +38,9 @@ SETTLED_SPREAD = 0.10         # a CPU timing has settled when its quartiles are 
 HOST_FIGURES_BUDGET_S = 0.02  # back-to-back and host cost: this long each, 20 to 300 calls
 HOST_COST_CALLS = (20, 300)
 HOST_ROUNDS = 8               # back-to-back samples per variant, one per round
+LONG_HOST_ROUNDS = 4          # ... for a call of LONG_CALL_S or more: GPU-bound beyond doubt, and each round costs
+                              # 5 to 13 whole calls (flash at S=16,384 in the H200 recording: 14 ms a call, 8 rounds
+                              # of 5 are 0.57 s a variant, a live sweep's largest share); budget prices 4
 LOOP_CALLS = 10               # the fewest calls of a back-to-back sample of calls under 10 ms
 QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well under CUDA's queue depth
 MAX_LAUNCHES_PER_CALL = 64    # more than any variant launches per call (math at S=4096: 24 kernels); the host
@@ -421,13 +424,19 @@ def _calls(per_call_s: float, wanted: float) -> int:
     return int(min(HOST_COST_CALLS[1], max(least, wanted)))
 
 
+def host_rounds(gpu_ms: float) -> int:
+    """Rounds of host figures for a call of `gpu_ms`: one back-to-back sample each."""
+    return HOST_ROUNDS if gpu_ms < LONG_CALL_S * 1000 else LONG_HOST_ROUNDS
+
+
 def _host_plan(s: Timed) -> tuple[int, int, float]:
     """Per round: (back-to-back calls, host-cost calls, a generous guess of one call's host time in seconds)."""
     gpu_s = s.run.warm_call_ms / 1000.0
     host_guess_s = max(s.estimate_s, 1e-4) if gpu_s < LONG_CALL_S else HOST_CALL_MAX_S  # a warm call: an upper bound
     per_call_s = max(gpu_s, host_guess_s)
-    loop = _calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // HOST_ROUNDS
-    calls = min(_calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // HOST_ROUNDS,
+    rounds = host_rounds(s.run.warm_call_ms)
+    loop = _calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // rounds
+    calls = min(_calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // rounds,
                 QUEUE_LAUNCHES // MAX_LAUNCHES_PER_CALL)
     # a loop's first call is issued before the GPU has work: over 10 calls its host time is a tenth of the pace,
     # over 2 half (a 1.1 ms step read 10% slow); only calls of 10 ms and more can afford 2
@@ -438,15 +447,18 @@ def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
     """Back-to-back time per call (a plain loop: what a model sees) and host cost per call (each call timed
     while the GPU is parked, so the host never waits on it), in every timing mode; which side sets the pace is
     `Run.bound`'s.
-    Taken in HOST_ROUNDS rounds that alternate between the variants, so a drift in the host's speed
-    (seen on the H200: one variant's median moving from 17 to 26 µs between two moments) hits all alike."""
+    Taken in rounds (`host_rounds`: fewer for a call of a millisecond or more) that alternate between the variants,
+    so a drift in the host's speed (seen on the H200: one variant's median moving from 17 to 26 µs between two
+    moments) hits all alike."""
     plans = {id(s): _host_plan(s) for s in subjects}
     loops: dict[int, list[float]] = {id(s): [] for s in subjects}
     host_ms: dict[int, list[float]] = {id(s): [] for s in subjects}
     try:
-        for _ in range(HOST_ROUNDS):
+        for round_ in range(HOST_ROUNDS):
             check()
             for s in subjects:
+                if round_ >= host_rounds(s.run.warm_call_ms):
+                    continue
                 loop, calls, host_guess_s = plans[id(s)]
                 with s.context():  # entered outside every timed call
                     # settle after whatever ran before (another variant): a long call settles in one

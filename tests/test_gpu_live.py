@@ -14,7 +14,7 @@ from profiling.measurement import measure_runs
 from profiling.request import LIVE, Request
 from profiling.results import OUT_OF_MEMORY, UNSUPPORTED, Comparison, Run
 from profiling.results import HOST_BOUND
-from profiling.timing import HOST_ROUNDS, MIN_SAMPLES
+from profiling.timing import MIN_SAMPLES, host_rounds
 from profiling.workload import Refusal, Workload
 
 pytestmark = pytest.mark.gpu
@@ -115,9 +115,10 @@ def test_host_figures_live(key):
     and never beats the GPU; the bound follows back-to-back; a pinned variant's pin is costed apart."""
     run = measure(key)
     host = run.host_cost
-    assert run.ok and host.kept == host.samples >= 2 * HOST_ROUNDS and host.method.startswith("perf_counter")
+    rounds = host_rounds(run.warm_call_ms)
+    assert run.ok and host.kept == host.samples >= 2 * rounds and host.method.startswith("perf_counter")
     assert 0 < host.median_ms < run.profiled_host_ms
-    assert run.back_to_back.samples == HOST_ROUNDS and run.back_to_back_ms == run.back_to_back.median_ms
+    assert run.back_to_back.samples == rounds and run.back_to_back_ms == run.back_to_back.median_ms
     assert run.back_to_back_ms >= 0.95 * run.gpu_ms
     slow_loop, slow_host = run.back_to_back_ms > HOST_BOUND * run.gpu_ms, HOST_BOUND * host.median_ms >= run.gpu_ms
     assert run.bound == ("gpu" if not slow_loop else "host" if slow_host else "other")

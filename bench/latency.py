@@ -1,0 +1,365 @@
+"""Where a request's wall time goes, through the public API and through the front door:
+
+    python bench/latency.py [--quick]        # the table on stdout, and in $OUT/latency.txt when $OUT is set
+
+Through the API: a server started here (this file with --serve: app.py's start, on 127.0.0.1 and a free port)
+answering gradio_client; through the front door: `profiling.session` called in a fresh process (this file with
+--front-door), the page's rendering (`app.show`) after it. Each scenario's wall time is split into its parts:
+the server's process start and imports (torch, gradio, the app), its launch and first HTTP answer; per request, the
+phases the code marks (`profiling.phases`: plan, copy ceiling (the first CUDA allocation on a GPU), inputs, setup,
+first call (library handles, compiles), accuracy, warm-up, timing rounds, host figures, memory, profiling (the first
+one starts the profiler), trace, pin cost, replay lookup, explain, serialize); the wait for the measurement thread
+(a start-up warm-up in progress); rendering (the page's); and transfer (the client's wall time less the server's
+handler). "other" is what no phase holds. The scenarios: server start to its first replayed answer, a replay, the
+first live comparison of a fused pair, the same warm, a warm naive pair, a live sweep (9 lengths on a GPU; a
+CPU-sized one on a CPU); and the time of `import torch, gradio` in a fresh interpreter, the yardstick of start-up.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+RECORDING = "h200-torch2.11"
+GPU_PAIRS = {"fused": ("sdpa_flash", "sdpa_cudnn"), "naive": ("naive", "naive_inplace")}
+CPU_PAIRS = {"fused": ("sdpa_flash", "sdpa_auto"), "naive": ("naive", "naive_inplace")}
+GPU_SWEEP = tuple(128 * 2**i for i in range(9))     # 128 … 32,768
+CPU_SWEEP = (128, 256, 512, 1024)
+TARGETS_S = {"server start → first answer": 6.0, "first live, fused pair": 2.0, "warm fused pair": 0.15,
+             "warm naive pair": 0.4, "live sweep": 8.0, "replay": 0.1}  # the issue's, on the H200 through the API
+
+
+def now() -> float:
+    return time.monotonic()  # CLOCK_MONOTONIC: one clock for every process of this machine
+
+
+# -- the server, as app.py starts it, with its requests' phases written to a file -----------------------------
+def serve(port: int, record_path: str) -> None:
+    started = now()
+    marks = {"interpreter": started}
+    import torch  # noqa: F401
+    marks["import torch"] = now()
+    import gradio  # noqa: F401
+    marks["import gradio"] = now()
+    import app
+    import handlers
+    from profiling import phases
+    marks["import app"] = now()
+    record = open(record_path, "a", buffering=1)
+
+    def write(entry: dict) -> None:
+        record.write(json.dumps(entry) + "\n")
+
+    original = handlers.serve
+
+    async def timed(kind, request, progress, run_id=None, keep=True):
+        with phases.recording() as spent:
+            t0 = now()
+            try:
+                return await original(kind, request, progress, run_id, keep)
+            finally:
+                write({"kind": kind, "live": request.live, "handler_s": now() - t0, "phases": spent})
+
+    handlers.serve = timed
+    handlers.start_warm_up()  # as app.py's main does, before it launches
+    app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **app.LAUNCH)
+    marks["launched"] = now()
+    write({"marks": marks})
+    from profiling import figures  # noqa: F401  (as app.py's main does, once the server answers)
+    if handlers.wait_for_warm_up():  # over: its steps done, or dropped for a live request
+        write({"warmed": now(), "warm_up_s": handlers.WARM_UP.steps})
+    while True:
+        time.sleep(3600)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def parts_of(entry: dict, client_s: float | None = None) -> dict[str, float]:
+    """A served request's parts: its phases, what no phase holds, and (through the API) the transfer."""
+    parts = dict(entry["phases"])
+    parts["other"] = max(0.0, entry["handler_s"] - sum(parts.values()))
+    if client_s is not None:
+        parts["transfer"] = max(0.0, client_s - entry["handler_s"])
+    return parts
+
+
+def values_of(source: str, a: str, b: str, device: str, **fields) -> dict:
+    from profiling.request import KEYS, Request
+    return dict(zip(KEYS, Request.build(source, a, b, fields, device).values()))
+
+
+class Server:
+    """app.py's server in a process of its own (this file with --serve), from its start to its first replayed answer:
+    `start` is that row's parts."""
+
+    def __init__(self, folder: str, device: str):
+        from gradio_client import Client
+
+        self.record_path = Path(folder) / f"record-{now()}.jsonl"
+        self.record_path.touch()
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/"
+        started = now()
+        self.process = subprocess.Popen([sys.executable, __file__, "--serve", str(port), str(self.record_path)],
+                                        cwd=ROOT, env=os.environ | {"GRADIO_ANALYTICS_ENABLED": "False"})
+        while True:
+            try:
+                urllib.request.urlopen(url + "config", timeout=5).read()
+                break
+            except OSError:
+                if self.process.poll() is not None:
+                    raise SystemExit(f"the server exited with {self.process.returncode}")
+                time.sleep(0.05)
+        answered = now()
+        self.client = Client(url, verbose=False)
+        connected = now()
+        self.replay = values_of(RECORDING, *(GPU_PAIRS if device == "cuda" else CPU_PAIRS)["fused"], device)
+        t0 = now()
+        self.client.predict(**self.replay, api_name="/replay")
+        first = now()
+        entries = self.records()
+        marks = next(e["marks"] for e in entries if "marks" in e)
+        self.started, self.first_answer_s = started, first - started
+        self.start = {"interpreter": marks["interpreter"] - started,
+                      "torch": marks["import torch"] - marks["interpreter"],
+                      "gradio": marks["import gradio"] - marks["import torch"],
+                      "the app": marks["import app"] - marks["import gradio"],
+                      "launch": marks["launched"] - marks["import app"],
+                      "first HTTP answer": answered - marks["launched"], "client connects": connected - answered}
+        self.start |= {f"replay · {k}": v for k, v in parts_of(entries[-1], first - t0).items()}
+
+    def records(self) -> list[dict]:
+        return read_records(self.record_path)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) -> None:
+    pairs = GPU_PAIRS if device == "cuda" else CPU_PAIRS
+    with tempfile.TemporaryDirectory() as folder:
+        servers = []
+        for _ in range(starts - 1):  # the start alone, measured again: it varies with the machine's load
+            servers.append(Server(folder, device))
+            servers[-1].stop()
+        server = Server(folder, device)
+        servers.append(server)
+        try:
+            middle = sorted(servers, key=lambda s: s.first_answer_s)[(len(servers) - 1) // 2]
+            rows.append(("server start → first answer" + (f" (median of {starts})" if starts > 1 else ""), "API",
+                         middle.first_answer_s, middle.start))
+            facts["server start → first answer"] = middle.first_answer_s
+            facts["the server's own import torch, gradio"] = middle.start["torch"] + middle.start["gradio"]
+            client = server.client
+
+            def timed(name: str, api: str, values: dict, repeats: int = 1, **extra) -> None:
+                walls, parts = [], []
+                for _ in range(repeats):
+                    t0 = now()
+                    client.predict(**values, **extra, api_name=api)
+                    walls.append(now() - t0)
+                    parts.append(parts_of(server.records()[-1], walls[-1]))
+                middle = walls.index(statistics.median_low(walls))
+                rows.append((name + (f" (median of {repeats})" if repeats > 1 else ""), "API", walls[middle],
+                             parts[middle]))
+                facts[name] = walls[middle]
+
+            timed("replay", "/replay", server.replay, 3 if quick else 10)
+            warmed = [e for e in server.records() if "warmed" in e]
+            if warmed:  # before the first live request: it would drop the steps not started
+                facts["warm-up done, after start"] = warmed[0]["warmed"] - server.started
+            live = values_of("live", *pairs["fused"], device)
+            timed("first live, fused pair", "/compare", live)
+            timed("warm fused pair", "/compare", live, 3 if quick else 5)
+            naive = values_of("live", *pairs["naive"], device)
+            client.predict(**naive, api_name="/compare")  # its first call's one-off costs
+            timed("warm naive pair", "/compare", naive, 3 if quick else 5)
+            lengths = (GPU_SWEEP if device == "cuda" else CPU_SWEEP[:2] if quick else CPU_SWEEP)
+            timed("live sweep", "/sweep", live, seq_lens=",".join(map(str, lengths)), axis="seq_len")
+            rows[-1] = (f"live sweep of {len(lengths)} lengths", *rows[-1][1:])
+            warmed = [e for e in server.records() if "warmed" in e]
+            if warmed:  # its steps as they ran (those a live request dropped are not there)
+                rows.insert(2, ("start-up warm-up (background)", "API", sum(warmed[0]["warm_up_s"].values()),
+                                warmed[0]["warm_up_s"]))
+        finally:
+            server.stop()
+
+
+# -- the front door: profiling.session in a fresh process, the page's rendering after it --------------------------
+def front_door(quick: bool, mode: str, host_rounds: int | None) -> None:
+    """`mode`: "cold" (every scenario in a fresh process), "warm" (the start-up warm-up, then the first live
+    comparison) or "sweep" (the live sweep alone, with `host_rounds` host rounds for calls of a millisecond or
+    more: the figure before issue 29 cut them, where 8)."""
+    warm_first = mode == "warm"
+    started = now()
+    import torch
+    t_torch = now()
+    import gradio  # noqa: F401
+    t_gradio = now()
+    import app
+    import handlers
+    from links import share_link  # noqa: F401  (the page's link: rendering needs a request's address)
+    from profiling import phases, session, timing
+    from profiling.request import Request
+    t_app = now()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    pairs = GPU_PAIRS if device == "cuda" else CPU_PAIRS
+    rows, facts = [], {}
+    rows.append(("imports", "front door", t_app - started,
+                 {"torch": t_torch - started, "gradio": t_gradio - t_torch, "the app": t_app - t_gradio}))
+
+    class Page:  # what app.show reads of gradio's request: the page's address
+        headers: dict = {}
+        base_url = "http://127.0.0.1/"
+
+    def served(name: str, kind: str, request: Request, repeats: int = 1) -> None:
+        walls, parts = [], []
+        for _ in range(repeats):
+            with phases.recording() as spent:
+                t0 = now()
+                waited = 0.0
+                if request.live and handlers.WARM_UP.queued:
+                    w0 = now()
+                    handlers.wait_for_warm_up()
+                    waited = now() - w0
+                serve = session.compare if kind == "compare" else session.sweep
+                answer = serve(request, budget_s=None if not request.live else
+                               handlers.LIVE_BUDGET_S[request.workload.device])
+                with phases.spent("serialize"):
+                    text = json.dumps(answer.to_dict(), indent=1)
+                with phases.spent("render"):
+                    kept = handlers.RESULTS.put(handlers.Kept(kind, answer, text), 2 * len(text))
+                    (app.show if kind == "compare" else app.show_sweep)(kept, Page())
+                wall = now() - t0
+            parts.append({"waited for the warm-up": waited, **spent,
+                          "other": max(0.0, wall - waited - sum(spent.values()))} if waited
+                         else {**spent, "other": max(0.0, wall - sum(spent.values()))})
+            walls.append(wall)
+        middle = walls.index(statistics.median_low(walls))
+        rows.append((name + (f" (median of {repeats})" if repeats > 1 else ""), "front door", walls[middle],
+                     parts[middle]))
+        facts[name] = walls[middle]
+
+    if host_rounds is not None:
+        timing.LONG_HOST_ROUNDS = host_rounds
+    lengths = GPU_SWEEP if device == "cuda" else CPU_SWEEP[:2] if quick else CPU_SWEEP
+    sweep = Request.build("live", *pairs["fused"], {}, device, tuple(lengths))
+    if mode == "sweep":
+        served(f"live sweep of {len(lengths)} lengths, {timing.LONG_HOST_ROUNDS} host rounds from 1 ms", "sweep",
+               sweep)
+        print(json.dumps({"rows": rows, "facts": {}}))
+        return
+    if warm_first:
+        w0 = now()
+        handlers.start_warm_up()
+        if handlers.wait_for_warm_up():
+            rows.append(("start-up warm-up (background)", "front door", now() - w0, dict(handlers.WARM_UP.steps)))
+    else:
+        served("first replayed answer", "compare", Request.build(RECORDING, *pairs["fused"], {}, device))
+        served("replay", "compare", Request.build(RECORDING, *pairs["fused"], {}, device), 3 if quick else 10)
+    live = Request.build("live", *pairs["fused"], {}, device)
+    served("first live, fused pair" + (" (after the warm-up)" if warm_first else ""), "compare", live)
+    if not warm_first:
+        served("warm fused pair", "compare", live, 3 if quick else 5)
+        naive = Request.build("live", *pairs["naive"], {}, device)
+        served("first live, naive pair", "compare", naive)
+        served("warm naive pair", "compare", naive, 3 if quick else 5)
+        served(f"live sweep of {len(lengths)} lengths", "sweep", sweep)
+    print(json.dumps({"rows": rows, "facts": facts}))
+
+
+def in_fresh_process(*args: str) -> dict:
+    done = subprocess.run([sys.executable, __file__, *args], cwd=ROOT, capture_output=True, text=True,
+                          env=os.environ | {"GRADIO_ANALYTICS_ENABLED": "False"})
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def import_yardstick(repeats: int) -> float:
+    """`import torch, gradio` in a fresh interpreter: the median of `repeats`."""
+    code = "import time; t = time.perf_counter(); import torch, gradio; print(time.perf_counter() - t)"
+    return statistics.median(float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                                  check=True).stdout) for _ in range(repeats))
+
+
+# -- the table ---------------------------------------------------------------------------------------------------
+def table(rows: list, machine: str, facts: dict, yardstick_s: float, device: str) -> str:
+    load = " · load average %.1f, %.1f, %.1f" % os.getloadavg() if hasattr(os, "getloadavg") else ""
+    lines = [f"latency on {machine} ({os.cpu_count()} CPUs{load})",
+             f"import torch, gradio in a fresh interpreter: {yardstick_s:.2f} s", "",
+             f"{'scenario':<46} {'path':<10} {'wall s':>7}  parts (s), largest first"]
+    for name, path, wall, parts in rows:
+        shown = sorted(((k, v) for k, v in parts.items() if v >= 0.0005), key=lambda kv: -kv[1])
+        lines.append(f"{name:<46} {path:<10} {wall:>7.3f}  " + " · ".join(f"{k} {v:.3f}" for k, v in shown))
+    lines.append("")
+    start = facts.get("server start → first answer")
+    if start is not None:
+        own = facts["the server's own import torch, gradio"]
+        lines.append(f"server start → first replayed answer: {start:.2f} s = {start / yardstick_s:.2f}× import "
+                     f"torch, gradio in a fresh interpreter, {start / own:.2f}× the server's own ({own:.2f} s, the "
+                     f"same moment's load) (target ≤ 2× on a CPU)")
+    if "warm-up done, after start" in facts:
+        lines.append(f"start-up warm-up done {facts['warm-up done, after start']:.2f} s after the server's start")
+    if device == "cuda":
+        for name, target in TARGETS_S.items():
+            got = next((f for k, f in facts.items() if k.startswith(name)), None)
+            if got is not None:
+                lines.append(f"target {name}: {got:.3f} s (≤ {target} s: {'met' if got <= target else 'NOT met'})")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, a shorter CPU sweep")
+    parser.add_argument("--api-only", action="store_true", help="only through the API")
+    parser.add_argument("--starts", type=int, help="server starts measured (default 1 with --quick, else 3)")
+    parser.add_argument("--serve", nargs=2, metavar=("PORT", "RECORD"), help=argparse.SUPPRESS)
+    parser.add_argument("--front-door", choices=("cold", "warm", "sweep"), help=argparse.SUPPRESS)
+    parser.add_argument("--host-rounds", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        return serve(int(args.serve[0]), args.serve[1])
+    if args.front_door:
+        return front_door(args.quick, args.front_door, args.host_rounds)
+    yardstick_s = import_yardstick(1 if args.quick else 3)
+    import torch
+    from profiling.environment import detect
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    rows, facts = [], {}
+    through_api(args.quick, device, rows, facts, args.starts or (1 if args.quick else 3))
+    if not args.api_only:
+        quick = ("--quick",) if args.quick else ()
+        runs = [("cold",)] + ([("warm",), ("sweep", "--host-rounds", "8")] if device == "cuda" else [])
+        for mode in runs:
+            done = in_fresh_process("--front-door", *mode, *quick)
+            rows += done["rows"]
+            facts |= {f"front door: {k}": v for k, v in done["facts"].items()}
+    out = table(rows, detect(device).summary(), facts, yardstick_s, device)
+    print(out, end="")
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "latency.txt").write_text(out)
+
+
+if __name__ == "__main__":
+    main()

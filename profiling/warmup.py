@@ -1,0 +1,50 @@
+"""What a process's first live request pays once, paid before it: the CUDA context and the copy ceiling, each
+library's handles and the modules of its kernels (a tiny call of every backend that can run here, a forward and a
+training step), the profiler's first session (CUPTI's start) and the trace reader; then the compilers' first run
+(FlexAttention's torch.compile, FlashAttention-4's JIT). Each step is one `session.measure` of a tiny workload in
+the blog's dtype, head size and mask (the kernels a first request most likely runs): the code a request runs, so
+nothing is warmed that a request would not use, and the runs are thrown away.
+
+The server (handlers.start_warm_up) runs the steps in order on the measurement thread, where every live measurement
+runs; a live request that arrives meanwhile waits for the step in progress, and the steps not started are dropped.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from attention_variants import VARIANTS, reasons as why_not
+
+from .environment import detect
+from .workload import Workload
+
+TINY = {"batch": 1, "heads": 2, "seq_len": 128}  # on the blog's workload: its dtype, head size and causal flag
+
+
+def tiny(device: str, **changes) -> Workload:
+    return Workload.blog(**TINY, device=device, **changes)
+
+
+def steps(device: str, keys: list[str] | None = None) -> list[tuple[str, Callable[[], None]]]:
+    """The warm-up's steps on `device`, in order, each (name, call): the variants of `keys` (all by default) that can
+    run here, the plain ones together (a forward, then a training step where they take one), then each compiling one
+    alone."""
+    from . import session
+
+    w = tiny(device)
+    env = detect(device)
+    can = why_not([VARIANTS[k] for k in keys or VARIANTS], w, env)
+    runnable = [VARIANTS[k] for k, reason in can.items() if reason is None]
+    plain = [v.key for v in runnable if not (v.compiled or v.jit_s)]
+    step = tiny(device, passes="fwd+bwd")
+    trainable = [k for k, reason in why_not([VARIANTS[k] for k in plain], step, env).items() if reason is None]
+    found = []
+    if plain:
+        found.append(("CUDA, libraries, profiler" if device == "cuda" else "libraries, profiler",
+                      lambda: session.measure(w, plain)))
+    if trainable:
+        found.append(("a training step", lambda: session.measure(step, trainable)))
+    for v in runnable:
+        if v.compiled or v.jit_s:
+            name = f"{v.key}: {'compile' if v.compiled else 'JIT'}"
+            found.append((name, lambda key=v.key: session.measure(w, [key])))
+    return found

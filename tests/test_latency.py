@@ -1,0 +1,181 @@
+"""Start-up and first answer (issue 29): the warm-up runs on the measurement thread and never holds a replay; a
+live request waits only for the step in progress; nothing warms on a CPU or on ZeroGPU; the phases a request
+records are the ones it ran; the compilers' caches go to the app's folder only where the user set none; and the
+machine is read without importing triton; a long call's host figures take the rounds the cost model prices."""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import handlers
+from profiling import budget, caches, phases, session, timing, warmup
+from profiling.environment import detect
+from profiling.request import LIVE, Request
+from profiling.results import Timing
+from test_timing_modes import gpu, subject  # noqa: F401  (gpu: the fake GPU's fixture)
+
+RECORDING = "h200-torch2.11"
+
+
+def replayed() -> Request:
+    return Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {}, "cpu")
+
+
+@pytest.fixture
+def fresh_warm_up(monkeypatch):
+    """A warm-up of stand-in steps on a GPU, as the server would start it (this CPU stands in for the GPU)."""
+    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    monkeypatch.setattr(handlers, "WARM_UP", handlers.WarmUp())
+    yield
+    for queued in handlers.WARM_UP.queued:  # nothing of the test left on the measurement thread
+        queued.cancel()
+    handlers.wait_for_warm_up(30)
+
+
+def test_the_warm_up_runs_on_the_measurement_thread_and_a_replay_does_not_wait_for_it(fresh_warm_up, monkeypatch):
+    entered, release, threads = threading.Event(), threading.Event(), {}
+
+    def held() -> None:  # a warm-up step that lasts until the test releases it
+        threads["warm-up"] = threading.current_thread().name
+        entered.set()
+        release.wait(30)
+
+    def steps(device, keys=None):  # asked on the measurement thread too (it imports the variants' libraries)
+        threads["plan"] = threading.current_thread().name
+        return [("held", held)]
+    monkeypatch.setattr(warmup, "steps", steps)
+    handlers.start_warm_up("cuda")
+    try:
+        assert entered.wait(30)
+        started = time.monotonic()
+        client, _ = asyncio.run(handlers.serve("compare", replayed(), None, keep=False))
+        took = time.monotonic() - started
+        assert not release.is_set() and client["source"] == RECORDING and client["a"]["variant"] == "sdpa_flash"
+    finally:
+        release.set()
+    assert handlers.wait_for_warm_up(30)
+    assert took < 25  # the held step would have held it 30 s
+    assert threads["warm-up"].startswith("live-measurement") and threads["plan"] == threads["warm-up"]
+    assert handlers.WARM_UP.steps.keys() == {"held"}
+
+
+def test_a_live_request_waits_for_the_step_in_progress_and_the_rest_give_way(fresh_warm_up, monkeypatch):
+    in_step, release, order = threading.Event(), threading.Event(), []
+    replay = session.compare
+
+    def first() -> None:
+        in_step.set()
+        release.wait(30)
+        order.append("first step")
+
+    def second() -> None:
+        order.append("second step")
+
+    def measured(request, **kwargs):  # stands in for a live measurement: records its turn and thread
+        order.append(("live", threading.current_thread().name))
+        return replay(replayed())
+    monkeypatch.setattr(warmup, "steps", lambda device, keys=None: [("first", first), ("second", second)])
+    handlers.start_warm_up("cuda")
+    assert in_step.wait(30)
+    monkeypatch.setattr(handlers.session, "compare", measured)
+    live = Request.build(LIVE, "naive", "sdpa_math", {}, "cpu")
+    threading.Timer(0.3, release.set).start()
+    asyncio.run(handlers.serve("compare", live, lambda *a, **k: None, keep=False))
+    assert order[0] == "first step" and order[1][0] == "live" and order[1][1].startswith("live-measurement")
+    assert "second step" not in order and handlers.WARM_UP.queued[-1].cancelled()
+    assert handlers.wait_for_warm_up(30)  # over, a step dropped: nothing raised
+
+
+@pytest.mark.parametrize("device, zero_gpu", [("cpu", None), ("cuda", "true")])
+def test_nothing_warms_on_a_cpu_or_on_zerogpu(fresh_warm_up, monkeypatch, device, zero_gpu):
+    if zero_gpu:
+        monkeypatch.setenv("SPACES_ZERO_GPU", zero_gpu)
+    monkeypatch.setattr(warmup, "steps", lambda device, keys=None: pytest.fail("a warm-up step was asked for"))
+    handlers.start_warm_up(device)
+    assert not handlers.WARM_UP.queued and not handlers.wait_for_warm_up()
+
+
+def test_the_warm_up_steps_measure_every_backend_that_runs_here_and_record_their_phases():
+    found = warmup.steps("cpu", ["naive", "sdpa_math", "sdpa_cudnn", "flex"])
+    names = [name for name, _ in found]
+    # cuDNN has no CPU kernel: not asked; the plain ones together, forward then a training step; flex alone
+    assert names == ["libraries, profiler", "a training step", "flex: compile"]
+    plain = warmup.steps("cpu", ["naive"])[0][1]
+    with phases.recording() as spent:
+        plain()
+    for phase in ("inputs", "first call", "accuracy", "warm-up", "timing rounds", "profiling", "trace"):
+        assert spent.get(phase, 0) > 0, phase
+
+
+def test_a_replay_records_its_own_phases_and_nothing_is_kept_unasked():
+    with phases.recording() as spent:
+        session.compare(replayed())
+    assert list(spent) == ["plan", "replay lookup", "explain"]
+    assert all(seconds >= 0 for seconds in spent.values())
+    with phases.spent("nobody records"):  # outside a recording: nothing kept, nothing raised
+        phases.add("nor this", 1.0)
+    assert "nobody records" not in spent and "nor this" not in spent
+
+
+def test_compile_caches_go_to_the_apps_folder_only_where_the_user_chose_none(tmp_path, monkeypatch):
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR",
+                 "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED"):
+        monkeypatch.delenv(name, raising=False)
+    chosen = caches.keep_compiles(tmp_path / "app")
+    assert chosen == {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "app" / "inductor"),
+                      "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR": str(tmp_path / "app" / "flash_attn_cute"),
+                      "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED": "1"}
+    assert all(os.environ[k] == v for k, v in chosen.items())
+    from torch._inductor.runtime.cache_dir_utils import cache_dir  # the variable PyTorch itself reads
+    assert Path(cache_dir()) == tmp_path / "app" / "inductor"
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    monkeypatch.setenv("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR", str(tmp_path / "fa4"))
+    monkeypatch.delenv("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED")
+    assert caches.keep_compiles(tmp_path / "app") == {}  # the user's folders, and their choice to cache FA4 or not
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+    assert "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED" not in os.environ
+
+
+def test_a_read_only_home_leaves_the_compilers_defaults(tmp_path, monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert caches.keep_compiles(blocked / "app") == {}
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+
+
+def test_the_machine_is_read_without_importing_triton_and_still_names_it(monkeypatch):
+    import importlib.metadata
+    monkeypatch.setitem(sys.modules, "triton", None)  # an import of triton now fails: only its metadata can answer
+    try:
+        expected = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        expected = None
+    assert detect("cpu").triton_version == expected
+
+
+@pytest.mark.parametrize("gpu_ms, rounds, per_round", [(0.1, timing.HOST_ROUNDS, None),
+                                                        (3.0, timing.LONG_HOST_ROUNDS, 1 + timing.LOOP_CALLS + 2),
+                                                        (14.0, timing.LONG_HOST_ROUNDS, 1 + 2 + 2)])
+def test_host_figures_of_a_long_call_take_the_rounds_the_cost_model_prices(gpu, gpu_ms, rounds, per_round):
+    """A call of a millisecond or more (GPU-bound beyond doubt) takes LONG_HOST_ROUNDS rounds: each a settling call,
+    a back-to-back loop and parked calls, whole calls all (flash at S=16,384 takes 14 ms on the H200); the cost model
+    that plans a request prices no fewer. A short one keeps HOST_ROUNDS, and the variants still alternate."""
+    short, measured = subject(gpu, host_s=(1e-5,)), subject(gpu, host_s=(1e-5,))
+    short.log, measured.log = [], []
+    short.run.timing = Timing.of([0.1] * 8, "cuda events")
+    measured.run.timing = Timing.of([gpu_ms] * 8, "cuda events")
+    timing.host_figures([short, measured], lambda: None)
+    assert short.run.back_to_back.samples == timing.HOST_ROUNDS
+    assert measured.run.back_to_back.samples == rounds
+    if per_round is not None:
+        assert len(measured.log) == rounds * per_round
+        model = budget._MID_TIMED_CALLS if gpu_ms < 10 else budget._LONG_TIMED_CALLS
+        assert model["cuda"] >= len(measured.log) + timing.MIN_SAMPLES
