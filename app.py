@@ -110,10 +110,11 @@ def route(source: str) -> list:
 
 
 # -- what the page shows before and around a run ----------------------------------------------------------
-def guesses(*values) -> tuple[str, str, str]:
+def guesses(*values) -> tuple:
     """The guess for A and B on this workload, whether each can run here at all (live only), and what Run would
-    refuse (the session's own plan, asked as the controls change): a bad combination, a workload too large, or one
-    the recording chosen lacks, naming the nearest it has."""
+    refuse (the session's own plan, asked as the controls change, the check Run itself makes): a bad combination, a
+    workload too large, or one the recording chosen lacks, naming the nearest it has. Run is off while it would be
+    refused, the reason beside it."""
     said = session.preview(dict(zip(KEYS, values)), ENV.device, budget_s=LIVE_BUDGET_S[ENV.device])
     request = said.request
     source = values[0] if isinstance(values[0], str) and values[0] in (LIVE, *RECORDINGS) else DEFAULT_SOURCE
@@ -129,7 +130,8 @@ def guesses(*values) -> tuple[str, str, str]:
             if live and (variant.compiled or variant.jit_s) else None
         cards.append(reports.guess_card(side, variant, guess_for(key, shown), said.reasons.get(key),
                                         cpu=shown.device == "cpu", compile_estimate=compile_s))
-    return cards[0], cards[1], reports.refusal_markdown(said.refusal) if said.refusal else ""
+    reason = reports.refusal_markdown(said.refusal) if said.refusal else ""
+    return cards[0], cards[1], reason, gr.Button(interactive=said.refusal is None)
 
 
 def switch_source(source, a, *fields) -> list:
@@ -347,6 +349,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         a = gr.Dropdown(VARIANT_CHOICES, value="naive", label="Variant A", min_width=240, elem_id="pick-a")
         b = gr.Dropdown(VARIANT_CHOICES, value="sdpa_flash", label="Variant B", min_width=240, elem_id="pick-b")
         run_button = gr.Button("Run A vs B", variant="primary", elem_id="run", scale=0, min_width=130)
+    coverage = gr.Markdown(elem_id="coverage")  # what Run would refuse, flagged as it is typed (Run is off meanwhile)
     with gr.Row(elem_id="fields", elem_classes="not-in-present"):
         fields = [control(f) for f in FIELDS]
     controls = [source, a, b, *fields]
@@ -355,7 +358,6 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         preset_buttons = [gr.Button(name, size="sm", elem_id=f"preset-{i}", min_width=60, scale=0)
                           for i, name in enumerate(PRESETS)]
     notice = gr.Markdown(elem_id="notice")
-    coverage = gr.Markdown(elem_id="coverage")  # a workload the recording lacks, flagged as it is chosen
 
     with gr.Tabs(elem_id="modes") as modes:
         with gr.Tab(MODES["compare"], id="compare"):
@@ -477,18 +479,20 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                      ).success(route, source, [live_started, replay_started], api_visibility="private",
                                preprocess=False
                      ).then(lambda: gr.Tabs(selected="compare"), None, modes, api_visibility="private", queue=False)
-    gr.on([c.input for c in controls], stale_notice, result_id, stale, api_visibility="private", queue=False)
-    # a click on Run or a preset: the stale banner gives way, and the progress (drawn on the verdict) comes into view
-    gr.on([run_button.click, *(button.click for button in preset_buttons)], lambda: "", None, stale,
-          api_visibility="private", queue=False, js=scroll_to("#verdict"))
+    # controls edited by hand or by a preset: the result on screen is marked stale until a new one replaces it (a
+    # refused run leaves it so); a click on Run or a preset brings the progress (drawn on the verdict) into view
+    gr.on([*(c.input for c in controls), *(button.click for button in preset_buttons)], stale_notice, result_id,
+          stale, api_visibility="private", queue=False)
+    gr.on([run_button.click, *(button.click for button in preset_buttons)], None, api_visibility="private",
+          queue=False, js=scroll_to("#verdict"))
     sweep_button.click(None, js=scroll_to("#sweep-verdict"), api_visibility="private", queue=False)
     gr.on([c.input for c in controls if c is not source], lambda: "", None, notice, api_visibility="private",
           queue=False)  # a notice about the last switch of source no longer describes these controls
     source.input(switch_source, [source, a, *fields], [*fields, notice], api_visibility="private", queue=False,
                  preprocess=False)
     source.change(sweep_plan, source, plan, api_visibility="private", queue=False, preprocess=False)
-    gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage], api_visibility="private",
-          queue=False, preprocess=False)
+    gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage, run_button],
+          api_visibility="private", queue=False, preprocess=False)
 
     async def open_link(http: gr.Request, mode: str, seq_lens: str, sweep_axis: str, *values) -> list:
         """Page load: a recorded comparison or sweep renders at once, in the replays' queue (a click meanwhile
@@ -510,8 +514,8 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
 
     opened = demo.load(prefill, None, [*controls, notice, seqs, axis, modes, opening], api_visibility="private",
                        queue=False
-                       ).then(guesses, controls, [guess_a, guess_b, coverage], api_visibility="private", queue=False,
-                              preprocess=False
+                       ).then(guesses, controls, [guess_a, guess_b, coverage, run_button], api_visibility="private",
+                              queue=False, preprocess=False
                        ).then(open_link, [opening, seqs, axis, *controls],
                               [result, result_id, *views, sweep_result, sweep_id, *sweep_outputs],
                               api_visibility="private", **replays)

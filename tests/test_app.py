@@ -370,7 +370,7 @@ def test_presets_are_cpu_sized_live_and_recorded_on_replay(name):
 
 @cpu_only
 def test_guesses_say_when_a_variant_cannot_run_here():
-    guess_a, guess_b, coverage = app.guesses(*values(LIVE, "sdpa_flash", "sdpa_cudnn"))
+    guess_a, guess_b, coverage, _ = app.guesses(*values(LIVE, "sdpa_flash", "sdpa_cudnn"))
     assert coverage == ""  # live: nothing to flag
     assert "SDPA's fused CPU op" in guess_a and "cannot run here" not in guess_a
     assert "occupancy" not in guess_a  # a GPU's reason is no CPU's
@@ -378,12 +378,39 @@ def test_guesses_say_when_a_variant_cannot_run_here():
 
 
 def test_a_bad_value_in_the_controls_still_shows_the_guesses():
-    guess_a, guess_b, coverage = app.guesses(*values(RECORDING, "naive", "<img src=x>", dtype="BF16"))
+    guess_a, guess_b, coverage, _ = app.guesses(*values(RECORDING, "naive", "<img src=x>", dtype="BF16"))
     assert guess_a.startswith("**A · Naive (masked_fill)**") and guess_b == "**B**: unknown variant `<img src=x>`"
     # what Run would refuse, said as the controls change, the client's value escaped: no markup reaches the page
     assert coverage.startswith("⚠️ b='\\<img src=x\\>' is not allowed: choose one of naive")
     assert not re.search(r"(?<!\\)<img", coverage)
 
+
+
+@pytest.mark.parametrize("source", [LIVE, RECORDING])
+@pytest.mark.parametrize("changes, field", [({"heads": 16, "kv_heads": 5}, "kv_heads=5"),
+                                            ({"mask": "flag", "window": 128}, "window=128"),
+                                            ({"mask": "window", "window": 99999}, "window=99999"),
+                                            ({"mask": "bool", "causal": False}, "mask='bool'"),
+                                            ({"batch": None}, "batch")])
+def test_a_bad_combination_turns_run_off_as_it_is_typed_with_the_refusal_run_would_give(source, changes, field):
+    sent = values(source, "naive", "sdpa_flash", **changes)
+    *_, coverage, run = app.guesses(*sent)
+    assert run.interactive is False
+    with pytest.raises(gr.Error) as refused:  # what Run itself says: the same words, checked by the same core
+        session.plan(handlers.request_of(sent, live=source == LIVE))
+    assert coverage == reports.refusal_markdown(refused.value.message)
+    assert field.replace("_", "\\_") in coverage
+    *_, coverage, run = app.guesses(*values(source, "naive", "sdpa_flash"))
+    assert coverage == "" and run.interactive is True
+
+
+def test_a_refused_run_keeps_the_old_result_marked_stale():
+    """Editing marks the result stale; Run's click no longer clears the banner (only a new result's render does),
+    and the page's CSS hides gradio's "Error" pill over the verdict: the toast says the refusal."""
+    assert app.stale_notice("some-id") == app.STALE and app.stale_notice("") == ""
+    clears = [fn for fn in app.demo.fns.values() if any(getattr(o, "elem_id", None) == "stale" for o in fn.outputs)]
+    assert {fn.name for fn in clears} <= {"stale_notice", "show", "open_link"}, {fn.name for fn in clears}
+    assert '[data-testid="status-tracker"]:has(> .error) { display: none' in app.CSS
 
 # -- handlers: progress, refusals before anything runs ---------------------------------------------------------------
 @cpu_only
