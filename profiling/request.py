@@ -11,7 +11,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from attention_variants import VARIANTS, get_variant
+from attention_variants import KEYS as VARIANT_KEYS, get_variant
 
 from .replay import recordings
 from .workload import FIELDS, Refusal, Workload, choice, spec_of, whole_number_from_text
@@ -167,7 +167,7 @@ class Request:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
         """A, B, --source and the workload's options (`add_workload_arguments`)."""
-        parser.add_argument("a", help="variant A (see `list`): " + ", ".join(VARIANTS))
+        parser.add_argument("a", help="variant A (see `list`): " + ", ".join(VARIANT_KEYS))
         parser.add_argument("b", help="variant B")
         parser.add_argument("--source", help="replay a recording instead of measuring: "
                                              + (", ".join(recordings()) or "none shipped"))
