@@ -527,7 +527,15 @@ demo.validate_inputs = refuse_short_requests
 # every measurement goes through the queue and its concurrency limit (/gradio_api/call/compare and clients do)
 demo.queue(max_size=16, api_open=False)
 
-LAUNCH = dict(ssr_mode=False, css=CSS, head=HEAD, theme=gr.themes.Default(primary_hue="orange"),
+# gradio's bundled semibold faces hold ~60 glyphs (space, A, B, Cyrillic): every semibold text would mix two faces.
+# The theme declares the regular and the bold faces only (both complete, served by gradio itself), so text asked for
+# at 600 is drawn in the bold face, whole.
+THEME = gr.themes.Default(primary_hue="orange",
+                          font=(gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)), "ui-sans-serif",
+                                "system-ui", "sans-serif"),
+                          font_mono=(gr.themes.LocalFont("IBM Plex Mono", weights=(400, 700)), "ui-monospace",
+                                     "Consolas", "monospace"))
+LAUNCH = dict(ssr_mode=False, css=CSS, head=HEAD, theme=THEME,
               state_session_capacity=SESSIONS_KEPT, max_file_size=MAX_REQUEST_BYTES,
               app_kwargs={"middleware": [Middleware(RequestGuard, max_bytes=MAX_REQUEST_BYTES)]})
 

@@ -11,8 +11,10 @@ import asyncio
 import html
 import json
 import re
+import string
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import parse_qsl, urlsplit
 
@@ -536,3 +538,17 @@ def test_the_page_starts_live_with_a_gpu_and_on_the_h200_recording_without_one()
         for name in app.PRESETS:  # every preset replays from the recording
             a, b, *fields = app.apply_preset(name, expected)
             assert session.plan(Request.build(expected, a, b, dict(zip(KEYS[3:], fields)), "cpu"))
+
+
+def test_every_face_the_theme_declares_holds_every_letter_the_page_writes():
+    """gradio's bundled semibold faces hold ~60 glyphs: a face the theme declares must hold every printable ASCII
+    letter, digit and sign, and the few others the page writes (·, ×, –, µ), or text mixes two faces."""
+    from fontTools.ttLib import TTFont
+
+    static = Path(gr.__file__).parent / "templates" / "frontend"
+    faces = re.findall(r"url\('([^']+\.woff2)'\)[^}]*font-weight: (\d+)", "".join(app.THEME._font_css))
+    assert {weight for _, weight in faces} == {"400", "700"}, faces  # no 600: semibold text takes the bold face
+    needed = {*map(ord, string.printable.strip()), *map(ord, "·×–µ")}
+    for url, weight in faces:
+        cmap = TTFont(static / url).getBestCmap()
+        assert needed <= set(cmap), (url, "".join(sorted(chr(c) for c in needed - set(cmap))))
