@@ -27,7 +27,7 @@ from starlette.middleware import Middleware
 from attention_variants import VARIANTS, guess_for
 from handlers import (DEFAULT_SOURCE, ENV, MAX_REQUEST_BYTES, RECORDINGS, REPLAYS_AT_ONCE, SESSIONS_KEPT, endpoint,
                       kept, request_of, serve, served_trace, stop_sweep)
-from links import MODES, prefill, share_link, view_links
+from links import MODES, LinkPreview, prefill, share_link, view_links
 from profiling import figures, reports, scratch, session, text
 from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
@@ -189,7 +189,8 @@ def show(result_id, http: gr.Request) -> list:
     data = kept(result_id, "compare")
     with other_work():
         request, comparison, explanation = data.answer.request, data.answer.result, data.answer.explanation
-        chart = figures.timing_figure(comparison, dark=None)  # transparent, mid-grey text: light or dark page
+        measured = data.answer.measured  # said on every figure, as in the JSON: a saved PNG still says what it is
+        chart = figures.caption(figures.timing_figure(comparison, dark=None), measured, dark=None)  # light or dark
         folder = scratch.view_folder()
         files = reports.export(data.text, comparison, chart, folder)
         for side, run in (("a", comparison.a), ("b", comparison.b)):
@@ -198,7 +199,8 @@ def show(result_id, http: gr.Request) -> list:
                 files[f"{side}_trace"] = Path(shutil.copy(trace, folder / f"{side}_{trace.name}"))
         try:
             ta, tb = run_timeline(comparison.a), run_timeline(comparison.b)
-            lanes, caption = figures.timeline_figure(ta, tb, dark=None), reports.timeline_caption(ta, tb)
+            lanes = figures.caption(figures.timeline_figure(ta, tb, dark=None), measured, dark=None)
+            caption = reports.timeline_caption(ta, tb)
             files["timeline"] = folder / f"timeline_{comparison.a.variant}_vs_{comparison.b.variant}.png"
             lanes.savefig(files["timeline"], format="png")
         except ValueError:  # a side that did not run, or a trace pruned since
@@ -209,8 +211,9 @@ def show(result_id, http: gr.Request) -> list:
         link = share_link(http, request)
         return [link, view_links(link), "", where,
                 reports.verdict_markdown(explanation, reports.comparison_table(comparison)),
-                reports.present_markdown(explanation), gr.Plot(chart, visible=True),
-                gr.Plot(figures.present_figure(comparison), visible=True), caption,
+                reports.present_markdown(explanation, measured), gr.Plot(chart, visible=True),
+                gr.Plot(figures.caption(figures.present_figure(comparison), measured, dark=None), visible=True),
+                caption,
                 gr.Plot(lanes, visible=lanes is not None),
                 gr.DownloadButton(value=files.get("timeline"), visible="timeline" in files),
                 *side_a.render(comparison, explanation, files), *side_b.render(comparison, explanation, files),
@@ -221,16 +224,17 @@ def show_sweep(result_id, http: gr.Request) -> list:
     """Render a kept sweep: its verdict and notes, charts, every point, downloads and link."""
     data = kept(result_id, "sweep")
     with other_work():
-        result, explanation = data.answer.result, data.answer.explanation
-        chart = figures.sweep_figure(result, dark=None)
+        result, explanation, measured = data.answer.result, data.answer.explanation, data.answer.measured
+        chart = figures.caption(figures.sweep_figure(result, dark=None), measured, dark=None)
         folder = scratch.view_folder()
         name = f"sweep_{result.a}_vs_{result.b}"
         files = {"json": folder / f"{name}.json", "png": folder / f"{name}.png"}
         files["json"].write_text(data.text)
         chart.savefig(files["png"], format="png")
         link = share_link(http, data.answer.request, mode="sweep")  # the request as asked: its S stays the tab's
-        return [link, view_links(link), reports.sweep_markdown(explanation, result.axis), reports.present_markdown(explanation),
-                gr.Plot(chart, visible=True), gr.Plot(figures.present_sweep_figure(result), visible=True),
+        return [link, view_links(link), reports.sweep_markdown(explanation, result.axis, measured),
+                reports.present_markdown(explanation, measured), gr.Plot(chart, visible=True),
+                gr.Plot(figures.caption(figures.present_sweep_figure(result), measured, dark=None), visible=True),
                 gr.Dataframe(reports.sweep_table(result), visible=True),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
 
@@ -537,7 +541,8 @@ THEME = gr.themes.Default(primary_hue="orange",
                                      "Consolas", "monospace"))
 LAUNCH = dict(ssr_mode=False, css=CSS, head=HEAD, theme=THEME,
               state_session_capacity=SESSIONS_KEPT, max_file_size=MAX_REQUEST_BYTES,
-              app_kwargs={"middleware": [Middleware(RequestGuard, max_bytes=MAX_REQUEST_BYTES)]})
+              app_kwargs={"middleware": [Middleware(RequestGuard, max_bytes=MAX_REQUEST_BYTES),
+                                         Middleware(LinkPreview)]})
 
 if __name__ == "__main__":
     port = os.environ.get("PORT")  # Deta Space and most hosts; gradio reads GRADIO_SERVER_PORT itself

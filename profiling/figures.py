@@ -55,6 +55,16 @@ def style_axes(axes, colours: dict) -> None:
     axes.title.set_color(colours["fg"])
 
 
+def caption(figure: Figure, line: str, dark: bool | None = False) -> Figure:
+    """`figure` with what it is of written under it (where it ran, live or recorded, the workload: the answer's
+    `measured` line), so a PNG saved from the page still says it; wrapped to the figure's width, in the layout."""
+    import textwrap
+
+    chars = int(figure.get_figwidth() * 72 / (SMALL_PT * 0.6))  # DejaVu Sans averages ~0.6 em a character
+    figure.supxlabel(textwrap.fill(line, chars), fontsize=SMALL_PT, x=0.01, ha="left", color=theme(dark)["muted"])
+    return figure
+
+
 def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
     """Top: time per call, A vs B: the device's time (CUDA events; wall on a CPU) and, on a GPU, the host's cost
     to issue one call (unprofiled), with the back-to-back pace marked. Bottom: each forward split by kernel."""

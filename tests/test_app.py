@@ -37,7 +37,7 @@ from profiling.workload import Workload
 RECORDING = "h200-torch2.11"
 BLOG = Workload.blog()
 SMALL = dict(batch=1, heads=2, seq_len=128, head_dim=32, dtype="fp32", causal=True, rank=4)
-ANSWER_KEYS = {"source", "a", "b", "verdict", "headline", "notes"}
+ANSWER_KEYS = {"source", "measured", "a", "b", "verdict", "headline", "notes"}
 cpu_only = pytest.mark.skipif(app.ENV.device != "cpu", reason="checks what a CPU run looks like")
 
 
@@ -552,3 +552,38 @@ def test_every_face_the_theme_declares_holds_every_letter_the_page_writes():
     for url, weight in faces:
         cmap = TTFont(static / url).getBestCmap()
         assert needed <= set(cmap), (url, "".join(sorted(chr(c) for c in needed - set(cmap))))
+
+
+# -- what an answer is of, on every surface it travels to ----------------------------------------------------------
+def test_the_workload_gpu_and_source_travel_with_the_answer_to_every_surface():
+    """The present view, every PNG, the JSON download and a link's preview say where it ran (recorded: which
+    recording), the workload and its pass: one line, re-derived here from the request and the recording's runs."""
+    request = Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {"passes": "fwd+bwd"}, "cpu")
+    answer, kept_id = asyncio.run(handlers.serve("compare", request, None))
+    env = find_recorded(RECORDING, "sdpa_flash", request.workload).environment
+    line = (f"Recorded on {env.device_name} · torch {env.torch_version.split('+')[0]} (recording {RECORDING}) · "
+            f"{request.workload.words()}")
+    assert answer["measured"] == line and "forward + backward" in line and "H200" in line
+    shown = app.show(kept_id, fake_request())
+    assert reports._md(line) in shown[5]  # the present view's answer
+    captured = {}
+
+    def keep(figure, *args, **kwargs):
+        captured.setdefault(id(figure), " ".join(figure._supxlabel.get_text().split()))
+        return original(figure, *args, **kwargs)
+
+    from matplotlib.figure import Figure
+    original = Figure.savefig
+    Figure.savefig = keep
+    try:
+        app.show(kept_id, fake_request())
+    finally:
+        Figure.savefig = original
+    assert len(captured) >= 2 and set(captured.values()) == {line}, captured  # the chart's PNG and the timeline's
+    json_file = next(o.value["path"] for o in shown if isinstance(o, gr.DownloadButton) and o.value
+                     and o.value["path"].endswith(".json"))
+    assert json.loads(Path(json_file).read_text())["measured"] == line
+    tags = links.preview_meta(request.to_query())
+    assert f'<meta property="og:description" content="{html.escape(line)}">' in tags
+    assert f'<meta name="twitter:description" content="{html.escape(line)}">' in tags
+    assert "SDPA · FlashAttention vs SDPA · cuDNN" in tags

@@ -27,7 +27,7 @@ from profiling.workload import Workload
 RECORDING = "h200-torch2.11"
 BLOG = Workload.blog()
 SMALL = dict(batch=1, heads=2, seq_len=64, head_dim=32, dtype="fp32", causal=True, rank=4)
-SWEEP_KEYS = {"source", "variants", "workload", "seq_lens", "axis", "environment", "runs", "available_bytes",
+SWEEP_KEYS = {"source", "measured", "variants", "workload", "seq_lens", "axis", "environment", "runs", "available_bytes",
               "budget_s", "predicted_s", "stopped", "verdict", "headline", "notes"}
 cpu_only = pytest.mark.skipif(app.ENV.device != "cpu", reason="checks what a CPU run looks like")
 
@@ -51,7 +51,7 @@ def handle(kind: str, data: list, *, live: bool = True, progress=None, http=None
 
 
 def sweep_of(answer: dict) -> Sweep:
-    return Sweep.from_dict({k: answer[k] for k in SWEEP_KEYS - {"source", "verdict", "headline", "notes"}})
+    return Sweep.from_dict({k: answer[k] for k in SWEEP_KEYS - {"source", "measured", "verdict", "headline", "notes"}})
 
 
 def check_sweep(answer: dict) -> str:

@@ -54,7 +54,7 @@ def test_compare_in_a_real_process_prints_both_tables_and_writes_the_answer_as_j
     assert out.returncode == 0, out.stderr
     assert "naive: wall" in out.stdout and "sdpa_math: wall" in out.stdout and "_safe_softmax" in out.stdout
     answer = json.loads(path.read_text())
-    assert set(answer) == {"source", "a", "b", "verdict", "headline", "notes"} and answer["source"] == "live"
+    assert set(answer) == {"source", "measured", "a", "b", "verdict", "headline", "notes"} and answer["source"] == "live"
     result = Comparison.from_dict(answer)
     assert result.a.ok and result.b.backend == "math"
     assert result.a.workload == Request.build("live", "naive", "sdpa_math", dict(seq_len=64, heads=2, head_dim=32,
