@@ -262,7 +262,8 @@ class Side:
             with gr.Accordion(f"{side}: every column (full names, occupancy, launch)", open=False):
                 self.full = gr.Dataframe(interactive=False, max_height=360, visible=False, pinned_columns=1,
                                          buttons=["fullscreen", "copy"], elem_id=f"{key}-full")
-            with gr.Accordion(f"{side}: host (CPU) ops per forward, profiled", open=False):
+            with gr.Accordion(f"{side}: host (CPU) ops of one call (a forward, or a training step), profiled",
+                              open=False):
                 self.host = gr.Dataframe(interactive=False, max_height=300, visible=False, elem_id=f"{key}-host")
             self.notes = gr.Markdown(elem_id=f"{key}-notes", elem_classes="notes")
             with gr.Row():
@@ -278,7 +279,9 @@ class Side:
         key = self.side.lower()
         run = comparison.a if key == "a" else comparison.b
         return [reports.run_card(self.side, run, VARIANTS[run.variant].label),
-                gr.Dataframe(reports.kernel_summary(run), visible=bool(run.kernels)),
+                gr.Dataframe(reports.kernel_summary(run), visible=bool(run.kernels),
+                             label=f"{self.side}: {'kernels' if run.environment.device == 'cuda' else 'aten ops'} per "
+                                   f"{run.phase}"),
                 gr.Dataframe(reports.kernel_table(run), visible=bool(run.kernels)),
                 gr.Dataframe(reports.host_ops_table(run), visible=bool(run.host_ops)),
                 f"#### Notes on {self.side}\n\n{reports.side_notes_markdown(explanation, key)}",

@@ -587,3 +587,42 @@ def test_the_workload_gpu_and_source_travel_with_the_answer_to_every_surface():
     assert f'<meta property="og:description" content="{html.escape(line)}">' in tags
     assert f'<meta name="twitter:description" content="{html.escape(line)}">' in tags
     assert "SDPA · FlashAttention vs SDPA · cuDNN" in tags
+
+
+# -- a training step drawn as forward + backward -------------------------------------------------------------------
+def _bars(axes, y: float) -> list:
+    """The bars drawn at row `y` of `axes`, left to right: (left, width, colour)."""
+    from matplotlib.colors import to_hex
+
+    bars = [p for p in axes.patches if abs(p.get_y() + p.get_height() / 2 - y) < 1e-6]
+    return sorted((p.get_x(), p.get_width(), to_hex(p.get_facecolor())) for p in bars)
+
+
+@pytest.mark.parametrize("passes", ["fwd+bwd", "bwd"])
+def test_a_training_step_is_drawn_as_its_forward_and_its_backward(passes):
+    """A step's GPU bar is its forward's median then its backward's, in the phases' colours; its kernels are drawn
+    phase by phase in those colours, each phase's widths summing to that phase's kernels (re-added from the table);
+    a backward view draws the backward's kernels alone. Every label says what the figure is per."""
+    request = Request.build(RECORDING, "naive", "sdpa_flash", {"passes": passes}, "cpu")
+    comparison = session.compare(request).result
+    top, bottom = figures.timing_figure(comparison).axes[:2]
+    phase_colour = {p: c.lower() for p, c in figures.PHASE_COLOURS.items()}
+    for i, run in enumerate((comparison.a, comparison.b)):
+        gpu_bar = [b for b in _bars(top, i - 0.19) if b[2] != figures.HOST_TIME_COLOUR.lower()]
+        kernels = _bars(bottom, i)
+        if passes == "fwd+bwd":
+            assert [(w, c) for _, w, c in gpu_bar] == [(run.forward_timing.median_ms, phase_colour["forward"]),
+                                                       (run.backward_timing.median_ms, phase_colour["backward"])]
+            for phase in ("forward", "backward"):
+                drawn = sum(w for _, w, c in kernels if c == phase_colour[phase])
+                assert drawn == pytest.approx(sum(k.us_per_forward for k in run.kernels if k.phase == phase))
+            colours = [c for _, _, c in kernels]
+            assert colours == sorted(colours, key=[phase_colour["forward"], phase_colour["backward"]].index)
+        else:
+            assert [w for _, w, _ in gpu_bar] == [run.timing.median_ms]
+            drawn = sum(w for _, w, _ in kernels)
+            assert drawn == pytest.approx(sum(k.us_per_forward for k in run.kernels if k.phase == "backward"))
+            assert drawn < sum(k.us_per_forward for k in run.kernels)  # the forward's kernels are not in it
+    per = "step" if passes == "fwd+bwd" else "backward"
+    assert top.get_xlabel() == f"ms per {per}" and bottom.get_xlabel() == f"GPU µs per {per}"
+    assert "per forward" not in " ".join(t.get_text() for ax in (top, bottom) for t in ax.texts)
