@@ -207,7 +207,7 @@ def show(result_id, http: gr.Request) -> list:
             lanes, caption = None, "No timeline: a side has no trace (it did not run, or its trace is gone)."
         a, w = comparison.a, comparison.a.workload
         where = (f"**{'Measured live' if request.live else 'Recorded'}** on {a.environment.summary()} · "
-                 f"workload {w.words()}")
+                 f"workload {w.words()}" + ("" if request.live else f" · recording {request.source}"))
         link = share_link(http, request)
         return [link, view_links(link), "", where,
                 reports.verdict_markdown(explanation, reports.comparison_table(comparison)),
@@ -217,7 +217,14 @@ def show(result_id, http: gr.Request) -> list:
                 gr.Plot(lanes, visible=lanes is not None),
                 gr.DownloadButton(value=files.get("timeline"), visible="timeline" in files),
                 *side_a.render(comparison, explanation, files), *side_b.render(comparison, explanation, files),
-                gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
+                gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True),
+                full_page_line(link)]
+
+
+def full_page_line(link: str) -> str:
+    """The embed's way to the details it leaves out: the same result on the full page (the server's own link, in
+    the page view: it names no view)."""
+    return f"[The timeline, the kernel tables and every note: this result on the full page ↗]({link})"
 
 
 def show_sweep(result_id, http: gr.Request) -> list:
@@ -329,8 +336,10 @@ def documented(component, schema: dict):
 
 def scroll_to(*selectors: str) -> str:
     """JS, after a click: bring the first rendered, visible one of `selectors` into view only if it is not, only as
-    far as needed, and only within this document (never scrollIntoView: in an iframe it scrolls the host page)."""
+    far as needed, and only within this document (never scrollIntoView: in an iframe it scrolls the host page). The
+    embed view never scrolls itself: it fits its frame, and the reader's place in the host page is theirs."""
     return f"""() => {{
+    if (document.documentElement.dataset.view === 'embed') return;
     for (const selector of {list(selectors)!r}) {{
         const top = document.querySelector(selector);
         if (!top || top.offsetParent === null || !top.innerText.trim()) continue;
@@ -352,12 +361,13 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
 
     # controls and presets: shared by both tabs
     with gr.Row():
-        source = gr.Radio(SOURCES, value=DEFAULT_SOURCE, label="Source", scale=2, elem_classes="not-in-present")
+        source = gr.Radio(SOURCES, value=DEFAULT_SOURCE, label="Source", scale=2,
+                          elem_classes=["not-in-present", "not-in-embed"])
         a = gr.Dropdown(VARIANT_CHOICES, value="naive", label="Variant A", min_width=240, elem_id="pick-a")
         b = gr.Dropdown(VARIANT_CHOICES, value="sdpa_flash", label="Variant B", min_width=240, elem_id="pick-b")
         run_button = gr.Button("Run A vs B", variant="primary", elem_id="run", scale=0, min_width=130)
     coverage = gr.Markdown(elem_id="coverage")  # what Run would refuse, flagged as it is typed (Run is off meanwhile)
-    with gr.Row(elem_id="fields", elem_classes="not-in-present"):
+    with gr.Row(elem_id="fields", elem_classes=["not-in-present", "not-in-embed"]):
         fields = [control(f) for f in FIELDS]
     controls = [source, a, b, *fields]
     with gr.Row(elem_id="presets"):
@@ -378,14 +388,17 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                 chart = gr.Plot(label="time per call, A vs B", show_label=False, format="png", visible=False,
                                 elem_id="chart")
                 present_chart = gr.Plot(show_label=False, format="png", visible=False, elem_id="present-chart")
-            with gr.Accordion("One call on a timeline: CPU and GPU lanes", open=True, elem_classes="not-in-present"):
+            full_page = gr.Markdown(elem_id="full-page", elem_classes="only-in-embed")
+            with gr.Accordion("One call on a timeline: CPU and GPU lanes", open=True,
+                              elem_classes=["not-in-present", "not-in-embed"]):
                 timeline_caption = gr.Markdown(elem_id="timeline-caption")
                 timeline = gr.Plot(show_label=False, format="png", visible=False, elem_id="timeline")
                 timeline_file = gr.DownloadButton("timeline (PNG)", visible=False, size="sm", elem_id="timeline-png")
             with gr.Group(elem_classes="not-in-present"):
-                link = gr.Textbox(label="Link to this comparison", buttons=["copy"], interactive=False, elem_id="link")
-                views_line = gr.Markdown(elem_id="views")
-            with gr.Column(elem_classes="not-in-present"):
+                link = gr.Textbox(label="Link to this comparison", buttons=["copy"], interactive=False, elem_id="link",
+                                  elem_classes="not-in-embed")
+                views_line = gr.Markdown(elem_id="views", elem_classes="not-in-embed")
+            with gr.Column(elem_classes=["not-in-present", "not-in-embed"]):
                 gr.Markdown("### The guess, before anything runs")
                 with gr.Row():
                     with gr.Column(min_width=320):
@@ -421,11 +434,11 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                 sweep_chart = gr.Plot(show_label=False, format="png", visible=False, elem_id="sweep-chart")
                 sweep_present_chart = gr.Plot(show_label=False, format="png", visible=False,
                                               elem_id="sweep-present-chart")
-            with gr.Group(elem_classes="not-in-present"):
+            with gr.Group(elem_classes=["not-in-present", "not-in-embed"]):
                 sweep_link = gr.Textbox(label="Link to this sweep", buttons=["copy"], interactive=False,
                                         elem_id="sweep-link")
                 sweep_views = gr.Markdown(elem_id="sweep-views")
-            with gr.Column(elem_classes="not-in-present"):
+            with gr.Column(elem_classes=["not-in-present", "not-in-embed"]):
                 sweep_table = gr.Dataframe(label="every point", visible=False, interactive=False, max_height=400,
                                            buttons=["fullscreen", "copy"], elem_id="sweep-table")
                 with gr.Row():
@@ -441,7 +454,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     live_started, replay_started, sweep_live_started, sweep_replay_started, opening = (gr.State() for _ in range(5))
 
     views = [link, views_line, stale, measured_on, verdict, present, chart, present_chart, timeline_caption, timeline,
-             timeline_file, *side_a.outputs, *side_b.outputs, json_file, png_file]
+             timeline_file, *side_a.outputs, *side_b.outputs, json_file, png_file, full_page]
     sweep_outputs = [sweep_link, sweep_views, sweep_verdict, sweep_present, sweep_chart, sweep_present_chart,
                      sweep_table, sweep_json, sweep_png]
 

@@ -84,7 +84,7 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
         if run.timing is None:
             top.text(0, i, f"  {run.status}", va="center", color="#c0392b", fontsize=TEXT_PT)
             continue
-        device_label = f"{'GPU' if gpu else 'wall'} time per {run.phase}"
+        device_label = "GPU time" if gpu else "wall time"  # per the x axis' unit
         if run.phase == "step" and run.forward_timing is not None and run.backward_timing is not None:
             # the step as its two phases, each its own median (timed in the same calls, an event between them)
             left = 0.0
@@ -103,14 +103,14 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
             bars = [(-height / 2, run.timing.median_ms, DEVICE_TIME_COLOUR, None, device_label)]
         if run.host_cost is not None:
             bars.append((height / 2, run.host_cost.median_ms, HOST_TIME_COLOUR, "///",
-                         f"host cost to issue a {run.call} (CPU)"))
+                         "host cost to issue (CPU)" + ("" if run.call == run.phase else f", a {run.call}")))
         for offset, value, colour, hatch, label in bars:
             top.barh(i + offset, value, height, color=colour, hatch=hatch, edgecolor=colours["bg"] if hatch is None
                      else "#8a6d1a", linewidth=0, label=label if i == 0 or comparison.a.timing is None else None)
             top.text(value, i + offset, f" {text.ms(value)}", va="center", fontsize=SMALL_PT, color=colours["fg"])
         if run.back_to_back is not None:
             top.plot([run.back_to_back.median_ms] * 2, [i - height, i + height], color=colours["fg"], linewidth=2,
-                     label=f"back-to-back pace per {run.call}" if i == 0 or comparison.a.back_to_back is None else None)
+                     label="back-to-back pace" + ("" if run.call == run.phase else f", a {run.call}") if i == 0 or comparison.a.back_to_back is None else None)
     top.set_xlabel(f"ms per {text.call(comparison.a.workload)}", fontsize=TEXT_PT)
     rows = -(-len(top.get_legend_handles_labels()[0]) // 3)  # the legend's rows, between the title and the axes
     top.set_title("time per call", fontsize=TITLE_PT, loc="left", color=colours["fg"], pad=8 + 15 * max(rows, 1))
