@@ -208,6 +208,8 @@ def show(result_id, http: gr.Request) -> list:
         a, w = comparison.a, comparison.a.workload
         where = (f"**{'Measured live' if request.live else 'Recorded'}** on {a.environment.summary()} · "
                  f"workload {w.words()}" + ("" if request.live else f" · recording {request.source}"))
+        busy = text.machine_load(comparison.a, comparison.b) if request.live else ""
+        where += f"  \n⏱️ While it ran: {busy}" if busy else ""
         link = share_link(http, request)
         return [link, view_links(link), "", where,
                 reports.verdict_markdown(explanation, reports.comparison_table(comparison)),

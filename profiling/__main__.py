@@ -165,7 +165,9 @@ def cmd_compare(args) -> int:
     answer = session.compare(request, budget_s=_budget_of(args, request), progress=_progress(args), trace_dir=trace_dir)
     c = answer.result
     print(f"{c.a.environment.summary()} ({'live' if request.live else 'recorded: ' + request.source})\n"
-          f"workload: {request.workload.words()}\n")
+          f"workload: {request.workload.words()}")
+    busy = text.machine_load(c.a, c.b) if request.live else ""
+    print(f"while it ran: {busy}\n" if busy else "")
     for run in (c.a, c.b):
         print(reports.summary_line(run))
         if run.ok:

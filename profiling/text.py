@@ -170,6 +170,18 @@ def measured(live: bool, source: str, env, workload, axis: str | None = None, po
     return (f"Measured live on {where}" if live else f"Recorded on {where} (recording {source})") + f" · {said}"
 
 
+def machine_load(a, b) -> str:
+    """How busy the machine was while A and B were timed live, and how much their samples varied, beside the
+    verdict: 'load average 1.9 as the timing began, 2.4 as it ended, on 2 CPU threads · run-to-run spread: A 35%,
+    B 12%'. Empty for a replay or where the OS reports no load."""
+    if a.load_before is None or a.load_after is None:
+        return ""
+    threads = f", on {plural(a.environment.cpu_threads, 'CPU thread')}" if a.environment.cpu_threads else ""
+    spread = [f"{side} {percent(r.timing.spread_pct)}" for side, r in (("A", a), ("B", b)) if r.timing]
+    return (f"load average {a.load_before:.1f} as the timing began, {a.load_after:.1f} as it ended{threads}"
+            + (f" · run-to-run spread: {', '.join(spread)}" if spread else ""))
+
+
 def tensor_sum(names) -> str:
     """The tensors a figure of bytes adds up: 'q + K + V + out'."""
     return " + ".join(names)

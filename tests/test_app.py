@@ -626,3 +626,24 @@ def test_a_training_step_is_drawn_as_its_forward_and_its_backward(passes):
     per = "step" if passes == "fwd+bwd" else "backward"
     assert top.get_xlabel() == f"ms per {per}" and bottom.get_xlabel() == f"GPU µs per {per}"
     assert "per forward" not in " ".join(t.get_text() for ax in (top, bottom) for t in ax.texts)
+
+
+# -- a live CPU run says when the machine was busy ---------------------------------------------------------------
+@cpu_only
+def test_a_live_cpu_run_says_the_machines_load_and_the_run_to_run_spread_beside_the_verdict(monkeypatch):
+    import profiling.measurement as measurement
+
+    loads = iter([(3.5, 1.0, 1.0), (6.0, 2.0, 1.0)])
+    monkeypatch.setattr(measurement.os, "getloadavg", lambda: next(loads))
+    request = Request.build(LIVE, "naive", "sdpa_math", SMALL, "cpu")
+    answer, kept_id = asyncio.run(handlers.serve("compare", request, lambda fraction, desc: None))
+    a, b = handlers.RESULTS.get(kept_id).answer.result.a, handlers.RESULTS.get(kept_id).answer.result.b
+    assert (a.load_before, a.load_after) == (b.load_before, b.load_after) == (3.5, 6.0)
+    assert answer["a"]["load_before"] == 3.5 and answer["b"]["load_after"] == 6.0  # in the JSON too
+    measured_on = app.show(kept_id, fake_request())[3]
+    assert "load average 3.5 as the timing began, 6.0 as it ended" in measured_on
+    spread = f"A {reports.text.percent(a.timing.spread_pct)}, B {reports.text.percent(b.timing.spread_pct)}"
+    assert f"run-to-run spread: {spread}" in measured_on
+    replayed = asyncio.run(handlers.serve("compare", Request.build(RECORDING, "naive", "sdpa_math", {}, "cpu"),
+                                          None))[1]
+    assert "load average" not in app.show(replayed, fake_request())[3]  # a replay's load is no load of this machine
