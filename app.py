@@ -34,7 +34,7 @@ from profiling.explain import Explanation
 from profiling.measurement import other_work
 from profiling.recording import DECODE, LONG_DECODE, SPECULATIVE
 from profiling.replay import find_recorded, recorded_sweeps, recorded_workloads
-from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request
+from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request, field_help
 from profiling.results import Comparison, Sweep
 from profiling.timeline import run_timeline
 from profiling.workload import FIELDS, Refusal, Workload
@@ -371,6 +371,10 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     coverage = gr.Markdown(elem_id="coverage")  # what Run would refuse, flagged as it is typed (Run is off meanwhile)
     with gr.Row(elem_id="fields", elem_classes=["not-in-present", "not-in-embed"]):
         fields = [control(f) for f in FIELDS]
+    with gr.Accordion("What each field means (the command line's --help, word for word)", open=False,
+                      elem_id="field-help", elem_classes=["not-in-present", "not-in-embed"]):
+        gr.Markdown("\n".join(f"- **{reports.literal('--' + f.metadata['spec'].query.replace('_', '-'))}** "
+                               f"{field_help(f)}" for f in FIELDS))
     controls = [source, a, b, *fields]
     with gr.Row(elem_id="presets"):
         gr.Markdown("One click, one lesson:", elem_id="presets-label")

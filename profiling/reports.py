@@ -73,11 +73,16 @@ def host_ops_table(run: Run, top: int = 10) -> pd.DataFrame:
 
 def sweep_table(result: Sweep) -> pd.DataFrame:
     """Every point of a sweep, smallest S (or B) first (the time column says what it measures: GPU or wall), each
-    number rounded for reading; the JSON keeps them whole."""
+    number rounded for reading; the JSON keeps them whole. A point that did not finish (stopped, refused, failed)
+    shows its status and reason, never the figures it had reached."""
     time_label = "GPU ms" if result.workload.device == "cuda" else "wall ms"
     rows = []
     for s in result.seq_lens:
         for r in (r for v in result.variants for r in result.of(v) if result.value(r) == s):
+            if not r.ok:
+                rows.append({text.axis_symbol(result.axis): s, "variant": r.variant, "status": r.status,
+                             "kernels or reason": r.reason or r.status})
+                continue
             rows.append({
                 text.axis_symbol(result.axis): s, "variant": r.variant, "status": r.status,
                 time_label: round(r.gpu_ms, 4) if r.gpu_ms else None,

@@ -189,11 +189,19 @@ def add_workload_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...
         option = "--" + spec.query.replace("_", "-")
         if spec.boolean:
             parser.add_argument(option, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
-                                help=f"{spec.label} (default: {'on' if f.default else 'off'})")
+                                help=field_help(f))
             continue
-        allowed = f"{spec.limits[0]}-{spec.limits[1]}" if spec.limits else ", ".join(map(str, spec.choices))
-        parser.add_argument(option, dest=f.name, type=_argument(f.name), metavar=f.name.upper(),
-                            help=f"{spec.label}: {allowed}" + (f" ({spec.help})" if spec.help else ""))
+        parser.add_argument(option, dest=f.name, type=_argument(f.name), metavar=f.name.upper(), help=field_help(f))
+
+
+def field_help(f) -> str:
+    """A workload field's help, from its spec: its label, what it takes and what it means. The command line's
+    --help and the page's field guide say the same words."""
+    spec = f.metadata["spec"]
+    if spec.boolean:
+        return f"{spec.label} (default: {'on' if f.default else 'off'})"
+    allowed = f"{spec.limits[0]}-{spec.limits[1]}" if spec.limits else ", ".join(map(str, spec.choices))
+    return f"{spec.label}: {allowed}" + (f" ({spec.help})" if spec.help else "")
 
 
 def _argument(name: str):

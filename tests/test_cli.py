@@ -75,7 +75,8 @@ def test_a_recorded_sweep_prints_every_point_and_writes_the_answer(tmp_path, cap
                           "--json", str(path)], capsys)
     assert code == 0, err
     answer = json.loads(path.read_text())
-    result = Sweep.from_dict({k: answer[k] for k in answer if k not in ("source", "verdict", "headline", "notes")})
+    result = Sweep.from_dict({k: answer[k] for k in answer
+                              if k not in ("source", "measured", "verdict", "headline", "notes")})
     recorded = find_recorded_sweep(RECORDING, "sdpa_flash", "sdpa_cudnn", Workload.blog())
     assert result.seq_lens == [1024, 4096] and result.runs == recorded.select(["sdpa_flash", "sdpa_cudnn"],
                                                                               [1024, 4096]).runs
