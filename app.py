@@ -134,6 +134,15 @@ def guesses(*values) -> tuple:
     return cards[0], cards[1], reason, gr.Button(interactive=said.refusal is None)
 
 
+def mask_picture(*values):
+    """The controls' mask as a picture (which query sees which key); nothing new while they are refused."""
+    try:
+        w = Request.from_values(dict(zip(KEYS, values)), ENV.device).workload
+    except Refusal:
+        return gr.skip()
+    return figures.mask_figure(w)
+
+
 def switch_source(source, a, *fields) -> list:
     """A recording holds a few workloads, a CPU manages only small ones: move to one that fits, and say so."""
     skip = [gr.skip()] * (len(FIELDS) + 1)
@@ -373,8 +382,10 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         fields = [control(f) for f in FIELDS]
     with gr.Accordion("What each field means (the command line's --help, word for word)", open=False,
                       elem_id="field-help", elem_classes=["not-in-present", "not-in-embed"]):
-        gr.Markdown("\n".join(f"- **{reports.literal('--' + f.metadata['spec'].query.replace('_', '-'))}** "
-                               f"{field_help(f)}" for f in FIELDS))
+        with gr.Row():
+            gr.Markdown("\n".join(f"- **{reports.literal('--' + f.metadata['spec'].query.replace('_', '-'))}** "
+                                   f"{field_help(f)}" for f in FIELDS))
+            mask_picture_plot = gr.Plot(show_label=False, format="png", elem_id="mask-picture", min_width=200)
     controls = [source, a, b, *fields]
     with gr.Row(elem_id="presets"):
         gr.Markdown("One click, one lesson:", elem_id="presets-label")
@@ -518,6 +529,8 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                  preprocess=False)
     source.change(sweep_plan, source, plan, api_visibility="private", queue=False, preprocess=False)
     gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage, run_button],
+          api_visibility="private", queue=False, preprocess=False)
+    gr.on([demo.load, *(c.change for c in controls)], mask_picture, controls, mask_picture_plot,
           api_visibility="private", queue=False, preprocess=False)
 
     async def open_link(http: gr.Request, mode: str, seq_lens: str, sweep_axis: str, *values) -> list:

@@ -409,3 +409,40 @@ def _label(axes, span, y: float, end: float, colour: str) -> None:
         name = text.kernel_label(span.name, room) if span.lane == "gpu" else text.clip(text.op(span.name), room)
         axes.text(span.start_us + span.dur_us / 2, y, name, ha="center", va="center", fontsize=SMALL_PT,
                   color=colour, clip_on=True)
+
+
+# -- the mask: which query sees which key -------------------------------------------------------------------------
+MASK_KEYS = 16  # keys the picture draws: a workload's mask drawn at this S, its window and query length scaled
+
+
+def mask_workload(w):
+    """`w` at MASK_KEYS keys, its window and query length scaled with it (at least 1): the same pattern, small
+    enough to see each cell (the picture is of the rule, which does not depend on S)."""
+    scale = MASK_KEYS / w.seq_len
+    return w.replace(seq_len=MASK_KEYS, page_size=None, device="cpu",
+                     q_len=min(w.q_len, MASK_KEYS) if w.q_len else None,  # a decode step's few queries, each
+                     window=max(1, round(w.window * scale)) if w.window else None)
+
+
+def mask_figure(w, dark: bool | None = None) -> Figure:
+    """Which query sees which key, as attention-gym draws a mask: a row per query, a column per key, filled where
+    the query may attend the key (the workload's own `allowed`, at MASK_KEYS keys)."""
+    colours = theme(dark)
+    small = mask_workload(w)
+    allowed = small.allowed()
+    cells = allowed.numpy() if allowed is not None else [[True] * small.seq_len for _ in range(small.queries)]
+    fig = Figure(figsize=(2.6, 0.9 + 1.7 * small.queries / small.seq_len), dpi=DPI, layout="constrained",
+                 facecolor=colours["bg"])
+    axes = fig.subplots()
+    from matplotlib.colors import ListedColormap
+    axes.imshow(cells, cmap=ListedColormap([colours["range"] if dark is None else colours["grid"],
+                                             DEVICE_TIME_COLOUR]), vmin=0, vmax=1, aspect="equal")
+    axes.set_xticks([]), axes.set_yticks([])
+    axes.set_xlabel("keys →", fontsize=SMALL_PT)
+    axes.set_ylabel("queries ↓", fontsize=SMALL_PT)
+    scaled = (f"W={small.window} of " if small.window else "S=") + str(small.seq_len) + \
+        (f", q_len {small.q_len}" if small.q_len else "")
+    axes.set_title(f"{w.mask if w.mask != 'flag' else ('causal' if w.causal else 'no mask')} ({scaled})",
+                   fontsize=SMALL_PT, color=colours["fg"])
+    style_axes(axes, colours)
+    return fig

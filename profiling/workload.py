@@ -443,22 +443,36 @@ class Workload:
         q = torch.randn(self.shape, generator=generator, device=self.device, dtype=self.torch_dtype)
         k, v = (torch.randn(self.kv_shape, generator=generator, device=self.device, dtype=self.torch_dtype)
                 for _ in range(2))
-        allowed = bias = None
-        if self.causal or self.mask != "flag":
-            queries = torch.arange(self.offset, self.seq_len, device=self.device)
-            keys = torch.arange(self.seq_len, device=self.device)
-            offset = queries[:, None] - keys[None, :]              # query minus key position: [Lq, S]
-            allowed = offset >= 0 if self.causal else torch.ones(self.queries, self.seq_len, dtype=torch.bool,
-                                                                 device=self.device)
-            if self.mask == "window":
-                allowed &= offset < self.window
-            if self.mask == "bias":  # a distance penalty (ALiBi's slope for one head), −inf where not allowed
-                bias = (-offset.abs().to(torch.float32) / self.seq_len).masked_fill(~allowed, float("-inf")) \
-                    .to(self.torch_dtype)
+        allowed, bias = self.allowed(), None
+        if self.mask == "bias":  # a distance penalty (ALiBi's slope for one head), −inf where not allowed
+            bias = (-self._offsets().abs().to(torch.float32) / self.seq_len).masked_fill(~allowed, float("-inf")) \
+                .to(self.torch_dtype)
         grad_out = torch.randn(self.shape, generator=generator, device=self.device, dtype=self.torch_dtype) \
             if self.training else None
         pages = self._paged(k, v, generator) if self.page_size else None
         return Inputs(self, q, k, v, allowed, bias, grad_out, *(pages or (None, None, None)))
+
+    def _offsets(self) -> "torch.Tensor":
+        """Each query's position minus each key's: [Lq, S] (the queries are the last Lq of the S positions)."""
+        import torch
+
+        queries = torch.arange(self.offset, self.seq_len, device=self.device)
+        keys = torch.arange(self.seq_len, device=self.device)
+        return queries[:, None] - keys[None, :]
+
+    def allowed(self) -> "torch.Tensor | None":
+        """[Lq, S] bool, True where a query may attend a key (what SDPA's attn_mask takes), the one rule every
+        variant's mask follows and the page's picture of it draws; None where every query sees every key."""
+        import torch
+
+        if not (self.causal or self.mask != "flag"):
+            return None
+        offset = self._offsets()
+        allowed = offset >= 0 if self.causal else torch.ones(self.queries, self.seq_len, dtype=torch.bool,
+                                                             device=self.device)
+        if self.mask == "window":
+            allowed &= offset < self.window
+        return allowed
 
     def _paged(self, k: torch.Tensor, v: torch.Tensor, generator: torch.Generator):
         """The same k and v in a paged cache, as a server holds it after sequences came and went: a pool of B·S/P pages

@@ -647,3 +647,21 @@ def test_a_live_cpu_run_says_the_machines_load_and_the_run_to_run_spread_beside_
     replayed = asyncio.run(handlers.serve("compare", Request.build(RECORDING, "naive", "sdpa_math", {}, "cpu"),
                                           None))[1]
     assert "load average" not in app.show(replayed, fake_request())[3]  # a replay's load is no load of this machine
+
+
+# -- a picture of the mask ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("changes", [{}, {"mask": "window", "window": 256}, {"causal": False}, {"q_len": 4},
+                                     {"mask": "bias"}])
+def test_the_mask_picture_draws_which_query_sees_which_key(changes):
+    """Each cell is re-derived here from positions (queries are the last Lq of S; causal: key ≤ query; a window:
+    the query and the W-1 keys before it), at the picture's 16 keys with the window scaled."""
+    w = BLOG.replace(**changes)
+    image = figures.mask_figure(w).axes[0].images[0].get_array()
+    small = figures.mask_workload(w)
+    lq, s = small.queries, small.seq_len
+    for i in range(lq):
+        for j in range(s):
+            q = s - lq + i
+            sees = (j <= q or not w.causal) and (w.mask != "window" or q - j < small.window)
+            assert bool(image[i][j]) == sees, (changes, i, j)
+    assert small.seq_len == figures.MASK_KEYS and (small.window or 0) == (4 if w.window else 0)
