@@ -380,12 +380,6 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     coverage = gr.Markdown(elem_id="coverage")  # what Run would refuse, flagged as it is typed (Run is off meanwhile)
     with gr.Row(elem_id="fields", elem_classes=["not-in-present", "not-in-embed"]):
         fields = [control(f) for f in FIELDS]
-    with gr.Accordion("What each field means (the command line's --help, word for word)", open=False,
-                      elem_id="field-help", elem_classes=["not-in-present", "not-in-embed"]):
-        with gr.Row():
-            gr.Markdown("\n".join(f"- **{reports.literal('--' + f.metadata['spec'].query.replace('_', '-'))}** "
-                                   f"{field_help(f)}" for f in FIELDS))
-            mask_picture_plot = gr.Plot(show_label=False, format="png", elem_id="mask-picture", min_width=200)
     controls = [source, a, b, *fields]
     with gr.Row(elem_id="presets"):
         gr.Markdown("One click, one lesson:", elem_id="presets-label")
@@ -463,6 +457,14 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                     sweep_png = gr.DownloadButton("charts (PNG)", visible=False, size="sm", elem_id="sweep-png")
                 with gr.Accordion("Raw sweep (what the API returns)", open=False):
                     sweep_result = gr.JSON(label="sweep", elem_id="sweep-result")
+
+    # the field guide, below the answer: the first screen keeps the headline
+    with gr.Accordion("What each field means (the command line's --help, word for word)", open=False,
+                      elem_id="field-help", elem_classes=["not-in-present", "not-in-embed"]):
+        with gr.Row():
+            gr.Markdown("\n".join(f"- **{reports.literal('--' + f.metadata['spec'].query.replace('_', '-'))}** "
+                                   f"{field_help(f)}" for f in FIELDS))
+            mask_picture_plot = gr.Plot(show_label=False, format="png", elem_id="mask-picture", min_width=200)
 
     # what the page holds between events: the kept results' ids (in the page, so no other visitor's session can
     # evict them), the triggers of the two queues, and the tab a link opens on
