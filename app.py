@@ -27,14 +27,14 @@ from starlette.middleware import Middleware
 from attention_variants import VARIANTS, guess_for
 from handlers import (DEFAULT_SOURCE, ENV, MAX_REQUEST_BYTES, RECORDINGS, REPLAYS_AT_ONCE, SESSIONS_KEPT, endpoint,
                       kept, request_of, serve, served_trace, stop_sweep)
-from links import MODES, prefill, share_link, view_links
+from links import MODES, LinkPreview, prefill, share_link, view_links
 from profiling import reports, scratch, session, text
 from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
 from profiling.recording import DECODE, LONG_DECODE, SPECULATIVE
 from profiling.replay import find_recorded, recorded_sweeps, recorded_workloads
-from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request
+from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request, field_help
 from profiling.results import Comparison, Sweep
 from profiling.timeline import run_timeline
 from profiling.workload import FIELDS, Refusal, Workload
@@ -110,10 +110,11 @@ def route(source: str) -> list:
 
 
 # -- what the page shows before and around a run ----------------------------------------------------------
-def guesses(*values) -> tuple[str, str, str]:
+def guesses(*values) -> tuple:
     """The guess for A and B on this workload, whether each can run here at all (live only), and what Run would
-    refuse (the session's own plan, asked as the controls change): a bad combination, a workload too large, or one
-    the recording chosen lacks, naming the nearest it has."""
+    refuse (the session's own plan, asked as the controls change, the check Run itself makes): a bad combination, a
+    workload too large, or one the recording chosen lacks, naming the nearest it has. Run is off while it would be
+    refused, the reason beside it."""
     said = session.preview(dict(zip(KEYS, values)), ENV.device, budget_s=LIVE_BUDGET_S[ENV.device])
     request = said.request
     source = values[0] if isinstance(values[0], str) and values[0] in (LIVE, *RECORDINGS) else DEFAULT_SOURCE
@@ -129,7 +130,17 @@ def guesses(*values) -> tuple[str, str, str]:
             if live and (variant.compiled or variant.jit_s) else None
         cards.append(reports.guess_card(side, variant, guess_for(key, shown), said.reasons.get(key),
                                         cpu=shown.device == "cpu", compile_estimate=compile_s))
-    return cards[0], cards[1], reports.refusal_markdown(said.refusal) if said.refusal else ""
+    reason = reports.refusal_markdown(said.refusal) if said.refusal else ""
+    return cards[0], cards[1], reason, gr.Button(interactive=said.refusal is None)
+
+
+def mask_picture(*values):
+    """The controls' mask as a picture (which query sees which key); nothing new while they are refused."""
+    try:
+        w = Request.from_values(dict(zip(KEYS, values)), ENV.device).workload
+    except Refusal:
+        return gr.skip()
+    return figures.mask_figure(w)
 
 
 def switch_source(source, a, *fields) -> list:
@@ -195,7 +206,8 @@ def show(result_id, http: gr.Request) -> list:
     data = kept(result_id, "compare")
     with other_work():
         request, comparison, explanation = data.answer.request, data.answer.result, data.answer.explanation
-        chart = figures.timing_figure(comparison, dark=None)  # transparent, mid-grey text: light or dark page
+        measured = data.answer.measured  # said on every figure, as in the JSON: a saved PNG still says what it is
+        chart = figures.caption(figures.timing_figure(comparison, dark=None), measured, dark=None)  # light or dark
         folder = scratch.view_folder()
         files = reports.export(data.text, comparison, chart, folder)
         for side, run in (("a", comparison.a), ("b", comparison.b)):
@@ -204,22 +216,33 @@ def show(result_id, http: gr.Request) -> list:
                 files[f"{side}_trace"] = Path(shutil.copy(trace, folder / f"{side}_{trace.name}"))
         try:
             ta, tb = run_timeline(comparison.a), run_timeline(comparison.b)
-            lanes, caption = figures.timeline_figure(ta, tb, dark=None), reports.timeline_caption(ta, tb)
+            lanes = figures.caption(figures.timeline_figure(ta, tb, dark=None), measured, dark=None)
+            caption = reports.timeline_caption(ta, tb)
             files["timeline"] = folder / f"timeline_{comparison.a.variant}_vs_{comparison.b.variant}.png"
             lanes.savefig(files["timeline"], format="png")
         except ValueError:  # a side that did not run, or a trace pruned since
             lanes, caption = None, "No timeline: a side has no trace (it did not run, or its trace is gone)."
         a, w = comparison.a, comparison.a.workload
         where = (f"**{'Measured live' if request.live else 'Recorded'}** on {a.environment.summary()} · "
-                 f"workload {w.words()}")
+                 f"workload {w.words()}" + ("" if request.live else f" · recording {request.source}"))
+        busy = text.machine_load(comparison.a, comparison.b) if request.live else ""
+        where += f"  \n⏱️ While it ran: {busy}" if busy else ""
         link = share_link(http, request)
         return [link, view_links(link), "", where,
                 reports.verdict_markdown(explanation, reports.comparison_table(comparison)),
-                reports.present_markdown(explanation), shown(chart),
-                shown(figures.present_figure(comparison)), caption, shown(lanes),
+                reports.present_markdown(explanation, measured), shown(chart),
+                shown(figures.caption(figures.present_figure(comparison), measured, dark=None)), caption,
+                shown(lanes),
                 gr.DownloadButton(value=files.get("timeline"), visible="timeline" in files),
                 *side_a.render(comparison, explanation, files), *side_b.render(comparison, explanation, files),
-                gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
+                gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True),
+                full_page_line(link)]
+
+
+def full_page_line(link: str) -> str:
+    """The embed's way to the details it leaves out: the same result on the full page (the server's own link, in
+    the page view: it names no view)."""
+    return f"[The timeline, the kernel tables and every note: this result on the full page ↗]({link})"
 
 
 def show_sweep(result_id, http: gr.Request) -> list:
@@ -228,16 +251,17 @@ def show_sweep(result_id, http: gr.Request) -> list:
 
     data = kept(result_id, "sweep")
     with other_work():
-        result, explanation = data.answer.result, data.answer.explanation
-        chart = figures.sweep_figure(result, dark=None)
+        result, explanation, measured = data.answer.result, data.answer.explanation, data.answer.measured
+        chart = figures.caption(figures.sweep_figure(result, dark=None), measured, dark=None)
         folder = scratch.view_folder()
         name = f"sweep_{result.a}_vs_{result.b}"
         files = {"json": folder / f"{name}.json", "png": folder / f"{name}.png"}
         files["json"].write_text(data.text)
         chart.savefig(files["png"], format="png")
         link = share_link(http, data.answer.request, mode="sweep")  # the request as asked: its S stays the tab's
-        return [link, view_links(link), reports.sweep_markdown(explanation, result.axis), reports.present_markdown(explanation),
-                shown(chart), shown(figures.present_sweep_figure(result)),
+        return [link, view_links(link), reports.sweep_markdown(explanation, result.axis, measured),
+                reports.present_markdown(explanation, measured), shown(chart),
+                shown(figures.caption(figures.present_sweep_figure(result), measured, dark=None)),
                 gr.Dataframe(reports.sweep_table(result), visible=True),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
 
@@ -265,7 +289,8 @@ class Side:
             with gr.Accordion(f"{side}: every column (full names, occupancy, launch)", open=False):
                 self.full = gr.Dataframe(interactive=False, max_height=360, visible=False, pinned_columns=1,
                                          buttons=["fullscreen", "copy"], elem_id=f"{key}-full")
-            with gr.Accordion(f"{side}: host (CPU) ops per forward, profiled", open=False):
+            with gr.Accordion(f"{side}: host (CPU) ops of one call (a forward, or a training step), profiled",
+                              open=False):
                 self.host = gr.Dataframe(interactive=False, max_height=300, visible=False, elem_id=f"{key}-host")
             self.notes = gr.Markdown(elem_id=f"{key}-notes", elem_classes="notes")
             with gr.Row():
@@ -281,7 +306,9 @@ class Side:
         key = self.side.lower()
         run = comparison.a if key == "a" else comparison.b
         return [reports.run_card(self.side, run, VARIANTS[run.variant].label),
-                gr.Dataframe(reports.kernel_summary(run), visible=bool(run.kernels)),
+                gr.Dataframe(reports.kernel_summary(run), visible=bool(run.kernels),
+                             label=f"{self.side}: {'kernels' if run.environment.device == 'cuda' else 'aten ops'} per "
+                                   f"{run.phase}"),
                 gr.Dataframe(reports.kernel_table(run), visible=bool(run.kernels)),
                 gr.Dataframe(reports.host_ops_table(run), visible=bool(run.host_ops)),
                 f"#### Notes on {self.side}\n\n{reports.side_notes_markdown(explanation, key)}",
@@ -329,8 +356,10 @@ def documented(component, schema: dict):
 
 def scroll_to(*selectors: str) -> str:
     """JS, after a click: bring the first rendered, visible one of `selectors` into view only if it is not, only as
-    far as needed, and only within this document (never scrollIntoView: in an iframe it scrolls the host page)."""
+    far as needed, and only within this document (never scrollIntoView: in an iframe it scrolls the host page). The
+    embed view never scrolls itself: it fits its frame, and the reader's place in the host page is theirs."""
     return f"""() => {{
+    if (document.documentElement.dataset.view === 'embed') return;
     for (const selector of {list(selectors)!r}) {{
         const top = document.querySelector(selector);
         if (!top || top.offsetParent === null || !top.innerText.trim()) continue;
@@ -352,11 +381,13 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
 
     # controls and presets: shared by both tabs
     with gr.Row():
-        source = gr.Radio(SOURCES, value=DEFAULT_SOURCE, label="Source", scale=2, elem_classes="not-in-present")
+        source = gr.Radio(SOURCES, value=DEFAULT_SOURCE, label="Source", scale=2,
+                          elem_classes=["not-in-present", "not-in-embed"])
         a = gr.Dropdown(VARIANT_CHOICES, value="naive", label="Variant A", min_width=240, elem_id="pick-a")
         b = gr.Dropdown(VARIANT_CHOICES, value="sdpa_flash", label="Variant B", min_width=240, elem_id="pick-b")
         run_button = gr.Button("Run A vs B", variant="primary", elem_id="run", scale=0, min_width=130)
-    with gr.Row(elem_id="fields", elem_classes="not-in-present"):
+    coverage = gr.Markdown(elem_id="coverage")  # what Run would refuse, flagged as it is typed (Run is off meanwhile)
+    with gr.Row(elem_id="fields", elem_classes=["not-in-present", "not-in-embed"]):
         fields = [control(f) for f in FIELDS]
     controls = [source, a, b, *fields]
     with gr.Row(elem_id="presets"):
@@ -364,7 +395,6 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
         preset_buttons = [gr.Button(name, size="sm", elem_id=f"preset-{i}", min_width=60, scale=0)
                           for i, name in enumerate(PRESETS)]
     notice = gr.Markdown(elem_id="notice")
-    coverage = gr.Markdown(elem_id="coverage")  # a workload the recording lacks, flagged as it is chosen
 
     with gr.Tabs(elem_id="modes") as modes:
         with gr.Tab(MODES["compare"], id="compare"):
@@ -378,14 +408,17 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                 chart = gr.Plot(label="time per call, A vs B", show_label=False, format="png", visible=False,
                                 elem_id="chart")
                 present_chart = gr.Plot(show_label=False, format="png", visible=False, elem_id="present-chart")
-            with gr.Accordion("One call on a timeline: CPU and GPU lanes", open=True, elem_classes="not-in-present"):
+            full_page = gr.Markdown(elem_id="full-page", elem_classes="only-in-embed")
+            with gr.Accordion("One call on a timeline: CPU and GPU lanes", open=True,
+                              elem_classes=["not-in-present", "not-in-embed"]):
                 timeline_caption = gr.Markdown(elem_id="timeline-caption")
                 timeline = gr.Plot(show_label=False, format="png", visible=False, elem_id="timeline")
                 timeline_file = gr.DownloadButton("timeline (PNG)", visible=False, size="sm", elem_id="timeline-png")
             with gr.Group(elem_classes="not-in-present"):
-                link = gr.Textbox(label="Link to this comparison", buttons=["copy"], interactive=False, elem_id="link")
-                views_line = gr.Markdown(elem_id="views")
-            with gr.Column(elem_classes="not-in-present"):
+                link = gr.Textbox(label="Link to this comparison", buttons=["copy"], interactive=False, elem_id="link",
+                                  elem_classes="not-in-embed")
+                views_line = gr.Markdown(elem_id="views", elem_classes="not-in-embed")
+            with gr.Column(elem_classes=["not-in-present", "not-in-embed"]):
                 gr.Markdown("### The guess, before anything runs")
                 with gr.Row():
                     with gr.Column(min_width=320):
@@ -421,11 +454,11 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                 sweep_chart = gr.Plot(show_label=False, format="png", visible=False, elem_id="sweep-chart")
                 sweep_present_chart = gr.Plot(show_label=False, format="png", visible=False,
                                               elem_id="sweep-present-chart")
-            with gr.Group(elem_classes="not-in-present"):
+            with gr.Group(elem_classes=["not-in-present", "not-in-embed"]):
                 sweep_link = gr.Textbox(label="Link to this sweep", buttons=["copy"], interactive=False,
                                         elem_id="sweep-link")
                 sweep_views = gr.Markdown(elem_id="sweep-views")
-            with gr.Column(elem_classes="not-in-present"):
+            with gr.Column(elem_classes=["not-in-present", "not-in-embed"]):
                 sweep_table = gr.Dataframe(label="every point", visible=False, interactive=False, max_height=400,
                                            buttons=["fullscreen", "copy"], elem_id="sweep-table")
                 with gr.Row():
@@ -434,6 +467,14 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                 with gr.Accordion("Raw sweep (what the API returns)", open=False):
                     sweep_result = gr.JSON(label="sweep", elem_id="sweep-result")
 
+    # the field guide, below the answer: the first screen keeps the headline
+    with gr.Accordion("What each field means (the command line's --help, word for word)", open=False,
+                      elem_id="field-help", elem_classes=["not-in-present", "not-in-embed"]):
+        with gr.Row():
+            gr.Markdown("\n".join(f"- **{reports.literal('--' + f.metadata['spec'].query.replace('_', '-'))}** "
+                                   f"{field_help(f)}" for f in FIELDS))
+            mask_picture_plot = gr.Plot(show_label=False, format="png", elem_id="mask-picture", min_width=200)
+
     # what the page holds between events: the kept results' ids (in the page, so no other visitor's session can
     # evict them), the triggers of the two queues, and the tab a link opens on
     result_id = gr.Textbox(visible=False, elem_id="result-id")
@@ -441,7 +482,7 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
     live_started, replay_started, sweep_live_started, sweep_replay_started, opening = (gr.State() for _ in range(5))
 
     views = [link, views_line, stale, measured_on, verdict, present, chart, present_chart, timeline_caption, timeline,
-             timeline_file, *side_a.outputs, *side_b.outputs, json_file, png_file]
+             timeline_file, *side_a.outputs, *side_b.outputs, json_file, png_file, full_page]
     sweep_outputs = [sweep_link, sweep_views, sweep_verdict, sweep_present, sweep_chart, sweep_present_chart,
                      sweep_table, sweep_json, sweep_png]
 
@@ -486,18 +527,22 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
                      ).success(route, source, [live_started, replay_started], api_visibility="private",
                                preprocess=False
                      ).then(lambda: gr.Tabs(selected="compare"), None, modes, api_visibility="private", queue=False)
-    gr.on([c.input for c in controls], stale_notice, result_id, stale, api_visibility="private", queue=False)
-    # a click on Run or a preset: the stale banner gives way, and the progress (drawn on the verdict) comes into view
-    gr.on([run_button.click, *(button.click for button in preset_buttons)], lambda: "", None, stale,
-          api_visibility="private", queue=False, js=scroll_to("#verdict"))
+    # controls edited by hand or by a preset: the result on screen is marked stale until a new one replaces it (a
+    # refused run leaves it so); a click on Run or a preset brings the progress (drawn on the verdict) into view
+    gr.on([*(c.input for c in controls), *(button.click for button in preset_buttons)], stale_notice, result_id,
+          stale, api_visibility="private", queue=False)
+    gr.on([run_button.click, *(button.click for button in preset_buttons)], None, api_visibility="private",
+          queue=False, js=scroll_to("#verdict"))
     sweep_button.click(None, js=scroll_to("#sweep-verdict"), api_visibility="private", queue=False)
     gr.on([c.input for c in controls if c is not source], lambda: "", None, notice, api_visibility="private",
           queue=False)  # a notice about the last switch of source no longer describes these controls
     source.input(switch_source, [source, a, *fields], [*fields, notice], api_visibility="private", queue=False,
                  preprocess=False)
     source.change(sweep_plan, source, plan, api_visibility="private", queue=False, preprocess=False)
-    gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage], api_visibility="private",
-          queue=False, preprocess=False)
+    gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage, run_button],
+          api_visibility="private", queue=False, preprocess=False)
+    gr.on([demo.load, *(c.change for c in controls)], mask_picture, controls, mask_picture_plot,
+          api_visibility="private", queue=False, preprocess=False)
 
     async def open_link(http: gr.Request, mode: str, seq_lens: str, sweep_axis: str, *values) -> list:
         """Page load: a recorded comparison or sweep renders at once, in the replays' queue (a click meanwhile
@@ -519,8 +564,8 @@ with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  
 
     opened = demo.load(prefill, None, [*controls, notice, seqs, axis, modes, opening], api_visibility="private",
                        queue=False
-                       ).then(guesses, controls, [guess_a, guess_b, coverage], api_visibility="private", queue=False,
-                              preprocess=False
+                       ).then(guesses, controls, [guess_a, guess_b, coverage, run_button], api_visibility="private",
+                              queue=False, preprocess=False
                        ).then(open_link, [opening, seqs, axis, *controls],
                               [result, result_id, *views, sweep_result, sweep_id, *sweep_outputs],
                               api_visibility="private", **replays)
@@ -532,9 +577,18 @@ demo.validate_inputs = refuse_short_requests
 # every measurement goes through the queue and its concurrency limit (/gradio_api/call/compare and clients do)
 demo.queue(max_size=16, api_open=False)
 
-LAUNCH = dict(ssr_mode=False, css=CSS, head=HEAD, theme=gr.themes.Default(primary_hue="orange"),
+# gradio's bundled semibold faces hold ~60 glyphs (space, A, B, Cyrillic): every semibold text would mix two faces.
+# The theme declares the regular and the bold faces only (both complete, served by gradio itself), so text asked for
+# at 600 is drawn in the bold face, whole.
+THEME = gr.themes.Default(primary_hue="orange",
+                          font=(gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)), "ui-sans-serif",
+                                "system-ui", "sans-serif"),
+                          font_mono=(gr.themes.LocalFont("IBM Plex Mono", weights=(400, 700)), "ui-monospace",
+                                     "Consolas", "monospace"))
+LAUNCH = dict(ssr_mode=False, css=CSS, head=HEAD, theme=THEME,
               state_session_capacity=SESSIONS_KEPT, max_file_size=MAX_REQUEST_BYTES,
-              app_kwargs={"middleware": [Middleware(RequestGuard, max_bytes=MAX_REQUEST_BYTES)]})
+              app_kwargs={"middleware": [Middleware(RequestGuard, max_bytes=MAX_REQUEST_BYTES),
+                                         Middleware(LinkPreview)]})
 
 if __name__ == "__main__":
     handlers.start_warm_up()  # on a GPU, in the background: a visitor's first live run finds the process warm

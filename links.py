@@ -3,8 +3,9 @@ page's tab and view beside it; a link is anyone's to write, so what it gets wron
 """
 from __future__ import annotations
 
+import html
 import re
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 import gradio as gr
 
@@ -66,3 +67,66 @@ def prefill(http: gr.Request) -> list:
     notice = ("⚠️ Ignored from the link: " + "; ".join(said)) if said else ""
     seqs = ",".join(map(str, request.seq_lens or ()))
     return [*request.values(), notice, seqs, request.axis, gr.Tabs(selected=page["mode"]), page["mode"]]
+
+
+# -- a link's preview: what a chat or a social card shows before anyone opens it ----------------------------------
+def preview_meta(params: dict) -> str:
+    """The <meta> tags of a link's preview (Open Graph and Twitter): A vs B and what the link's answer is of (the
+    machine, recorded or live, the workload and its pass), read from its query as the page will read it."""
+    from attention_variants import VARIANTS
+    from handlers import RECORDINGS
+    from profiling import text
+
+    request, _ = Request.from_query(params, ENV.device, DEFAULT_SOURCE, PAGE_KEYS)
+    over = " over S" if params.get("mode") == "sweep" else ""
+    title = f"{VARIANTS[request.a].label} vs {VARIANTS[request.b].label}{over} · Attention Profiler"
+    if request.live:
+        said = request.workload.words() + (", forward" if request.workload.passes == "fwd" else "")
+        description = f"Runs live on {ENV.device_name} when asked · {said}"
+    else:
+        sweep = params.get("mode") == "sweep"
+        description = text.measured(False, request.source, RECORDINGS[request.source], request.workload,
+                                    request.axis if sweep else None, request.seq_lens or () if sweep else ())
+    tags = {"og:title": title, "og:description": description, "og:type": "website",
+            "twitter:card": "summary", "twitter:title": title, "twitter:description": description}
+    return "".join(f'<meta {"property" if key.startswith("og:") else "name"}="{key}" content="{html.escape(value)}">'
+                   for key, value in tags.items())
+
+
+class LinkPreview:
+    """ASGI middleware: the page's HTML (GET /) gets the preview tags of its own link in its <head>; a crawler runs
+    no script, so they are written by the server. Everything else passes untouched."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] != "/":
+            return await self.app(scope, receive, send)
+        start, body = None, []
+
+        async def held(message):
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+                return
+            if message["type"] != "http.response.body":
+                return await send(message)
+            body.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            page = b"".join(body)
+            headers = dict(start.get("headers", []))
+            if b"text/html" in headers.get(b"content-type", b"") and b"</head>" in page:
+                params = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+                try:
+                    tags = preview_meta(params).encode()
+                except (Refusal, KeyError):  # a preview is a courtesy: never the reason a page fails to open
+                    tags = b""
+                page = page.replace(b"</head>", tags + b"</head>", 1)
+            start["headers"] = [(k, v) for k, v in start.get("headers", []) if k != b"content-length"] + [
+                (b"content-length", str(len(page)).encode())]
+            await send(start)
+            await send({"type": "http.response.body", "body": page})
+
+        await self.app(scope, receive, held)

@@ -7,27 +7,38 @@ What an engineer reading its code would expect to see in the trace is its row in
 """
 from __future__ import annotations
 
+import functools
+
 from profiling.workload import choice
 
-from .base import Variant
-from .guesses import Expected, Guess, guess_for
-from . import fa4, flex, naive, sdpa
+from .guesses import GUESSES, Expected, Guess, guess_for
+
+KEYS = tuple(GUESSES)  # every variant's key, in the table's order: known without importing torch (the command line)
 
 
-VARIANTS: dict[str, Variant] = {v.key: v for v in (
-    naive.NAIVE,
-    naive.NAIVE_INPLACE,
-    sdpa.MATH,
-    sdpa.EFFICIENT,
-    sdpa.FLASH,
-    sdpa.CUDNN,
-    sdpa.AUTO,
-    flex.FLEX,
-    fa4.FA4,
-    fa4.SDPA_FA4,
-)}
+@functools.cache
+def _variants() -> dict:
+    """The variants themselves, imported (torch with them) the first time one is asked for."""
+    from . import fa4, flex, naive, sdpa
 
-__all__ = ["VARIANTS", "Expected", "Guess", "Variant", "get_variant", "guess_for", "reasons"]
+    variants = {v.key: v for v in (naive.NAIVE, naive.NAIVE_INPLACE, sdpa.MATH, sdpa.EFFICIENT, sdpa.FLASH,
+                                   sdpa.CUDNN, sdpa.AUTO, flex.FLEX, fa4.FA4, fa4.SDPA_FA4)}
+    assert tuple(variants) == KEYS, "each variant has its row in guesses.GUESSES, in the same order"
+    return variants
+
+
+def __getattr__(name: str):
+    """`VARIANTS` (key -> Variant) and `Variant`, on first use: importing the package costs no torch."""
+    if name == "VARIANTS":
+        return _variants()
+    if name == "Variant":
+        from .base import Variant
+
+        return Variant
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["KEYS", "VARIANTS", "Expected", "Guess", "Variant", "get_variant", "guess_for", "reasons"]
 
 
 def reasons(variants, workload, env) -> dict[str, str | None]:
@@ -38,4 +49,5 @@ def reasons(variants, workload, env) -> dict[str, str | None]:
 
 def get_variant(key: str, field: str = "variant") -> Variant:
     """The variant `key`; a WorkloadError naming `field` (the API's `a` or `b`) and the known keys if none."""
-    return VARIANTS[choice(field, key, VARIANTS)]
+    variants = _variants()
+    return variants[choice(field, key, KEYS)]

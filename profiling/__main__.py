@@ -1,5 +1,6 @@
 """Command line: `python -m profiling list | compare A B [...] | sweep A B [...] | record --out DIR [--part ...]`.
-Every request goes through `profiling.session`, as the page's do."""
+Every request goes through `profiling.session`, as the page's do. Help and the options' refusals come before torch is
+imported (the parser is made from the field specs alone): each command imports what it measures with."""
 from __future__ import annotations
 
 import argparse
@@ -11,11 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-import torch
-
-from attention_variants import VARIANTS, guess_for, reasons
-
-from . import reports, scratch, session, text
+from . import scratch, text
 from .budget import LIVE_BUDGET_S
 from .caches import keep_compiles
 from .environment import detect
@@ -23,9 +20,56 @@ from .request import LIVE, SWEEP_AXES, Request, add_workload_arguments, parse_le
 from .workload import FIELDS, Refusal
 
 WIDTH = 100  # characters a line of `list` takes
+MISSING = "–"  # a table's cell with no value (a side that did not run, a point that was stopped)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, its refusals said in one line (the option, the value, what is allowed), as every other refusal."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def table_text(frame) -> str:
+    """A table as the terminal prints it: a column of whole numbers as integers (pandas keeps counts with a gap as
+    floats, 1.0), a missing value as "–" (never NaN)."""
+    frame = frame.copy()
+    for name in frame.columns:
+        column = frame[name]
+        numbers = column.dropna()
+        whole = len(numbers) and all(isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer()
+                                     for x in numbers)
+        frame[name] = [MISSING if _missing(x) else int(x) if whole else x for x in column.astype(object)]
+    return frame.to_string(index=False)
+
+
+def _missing(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def _source(args, device: str) -> str:
+    """Where a comparison or sweep comes from: --source when given; live where there is a GPU or --device is given;
+    on a machine without one, the recording the page opens on when it holds the workload (said in one line), so a
+    line written for a GPU still answers; else live on this CPU."""
+    from . import session
+    from .replay import recordings
+
+    if args.source or args.device or device == "cuda" or not recordings():
+        return args.source or LIVE
+    recorded = next(iter(recordings()))
+    try:
+        session.plan(Request.from_args(argparse.Namespace(**{**vars(args), "source": recorded}), device),
+                     sweep=args.func is cmd_sweep)
+    except Refusal:
+        return LIVE
+    print(f"No GPU here: replaying the recorded runs {recorded} (--device cpu measures on this CPU).",
+          file=sys.stderr)
+    return recorded
 
 
 def _live_device(args) -> str:
+    import torch
+
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise Refusal("--device", "cuda", "no CUDA GPU is visible to this process")
@@ -80,11 +124,24 @@ def _writable_folder(option: str, path: str) -> Path:
     return path
 
 
+def _budget_of(args, request: Request) -> float | None:
+    """--budget, else a live run's default on its device; a replay takes none."""
+    if args.budget is not None or not request.live:
+        return args.budget
+    return LIVE_BUDGET_S[request.workload.device]
+
+
 def _progress(args):
+    from . import session
+
     return (lambda f, m: print(f"[{100 * f:3.0f}%] {m}", file=sys.stderr)) if args.verbose else session._no_progress
 
 
 def cmd_list(args) -> int:
+    from attention_variants import VARIANTS, guess_for, reasons
+
+    from .environment import detect
+
     device = _live_device(args)
     fields = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name) is not None}
     workload = Request.build(LIVE, "naive", "naive", fields, device).workload
@@ -100,17 +157,23 @@ def cmd_list(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    request = Request.from_args(args, _live_device(args))
+    from . import reports, session
+
+    device = _live_device(args)
+    args.source = _source(args, device)
+    request = Request.from_args(args, device)
     json_path = _writable_file("--json", args.json) if args.json else None
     trace_dir = _writable_folder("--trace-dir", args.trace_dir) if args.trace_dir else None
-    answer = session.compare(request, budget_s=args.budget, progress=_progress(args), trace_dir=trace_dir)
+    answer = session.compare(request, budget_s=_budget_of(args, request), progress=_progress(args), trace_dir=trace_dir)
     c = answer.result
     print(f"{c.a.environment.summary()} ({'live' if request.live else 'recorded: ' + request.source})\n"
-          f"workload: {request.workload.words()}\n")
+          f"workload: {request.workload.words()}")
+    busy = text.machine_load(c.a, c.b) if request.live else ""
+    print(f"while it ran: {busy}\n" if busy else "")
     for run in (c.a, c.b):
         print(reports.summary_line(run))
         if run.ok:
-            print(reports.kernel_table(run).drop(columns=["full name"]).to_string(index=False), "\n")
+            print(table_text(reports.kernel_table(run).drop(columns=["full name"])), "\n")
     print(reports.notes_text(answer.explanation), "\n")
     if json_path:
         json_path.write_text(json.dumps(answer.to_dict(), indent=1))
@@ -118,6 +181,8 @@ def cmd_compare(args) -> int:
 
 
 def cmd_sweep(args) -> int:
+    from . import reports, session
+
     if args.axis == "batch":  # the batches are the points; --seq, if given, is the one S they share
         args.lengths = parse_lengths(args.batches, "--batches", "batch") if args.batches is not None else None
         if args.seq_lens is not None:
@@ -129,14 +194,16 @@ def cmd_sweep(args) -> int:
         if args.batches is not None:
             raise Refusal("--batches", args.batches, "batches are the points of a sweep with --axis batch")
         args.lengths = parse_lengths(args.seq_lens, "--seq") if args.seq_lens is not None else None
-    request = Request.from_args(args, _live_device(args))
+    device = _live_device(args)
+    args.source = _source(args, device)
+    request = Request.from_args(args, device)
     json_path = _writable_file("--json", args.json) if args.json else None
-    answer = session.sweep(request, budget_s=args.budget, progress=_progress(args))
+    answer = session.sweep(request, budget_s=_budget_of(args, request), progress=_progress(args))
     result = answer.result
     print(f"{result.environment.summary()}\nworkload: {result.workload.family(result.axis)}, "
           f"{text.axis_symbol(result.axis)} over "
           f"{', '.join(map(str, result.seq_lens))} ({'live' if request.live else 'recorded: ' + request.source})\n")
-    print(reports.sweep_table(result).fillna("—").to_string(index=False), "\n")
+    print(table_text(reports.sweep_table(result)), "\n")
     print(reports.notes_text(answer.explanation, evidence=False))
     if json_path:
         json_path.write_text(json.dumps(answer.to_dict(), indent=1))
@@ -144,6 +211,8 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_record(args) -> int:
+    import torch
+
     from .recording import PARTS, record_part
 
     parts = args.part or list(PARTS)
@@ -159,7 +228,7 @@ def cmd_record(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m profiling", description=__doc__)
+    parser = Parser(prog="python -m profiling", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compare,sweep,record}")
     p = sub.add_parser("list", help="the variants, and whether each can run here on the workload",
                        description="the variants, and whether each can run here on the workload")
@@ -205,9 +274,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     keep_compiles()  # before anything imports flash_attn (its cache setting is read once, at its import)
     args = build_parser().parse_args(argv)
-    if getattr(args, "budget", "none") is None:
-        args.budget = LIVE_BUDGET_S["cuda" if torch.cuda.is_available() and args.device != "cpu" else "cpu"] \
-            if not getattr(args, "source", None) else None
     scratch.clean_stale_folders()
     try:
         return args.func(args)

@@ -10,10 +10,7 @@ import os
 import time
 from dataclasses import dataclass
 
-import torch
-
 from . import text
-from .timing import flush_bytes
 from .workload import PASS_FLOPS, Refusal, Workload
 
 REFERENCE_CHUNK_BYTES = 256 * 2**20  # the fp64 accuracy check keeps its scores in flight under this
@@ -47,6 +44,8 @@ def timing_bytes(workload: Workload, scratch_bytes: int, env) -> int:
     (`timing.flush_bytes`); graph, the captured calls' private memory pool (their allocations, one call's
     reused from one to the next: about one call's)."""
     if workload.timing == "cold":
+        from .timing import flush_bytes  # torch: not for the command line's parsing
+
         return flush_bytes(env)
     return forward_bytes(workload, scratch_bytes) if workload.timing == "graph" else 0
 
@@ -96,6 +95,8 @@ def fixed_bytes(device: str, compiled: bool = False) -> int:
     grow 50-90 MiB past the profiler's live count), and a process's first measurement (libraries, the profiler's
     first session: a fresh process grew 160 MB at S=64), and torch.compile's (flex grew 111 MB more). On a GPU the
     caching allocator rounds each block up: a few MiB."""
+    import torch
+
     if device != "cpu":
         return 16 * 2**20
     return 64 * 2**20 * (torch.get_num_threads() + 1) + 192 * 2**20 + (128 * 2**20 if compiled else 0)
@@ -104,6 +105,8 @@ def fixed_bytes(device: str, compiled: bool = False) -> int:
 def available_bytes(device: str) -> int:
     """What may be allocated now: 90% of free device memory (counting blocks PyTorch's caching allocator
     holds but no tensor uses: they are ours to reuse), or 80% of available RAM on CPU."""
+    import torch
+
     if device == "cuda":
         free, _total = torch.cuda.mem_get_info()
         cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
@@ -250,6 +253,8 @@ def cpu_16bit_speed() -> dict[str, float]:
     """How fast this CPU multiplies 16-bit matrices against fp32 (its fp32 time over theirs), measured once per
     process on a 384×384 product, the best of three: with AVX512-BF16 or AMX bf16 is as fast as fp32 or faster,
     without it 5-20x slower (the CPU model's fp32 rates were measured; the 16-bit ones follow from this)."""
+    import torch
+
     def best(dtype) -> float:
         x = torch.randn(384, 384).to(dtype)
         x @ x  # the first call's one-off costs

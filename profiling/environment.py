@@ -11,9 +11,8 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 
-import torch
-
-from .cpu_paths import read_features
+# torch is imported where a device is asked about: a recording's environment is read, and the command line answers,
+# without it
 
 # Dense datasheet peaks in TFLOP/s (tensor cores for fp16/bf16, without sparsity; plain FP32 on CUDA cores), from
 # NVIDIA's datasheets (tests/test_environment.py holds each with its source). Only used to show "share of peak";
@@ -52,8 +51,12 @@ def hbm_key(device_name: str) -> str | None:
     return next((key for key in HBM_BYTES_PER_US if key in device_name), None)
 
 
-def torch_release(version: str = torch.__version__) -> tuple[int, int]:
+def torch_release(version: str | None = None) -> tuple[int, int]:
     """(major, minor) of a torch version, e.g. (2, 11) for '2.11.0+cu130'; the running one by default."""
+    if version is None:
+        import torch
+
+        version = torch.__version__
     major, minor = version.split("+")[0].split(".")[:2]
     return int(major), int(minor)
 
@@ -158,6 +161,8 @@ def parse_smi(output: str, pci: tuple[int, int, int] | None) -> dict | None:
 
 
 def _device_pci(index: int) -> tuple[int, int, int] | None:
+    import torch
+
     props = torch.cuda.get_device_properties(index)
     ids = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
     return tuple(ids) if all(isinstance(i, int) for i in ids) else None
@@ -246,6 +251,10 @@ def _triton_version() -> str | None:
 
 def detect(device: str | None = None) -> Environment:
     """The environment of `device` ("cuda" or "cpu"); by default the GPU when there is one."""
+    import torch
+
+    from .cpu_paths import read_features
+
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     common = dict(torch_version=torch.__version__, python_version=platform.python_version(),
                   triton_version=_triton_version(), cpu_threads=torch.get_num_threads())

@@ -28,6 +28,8 @@ CATEGORY_COLOURS = {
 OTHER_COLOUR = "#ccb974"
 # time per forward: colours no kernel category uses; host time hatched as well, so it reads without colour
 DEVICE_TIME_COLOUR, HOST_TIME_COLOUR = "#2a9d8f", "#e9c46a"
+# a training step's two phases, on both axes: the step's GPU bar stacked and its kernels coloured by phase
+PHASE_COLOURS = {"forward": "#2a9d8f", "backward": "#8172b3"}
 _SEGMENTS = 8  # kernels drawn one by one per bar; the rest are lumped into "other"
 _LABEL_CHARS = 70  # characters of 9-pt text across the whole width of the lower axes
 
@@ -55,9 +57,20 @@ def style_axes(axes, colours: dict) -> None:
     axes.title.set_color(colours["fg"])
 
 
+def caption(figure: Figure, line: str, dark: bool | None = False) -> Figure:
+    """`figure` with what it is of written under it (where it ran, live or recorded, the workload: the answer's
+    `measured` line), so a PNG saved from the page still says it; wrapped to the figure's width, in the layout."""
+    import textwrap
+
+    chars = int(figure.get_figwidth() * 72 / (SMALL_PT * 0.6))  # DejaVu Sans averages ~0.6 em a character
+    figure.supxlabel(textwrap.fill(line, chars), fontsize=SMALL_PT, x=0.01, ha="left", color=theme(dark)["muted"])
+    return figure
+
+
 def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
-    """Top: time per call, A vs B: the device's time (CUDA events; wall on a CPU) and, on a GPU, the host's cost
-    to issue one call (unprofiled), with the back-to-back pace marked. Bottom: each forward split by kernel."""
+    """Top: time per call, A vs B: the device's time (CUDA events; wall on a CPU; a training step's stacked as its
+    forward and its backward, each its own median) and, on a GPU, the host's cost to issue one call (unprofiled),
+    with the back-to-back pace marked. Bottom: the view's call split by kernel (a step's coloured by phase)."""
     colours = theme(dark)
     runs = (("A", comparison.a), ("B", comparison.b))
     names = [f"{side} · {run.variant}" for side, run in runs]
@@ -71,19 +84,36 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
         if run.timing is None:
             top.text(0, i, f"  {run.status}", va="center", color="#c0392b", fontsize=TEXT_PT)
             continue
-        bars = [(-height / 2, run.timing.median_ms, DEVICE_TIME_COLOUR, None,
-                 "GPU time" if gpu else "wall time")]
+        device_label = "GPU time" if gpu else "wall time"  # per the x axis' unit
+        if run.phase == "step" and run.forward_timing is not None and run.backward_timing is not None:
+            # the step as its two phases, each its own median (timed in the same calls, an event between them)
+            left = 0.0
+            for phase, part in (("forward", run.forward_timing), ("backward", run.backward_timing)):
+                top.barh(i - height / 2, part.median_ms, height, left=left, color=PHASE_COLOURS[phase],
+                         edgecolor="white", linewidth=0.8, label=f"{phase} (GPU)" if i == 0 or
+                         comparison.a.forward_timing is None else None)
+                if part.median_ms > 0.2 * max(r.timing.median_ms for _, r in runs if r.timing):
+                    top.text(left + part.median_ms / 2, i - height / 2, text.ms(part.median_ms), ha="center",
+                             va="center", fontsize=SMALL_PT, color="white")
+                left += part.median_ms
+            top.text(left, i - height / 2, f" {text.ms(run.timing.median_ms)} per step", va="center",
+                     fontsize=SMALL_PT, color=colours["fg"])
+            bars = []
+        else:
+            bars = [(-height / 2, run.timing.median_ms, DEVICE_TIME_COLOUR, None, device_label)]
         if run.host_cost is not None:
-            bars.append((height / 2, run.host_cost.median_ms, HOST_TIME_COLOUR, "///", "host cost to issue (CPU)"))
+            bars.append((height / 2, run.host_cost.median_ms, HOST_TIME_COLOUR, "///",
+                         "host cost to issue (CPU)" + ("" if run.call == run.phase else f", a {run.call}")))
         for offset, value, colour, hatch, label in bars:
             top.barh(i + offset, value, height, color=colour, hatch=hatch, edgecolor=colours["bg"] if hatch is None
                      else "#8a6d1a", linewidth=0, label=label if i == 0 or comparison.a.timing is None else None)
             top.text(value, i + offset, f" {text.ms(value)}", va="center", fontsize=SMALL_PT, color=colours["fg"])
         if run.back_to_back is not None:
             top.plot([run.back_to_back.median_ms] * 2, [i - height, i + height], color=colours["fg"], linewidth=2,
-                     label="back-to-back pace" if i == 0 or comparison.a.back_to_back is None else None)
-    top.set_xlabel("ms per call", fontsize=TEXT_PT)
-    top.set_title("time per call", fontsize=TITLE_PT, loc="left", color=colours["fg"], pad=18)  # legend below it
+                     label="back-to-back pace" + ("" if run.call == run.phase else f", a {run.call}") if i == 0 or comparison.a.back_to_back is None else None)
+    top.set_xlabel(f"ms per {text.call(comparison.a.workload)}", fontsize=TEXT_PT)
+    rows = -(-len(top.get_legend_handles_labels()[0]) // 3)  # the legend's rows, between the title and the axes
+    top.set_title("time per call", fontsize=TITLE_PT, loc="left", color=colours["fg"], pad=8 + 15 * max(rows, 1))
     top.margins(x=0.25)
     if top.get_legend_handles_labels()[0]:
         top.legend(fontsize=SMALL_PT, loc="lower right", bbox_to_anchor=(1, 1), ncol=3, frameon=False,
@@ -91,22 +121,29 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
 
     # where the time goes, kernel by kernel
     seen: dict[str, str] = {}
-    widest = max((sum(k.us_per_forward for k in run.kernels) for _, run in runs if run.ok), default=0.0)
+    widest = max((run.gpu_us() for _, run in runs if run.ok), default=0.0)
     for i, (_, run) in enumerate(runs):
-        if not run.kernels:
+        if not run.kernels_of():
             bottom.text(0, i, f"  {run.status if not run.ok else 'no kernels'}", va="center", color="#c0392b",
                         fontsize=TEXT_PT)
             continue
-        ordered = sorted(run.kernels, key=lambda k: k.us_per_forward, reverse=True)
-        shown, rest = ordered[:_SEGMENTS], ordered[_SEGMENTS:]
-        total = sum(k.us_per_forward for k in run.kernels)
+        total = run.gpu_us()
         start = 0.0
-        segments = [(k.short_name, k.category, k.us_per_forward) for k in shown]
-        if rest:
-            segments.append((f"{len(rest)} more", "other", sum(k.us_per_forward for k in rest)))
+        segments = []  # (label, what colours it: its category, or in a step its phase, the colour)
+        step = run.phase == "step"
+        for phase in (("forward", "backward") if step else (run.phase,)):
+            ordered = sorted(run.kernels_of(phase), key=lambda k: k.us_per_forward, reverse=True)
+            keep = _SEGMENTS // 2 if step else _SEGMENTS
+            shown, rest = ordered[:keep], ordered[keep:]
+            for k in shown:
+                group = phase if step else (k.category if k.category in CATEGORY_COLOURS else "other")
+                segments.append((k.short_name, group, k.us_per_forward))
+            if rest:
+                segments.append((f"{len(rest)} more", phase if step else "other",
+                                 sum(k.us_per_forward for k in rest)))
         for name, group, width in segments:
-            colour = CATEGORY_COLOURS.get(group, OTHER_COLOUR)
-            seen.setdefault(group if group in CATEGORY_COLOURS else "other", colour)
+            colour = PHASE_COLOURS[group] if step else CATEGORY_COLOURS.get(group, OTHER_COLOUR)
+            seen.setdefault(group, colour)
             bottom.barh(i, width, 0.6, left=start, color=colour, edgecolor="white", linewidth=0.8)
             fits = int(_LABEL_CHARS * width / widest) if widest else 0  # characters the segment has room for
             if fits >= 4:
@@ -116,7 +153,8 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
         bottom.text(start, i, f" {text.us(total)}", va="center", fontsize=SMALL_PT, color=colours["fg"])
     bottom.set_xlabel(f"GPU µs per {text.call(comparison.a.workload)}" if gpu else f"CPU self µs per {text.call(comparison.a.workload)} (aten ops)",
                       fontsize=TEXT_PT)
-    bottom.set_title("where the time goes (kernel by kernel)" if gpu else "where the time goes (op by op)",
+    by_phase = "; forward, then backward" if comparison.a.phase == "step" else ""
+    bottom.set_title(f"where the time goes ({'kernel by kernel' if gpu else 'op by op'}{by_phase})",
                      fontsize=TITLE_PT, loc="left", color=colours["fg"])
     bottom.margins(x=0.12)
     if seen:
@@ -371,3 +409,40 @@ def _label(axes, span, y: float, end: float, colour: str) -> None:
         name = text.kernel_label(span.name, room) if span.lane == "gpu" else text.clip(text.op(span.name), room)
         axes.text(span.start_us + span.dur_us / 2, y, name, ha="center", va="center", fontsize=SMALL_PT,
                   color=colour, clip_on=True)
+
+
+# -- the mask: which query sees which key -------------------------------------------------------------------------
+MASK_KEYS = 16  # keys the picture draws: a workload's mask drawn at this S, its window and query length scaled
+
+
+def mask_workload(w):
+    """`w` at MASK_KEYS keys, its window and query length scaled with it (at least 1): the same pattern, small
+    enough to see each cell (the picture is of the rule, which does not depend on S)."""
+    scale = MASK_KEYS / w.seq_len
+    return w.replace(seq_len=MASK_KEYS, page_size=None, device="cpu",
+                     q_len=min(w.q_len, MASK_KEYS) if w.q_len else None,  # a decode step's few queries, each
+                     window=max(1, round(w.window * scale)) if w.window else None)
+
+
+def mask_figure(w, dark: bool | None = None) -> Figure:
+    """Which query sees which key, as attention-gym draws a mask: a row per query, a column per key, filled where
+    the query may attend the key (the workload's own `allowed`, at MASK_KEYS keys)."""
+    colours = theme(dark)
+    small = mask_workload(w)
+    allowed = small.allowed()
+    cells = allowed.numpy() if allowed is not None else [[True] * small.seq_len for _ in range(small.queries)]
+    fig = Figure(figsize=(2.6, 0.9 + 1.7 * small.queries / small.seq_len), dpi=DPI, layout="constrained",
+                 facecolor=colours["bg"])
+    axes = fig.subplots()
+    from matplotlib.colors import ListedColormap
+    axes.imshow(cells, cmap=ListedColormap([colours["range"] if dark is None else colours["grid"],
+                                             DEVICE_TIME_COLOUR]), vmin=0, vmax=1, aspect="equal")
+    axes.set_xticks([]), axes.set_yticks([])
+    axes.set_xlabel("keys →", fontsize=SMALL_PT)
+    axes.set_ylabel("queries ↓", fontsize=SMALL_PT)
+    scaled = (f"W={small.window} of " if small.window else "S=") + str(small.seq_len) + \
+        (f", q_len {small.q_len}" if small.q_len else "")
+    axes.set_title(f"{w.mask if w.mask != 'flag' else ('causal' if w.causal else 'no mask')} ({scaled})",
+                   fontsize=SMALL_PT, color=colours["fg"])
+    style_axes(axes, colours)
+    return fig

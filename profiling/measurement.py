@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import sys
 import threading
 import time
@@ -95,6 +96,14 @@ class _OtherWork:
 
 
 other_work = _OtherWork()  # `with other_work(): render(...)` in the app
+
+
+def _load() -> float | None:
+    """The machine's 1-minute load average (runnable processes, any owner's), where the OS tells it."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def _overlapped(mark: tuple[int, int]) -> bool:
@@ -405,7 +414,7 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
                 _guarded(s, lambda s=s, i=i: _prepare(s, reasons.get(s.variant.key), step_progress(i, "prepare"),
                                                       guard.check))
             going = [s for s in subjects if s.going]
-            compiled_before, mark = _compiled_before(), other_work.mark()
+            compiled_before, mark, load_before = _compiled_before(), other_work.mark(), _load()
             for s in going:
                 s.run.compiled_before = compiled_before
                 step_progress(subjects.index(s), "timing")(0.0, f"{s.variant.key}: timing")
@@ -421,9 +430,10 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
             elif going:
                 with spent("timing rounds"):
                     timing.time_cpu(going, guard.check)
-            disturbed = _overlapped(mark)
+            disturbed, load_after = _overlapped(mark), _load()
             for s in going:
                 s.run.concurrent_work = disturbed
+                s.run.load_before, s.run.load_after = load_before, load_after
             if workload.device == "cuda" and going:
                 progress(PHASES["host"][0], "host cost of " + " and ".join(
                     f"{names[subjects.index(s)]}{s.variant.key}" for s in going))

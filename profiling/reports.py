@@ -73,11 +73,16 @@ def host_ops_table(run: Run, top: int = 10) -> pd.DataFrame:
 
 def sweep_table(result: Sweep) -> pd.DataFrame:
     """Every point of a sweep, smallest S (or B) first (the time column says what it measures: GPU or wall), each
-    number rounded for reading; the JSON keeps them whole."""
+    number rounded for reading; the JSON keeps them whole. A point that did not finish (stopped, refused, failed)
+    shows its status and reason, never the figures it had reached."""
     time_label = "GPU ms" if result.workload.device == "cuda" else "wall ms"
     rows = []
     for s in result.seq_lens:
         for r in (r for v in result.variants for r in result.of(v) if result.value(r) == s):
+            if not r.ok:
+                rows.append({text.axis_symbol(result.axis): s, "variant": r.variant, "status": r.status,
+                             "kernels or reason": r.reason or r.status})
+                continue
             rows.append({
                 text.axis_symbol(result.axis): s, "variant": r.variant, "status": r.status,
                 time_label: round(r.gpu_ms, 4) if r.gpu_ms else None,
@@ -339,15 +344,18 @@ def verdict_markdown(explanation: Explanation, table: str = "", rest_label: str 
     return "\n\n".join(p for p in parts if p)
 
 
-def sweep_markdown(explanation: Explanation, axis: str = "seq_len") -> str:
+def sweep_markdown(explanation: Explanation, axis: str = "seq_len", measured: str = "") -> str:
+    """A sweep's verdict and notes, under the line of what it measured (`Answer.measured`) when given."""
     over = f"over {text.axis_symbol(axis)}"
-    return verdict_markdown(explanation, rest_label=over, rest_sides=(), kinds=KINDS | {"sweep": over})
+    body = verdict_markdown(explanation, rest_label=over, rest_sides=(), kinds=KINDS | {"sweep": over})
+    return f"*{_md(measured)}*\n\n{body}" if measured else body
 
 
-def present_markdown(explanation: Explanation) -> str:
-    """The presentation view's answer: the headline as a heading, the titles of the notes that matter most.
-    Plain words, no glossary markup: it is read from across a room."""
-    return "\n\n".join([f"## {_md(explanation.headline.title)}"]
+def present_markdown(explanation: Explanation, measured: str = "") -> str:
+    """The presentation view's answer: the headline as a heading, what it measured (`Answer.measured`: the
+    machine, live or recorded, the workload and its pass), the titles of the notes that matter most. Plain words,
+    no glossary markup: it is read from across a room."""
+    return "\n\n".join([f"## {_md(explanation.headline.title)}"] + ([_md(measured)] if measured else [])
                        + [f"{i + 1}. {_md(n.title)}" for i, n in enumerate(explanation.notes[:TOP])])
 
 

@@ -11,7 +11,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from attention_variants import VARIANTS, get_variant
+from attention_variants import KEYS as VARIANT_KEYS, get_variant
 
 from .replay import recordings
 from .workload import FIELDS, Refusal, Workload, choice, spec_of, whole_number_from_text
@@ -167,7 +167,7 @@ class Request:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
         """A, B, --source and the workload's options (`add_workload_arguments`)."""
-        parser.add_argument("a", help="variant A (see `list`): " + ", ".join(VARIANTS))
+        parser.add_argument("a", help="variant A (see `list`): " + ", ".join(VARIANT_KEYS))
         parser.add_argument("b", help="variant B")
         parser.add_argument("--source", help="replay a recording instead of measuring: "
                                              + (", ".join(recordings()) or "none shipped"))
@@ -189,11 +189,19 @@ def add_workload_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...
         option = "--" + spec.query.replace("_", "-")
         if spec.boolean:
             parser.add_argument(option, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
-                                help=f"{spec.label} (default: {'on' if f.default else 'off'})")
+                                help=field_help(f))
             continue
-        allowed = f"{spec.limits[0]}-{spec.limits[1]}" if spec.limits else ", ".join(map(str, spec.choices))
-        parser.add_argument(option, dest=f.name, type=_argument(f.name), metavar=f.name.upper(),
-                            help=f"{spec.label}: {allowed}" + (f" ({spec.help})" if spec.help else ""))
+        parser.add_argument(option, dest=f.name, type=_argument(f.name), metavar=f.name.upper(), help=field_help(f))
+
+
+def field_help(f) -> str:
+    """A workload field's help, from its spec: its label, what it takes and what it means. The command line's
+    --help and the page's field guide say the same words."""
+    spec = f.metadata["spec"]
+    if spec.boolean:
+        return f"{spec.label} (default: {'on' if f.default else 'off'})"
+    allowed = f"{spec.limits[0]}-{spec.limits[1]}" if spec.limits else ", ".join(map(str, spec.choices))
+    return f"{spec.label}: {allowed}" + (f" ({spec.help})" if spec.help else "")
 
 
 def _argument(name: str):

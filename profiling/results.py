@@ -203,6 +203,8 @@ class Run:
     profiled_host_ms: float | None = None     # one call's record_function range: includes profiler overhead
     compiled_before: bool = False             # torch.compile had run in this process before this was timed
     concurrent_work: bool = False             # other work of this process shared the CPU while this was timed
+    load_before: float | None = None          # the machine's 1-minute load average (any process's work) as the
+    load_after: float | None = None           # timing began and as it ended: a busy machine, said beside the verdict
     kernels: list[Kernel] = field(default_factory=list)  # every phase's, each row naming its phase
     host_ops: list[HostOp] = field(default_factory=list)
     backend: str | None = None                # SDPA backend that really ran, from the trace

@@ -55,10 +55,20 @@ class Answer:
     result: Comparison | Sweep
     explanation: Explanation
 
+    @property
+    def measured(self) -> str:
+        """One line of what this answer is of: where it ran, live or which recording, the problem and its pass."""
+        r = self.result
+        if isinstance(r, Comparison):
+            return text.measured(self.request.live, self.request.source, r.a.environment, r.a.workload)
+        return text.measured(self.request.live, self.request.source, r.environment, r.workload, r.axis, r.seq_lens)
+
     def to_dict(self) -> dict:
-        """What a client is sent: the source, the result (naming no file of this machine) and the explanation."""
+        """What a client is sent: the source, what was measured in one line, the result (naming no file of this
+        machine) and the explanation."""
         result = self.result.without_files() if isinstance(self.result, Comparison) else self.result
-        return {"source": self.request.source, **result.to_dict(), **self.explanation.to_dict()}
+        return {"source": self.request.source, "measured": self.measured, **result.to_dict(),
+                **self.explanation.to_dict()}
 
 
 def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False) -> Plan:

@@ -156,6 +156,32 @@ def on_device(env) -> str:
     return f"on the {machine(env)}"
 
 
+def measured(live: bool, source: str, env, workload, axis: str | None = None, points=()) -> str:
+    """What an answer is of, in one line that travels with it (the page, the present view, an embed, a PNG, the JSON,
+    a link's preview): where it ran and whether it is replayed, then the problem with its pass always said:
+    'Recorded on NVIDIA H200 · torch 2.11.0 (recording h200-torch2.11) · B=8, H=16, S=1024, D=64, bf16, causal,
+    forward'. A sweep's (its `axis` and `points`) ends '… · S from 128 to 16,384 (8 points)'."""
+    where = f"{env.device_name} · torch {env.torch_version.split('+')[0]}"
+    said = workload.family(axis) if axis else workload.words()
+    if workload.passes == "fwd":
+        said += ", forward"
+    if axis and points:
+        said += f" · {axis_symbol(axis)} from {count(points[0])} to {count(points[-1])} ({plural(len(points), 'point')})"
+    return (f"Measured live on {where}" if live else f"Recorded on {where} (recording {source})") + f" · {said}"
+
+
+def machine_load(a, b) -> str:
+    """How busy the machine was while A and B were timed live, and how much their samples varied, beside the
+    verdict: 'load average 1.9 as the timing began, 2.4 as it ended, on 2 CPU threads · run-to-run spread: A 35%,
+    B 12%'. Empty for a replay or where the OS reports no load."""
+    if a.load_before is None or a.load_after is None:
+        return ""
+    threads = f", on {plural(a.environment.cpu_threads, 'CPU thread')}" if a.environment.cpu_threads else ""
+    spread = [f"{side} {percent(r.timing.spread_pct)}" for side, r in (("A", a), ("B", b)) if r.timing]
+    return (f"load average {a.load_before:.1f} as the timing began, {a.load_after:.1f} as it ended{threads}"
+            + (f" · run-to-run spread: {', '.join(spread)}" if spread else ""))
+
+
 def tensor_sum(names) -> str:
     """The tensors a figure of bytes adds up: 'q + K + V + out'."""
     return " + ".join(names)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import torch
+if TYPE_CHECKING:  # torch is imported where tensors are made: the command line parses and refuses without it
+    import torch
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # torch's names of them
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
 class Refusal(ValueError):
@@ -318,7 +320,9 @@ class Workload:
     # -- shapes and sizes: the one place each is derived ----------------------------------------------------
     @property
     def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
+        import torch
+
+        return getattr(torch, DTYPES[self.dtype])
 
     @property
     def queries(self) -> int:
@@ -359,7 +363,7 @@ class Workload:
 
     @property
     def element_bytes(self) -> int:
-        return torch.finfo(self.torch_dtype).bits // 8
+        return DTYPE_BYTES[self.dtype]
 
     @property
     def q_bytes(self) -> int:
@@ -433,31 +437,49 @@ class Workload:
     def make_inputs(self) -> "Inputs":
         """Seeded q, k, v (never zeros: zeros hide bugs and run faster), the masks the variants read, built once,
         and for a training pass a seeded gradient of the output."""
+        import torch
+
         generator = torch.Generator(device=self.device).manual_seed(self.seed)
         q = torch.randn(self.shape, generator=generator, device=self.device, dtype=self.torch_dtype)
         k, v = (torch.randn(self.kv_shape, generator=generator, device=self.device, dtype=self.torch_dtype)
                 for _ in range(2))
-        allowed = bias = None
-        if self.causal or self.mask != "flag":
-            queries = torch.arange(self.offset, self.seq_len, device=self.device)
-            keys = torch.arange(self.seq_len, device=self.device)
-            offset = queries[:, None] - keys[None, :]              # query minus key position: [Lq, S]
-            allowed = offset >= 0 if self.causal else torch.ones(self.queries, self.seq_len, dtype=torch.bool,
-                                                                 device=self.device)
-            if self.mask == "window":
-                allowed &= offset < self.window
-            if self.mask == "bias":  # a distance penalty (ALiBi's slope for one head), −inf where not allowed
-                bias = (-offset.abs().to(torch.float32) / self.seq_len).masked_fill(~allowed, float("-inf")) \
-                    .to(self.torch_dtype)
+        allowed, bias = self.allowed(), None
+        if self.mask == "bias":  # a distance penalty (ALiBi's slope for one head), −inf where not allowed
+            bias = (-self._offsets().abs().to(torch.float32) / self.seq_len).masked_fill(~allowed, float("-inf")) \
+                .to(self.torch_dtype)
         grad_out = torch.randn(self.shape, generator=generator, device=self.device, dtype=self.torch_dtype) \
             if self.training else None
         pages = self._paged(k, v, generator) if self.page_size else None
         return Inputs(self, q, k, v, allowed, bias, grad_out, *(pages or (None, None, None)))
 
+    def _offsets(self) -> "torch.Tensor":
+        """Each query's position minus each key's: [Lq, S] (the queries are the last Lq of the S positions)."""
+        import torch
+
+        queries = torch.arange(self.offset, self.seq_len, device=self.device)
+        keys = torch.arange(self.seq_len, device=self.device)
+        return queries[:, None] - keys[None, :]
+
+    def allowed(self) -> "torch.Tensor | None":
+        """[Lq, S] bool, True where a query may attend a key (what SDPA's attn_mask takes), the one rule every
+        variant's mask follows and the page's picture of it draws; None where every query sees every key."""
+        import torch
+
+        if not (self.causal or self.mask != "flag"):
+            return None
+        offset = self._offsets()
+        allowed = offset >= 0 if self.causal else torch.ones(self.queries, self.seq_len, dtype=torch.bool,
+                                                             device=self.device)
+        if self.mask == "window":
+            allowed &= offset < self.window
+        return allowed
+
     def _paged(self, k: torch.Tensor, v: torch.Tensor, generator: torch.Generator):
         """The same k and v in a paged cache, as a server holds it after sequences came and went: a pool of B·S/P pages
         of [P, Hkv, D] (vLLM's and FlashAttention's layout), the pages of every sequence at seeded, shuffled places,
         and the page table [B, S/P] (int32) that says where each logical page lies. A kernel that reads it gathers."""
+        import torch
+
         b, kv, n, ps, d = self.batch, self.kv_head_count, self.pages, self.page_size, self.head_dim
         table = torch.randperm(b * n, generator=generator, device=self.device).view(b, n)    # logical -> physical
         pools = []

@@ -11,8 +11,10 @@ import asyncio
 import html
 import json
 import re
+import string
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import parse_qsl, urlsplit
 
@@ -35,7 +37,7 @@ from profiling.workload import Workload
 RECORDING = "h200-torch2.11"
 BLOG = Workload.blog()
 SMALL = dict(batch=1, heads=2, seq_len=128, head_dim=32, dtype="fp32", causal=True, rank=4)
-ANSWER_KEYS = {"source", "a", "b", "verdict", "headline", "notes"}
+ANSWER_KEYS = {"source", "measured", "a", "b", "verdict", "headline", "notes"}
 cpu_only = pytest.mark.skipif(app.ENV.device != "cpu", reason="checks what a CPU run looks like")
 
 
@@ -370,7 +372,7 @@ def test_presets_are_cpu_sized_live_and_recorded_on_replay(name):
 
 @cpu_only
 def test_guesses_say_when_a_variant_cannot_run_here():
-    guess_a, guess_b, coverage = app.guesses(*values(LIVE, "sdpa_flash", "sdpa_cudnn"))
+    guess_a, guess_b, coverage, _ = app.guesses(*values(LIVE, "sdpa_flash", "sdpa_cudnn"))
     assert coverage == ""  # live: nothing to flag
     assert "SDPA's fused CPU op" in guess_a and "cannot run here" not in guess_a
     assert "occupancy" not in guess_a  # a GPU's reason is no CPU's
@@ -378,12 +380,39 @@ def test_guesses_say_when_a_variant_cannot_run_here():
 
 
 def test_a_bad_value_in_the_controls_still_shows_the_guesses():
-    guess_a, guess_b, coverage = app.guesses(*values(RECORDING, "naive", "<img src=x>", dtype="BF16"))
+    guess_a, guess_b, coverage, _ = app.guesses(*values(RECORDING, "naive", "<img src=x>", dtype="BF16"))
     assert guess_a.startswith("**A · Naive (masked_fill)**") and guess_b == "**B**: unknown variant `<img src=x>`"
     # what Run would refuse, said as the controls change, the client's value escaped: no markup reaches the page
     assert coverage.startswith("⚠️ b='\\<img src=x\\>' is not allowed: choose one of naive")
     assert not re.search(r"(?<!\\)<img", coverage)
 
+
+
+@pytest.mark.parametrize("source", [LIVE, RECORDING])
+@pytest.mark.parametrize("changes, field", [({"heads": 16, "kv_heads": 5}, "kv_heads=5"),
+                                            ({"mask": "flag", "window": 128}, "window=128"),
+                                            ({"mask": "window", "window": 99999}, "window=99999"),
+                                            ({"mask": "bool", "causal": False}, "mask='bool'"),
+                                            ({"batch": None}, "batch")])
+def test_a_bad_combination_turns_run_off_as_it_is_typed_with_the_refusal_run_would_give(source, changes, field):
+    sent = values(source, "naive", "sdpa_flash", **changes)
+    *_, coverage, run = app.guesses(*sent)
+    assert run.interactive is False
+    with pytest.raises(gr.Error) as refused:  # what Run itself says: the same words, checked by the same core
+        session.plan(handlers.request_of(sent, live=source == LIVE))
+    assert coverage == reports.refusal_markdown(refused.value.message)
+    assert field.replace("_", "\\_") in coverage
+    *_, coverage, run = app.guesses(*values(source, "naive", "sdpa_flash"))
+    assert coverage == "" and run.interactive is True
+
+
+def test_a_refused_run_keeps_the_old_result_marked_stale():
+    """Editing marks the result stale; Run's click no longer clears the banner (only a new result's render does),
+    and the page's CSS hides gradio's "Error" pill over the verdict: the toast says the refusal."""
+    assert app.stale_notice("some-id") == app.STALE and app.stale_notice("") == ""
+    clears = [fn for fn in app.demo.fns.values() if any(getattr(o, "elem_id", None) == "stale" for o in fn.outputs)]
+    assert {fn.name for fn in clears} <= {"stale_notice", "show", "open_link"}, {fn.name for fn in clears}
+    assert '[data-testid="status-tracker"]:has(> .error) { display: none' in app.CSS
 
 # -- handlers: progress, refusals before anything runs ---------------------------------------------------------------
 @cpu_only
@@ -510,3 +539,130 @@ def test_the_page_starts_live_with_a_gpu_and_on_the_h200_recording_without_one()
         for name in app.PRESETS:  # every preset replays from the recording
             a, b, *fields = app.apply_preset(name, expected)
             assert session.plan(Request.build(expected, a, b, dict(zip(KEYS[3:], fields)), "cpu"))
+
+
+def test_every_face_the_theme_declares_holds_every_letter_the_page_writes():
+    """gradio's bundled semibold faces hold ~60 glyphs: a face the theme declares must hold every printable ASCII
+    letter, digit and sign, and the few others the page writes (·, ×, –, µ), or text mixes two faces."""
+    from fontTools.ttLib import TTFont
+
+    static = Path(gr.__file__).parent / "templates" / "frontend"
+    faces = re.findall(r"url\('([^']+\.woff2)'\)[^}]*font-weight: (\d+)", "".join(app.THEME._font_css))
+    assert {weight for _, weight in faces} == {"400", "700"}, faces  # no 600: semibold text takes the bold face
+    needed = {*map(ord, string.printable.strip()), *map(ord, "·×–µ")}
+    for url, weight in faces:
+        cmap = TTFont(static / url).getBestCmap()
+        assert needed <= set(cmap), (url, "".join(sorted(chr(c) for c in needed - set(cmap))))
+
+
+# -- what an answer is of, on every surface it travels to ----------------------------------------------------------
+def test_the_workload_gpu_and_source_travel_with_the_answer_to_every_surface():
+    """The present view, every PNG, the JSON download and a link's preview say where it ran (recorded: which
+    recording), the workload and its pass: one line, re-derived here from the request and the recording's runs."""
+    request = Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {"passes": "fwd+bwd"}, "cpu")
+    answer, kept_id = asyncio.run(handlers.serve("compare", request, None))
+    env = find_recorded(RECORDING, "sdpa_flash", request.workload).environment
+    line = (f"Recorded on {env.device_name} · torch {env.torch_version.split('+')[0]} (recording {RECORDING}) · "
+            f"{request.workload.words()}")
+    assert answer["measured"] == line and "forward + backward" in line and "H200" in line
+    shown = app.show(kept_id, fake_request())
+    assert reports._md(line) in shown[5]  # the present view's answer
+    captured = {}
+
+    def keep(figure, *args, **kwargs):
+        captured.setdefault(id(figure), " ".join(figure._supxlabel.get_text().split()))
+        return original(figure, *args, **kwargs)
+
+    from matplotlib.figure import Figure
+    original = Figure.savefig
+    Figure.savefig = keep
+    try:
+        app.show(kept_id, fake_request())
+    finally:
+        Figure.savefig = original
+    assert len(captured) >= 2 and set(captured.values()) == {line}, captured  # the chart's PNG and the timeline's
+    json_file = next(o.value["path"] for o in shown if isinstance(o, gr.DownloadButton) and o.value
+                     and o.value["path"].endswith(".json"))
+    assert json.loads(Path(json_file).read_text())["measured"] == line
+    tags = links.preview_meta(request.to_query())
+    assert f'<meta property="og:description" content="{html.escape(line)}">' in tags
+    assert f'<meta name="twitter:description" content="{html.escape(line)}">' in tags
+    assert "SDPA · FlashAttention vs SDPA · cuDNN" in tags
+
+
+# -- a training step drawn as forward + backward -------------------------------------------------------------------
+def _bars(axes, y: float) -> list:
+    """The bars drawn at row `y` of `axes`, left to right: (left, width, colour)."""
+    from matplotlib.colors import to_hex
+
+    bars = [p for p in axes.patches if abs(p.get_y() + p.get_height() / 2 - y) < 1e-6]
+    return sorted((p.get_x(), p.get_width(), to_hex(p.get_facecolor())) for p in bars)
+
+
+@pytest.mark.parametrize("passes", ["fwd+bwd", "bwd"])
+def test_a_training_step_is_drawn_as_its_forward_and_its_backward(passes):
+    """A step's GPU bar is its forward's median then its backward's, in the phases' colours; its kernels are drawn
+    phase by phase in those colours, each phase's widths summing to that phase's kernels (re-added from the table);
+    a backward view draws the backward's kernels alone. Every label says what the figure is per."""
+    request = Request.build(RECORDING, "naive", "sdpa_flash", {"passes": passes}, "cpu")
+    comparison = session.compare(request).result
+    top, bottom = figures.timing_figure(comparison).axes[:2]
+    phase_colour = {p: c.lower() for p, c in figures.PHASE_COLOURS.items()}
+    for i, run in enumerate((comparison.a, comparison.b)):
+        gpu_bar = [b for b in _bars(top, i - 0.19) if b[2] != figures.HOST_TIME_COLOUR.lower()]
+        kernels = _bars(bottom, i)
+        if passes == "fwd+bwd":
+            assert [(w, c) for _, w, c in gpu_bar] == [(run.forward_timing.median_ms, phase_colour["forward"]),
+                                                       (run.backward_timing.median_ms, phase_colour["backward"])]
+            for phase in ("forward", "backward"):
+                drawn = sum(w for _, w, c in kernels if c == phase_colour[phase])
+                assert drawn == pytest.approx(sum(k.us_per_forward for k in run.kernels if k.phase == phase))
+            colours = [c for _, _, c in kernels]
+            assert colours == sorted(colours, key=[phase_colour["forward"], phase_colour["backward"]].index)
+        else:
+            assert [w for _, w, _ in gpu_bar] == [run.timing.median_ms]
+            drawn = sum(w for _, w, _ in kernels)
+            assert drawn == pytest.approx(sum(k.us_per_forward for k in run.kernels if k.phase == "backward"))
+            assert drawn < sum(k.us_per_forward for k in run.kernels)  # the forward's kernels are not in it
+    per = "step" if passes == "fwd+bwd" else "backward"
+    assert top.get_xlabel() == f"ms per {per}" and bottom.get_xlabel() == f"GPU µs per {per}"
+    assert "per forward" not in " ".join(t.get_text() for ax in (top, bottom) for t in ax.texts)
+
+
+# -- a live CPU run says when the machine was busy ---------------------------------------------------------------
+@cpu_only
+def test_a_live_cpu_run_says_the_machines_load_and_the_run_to_run_spread_beside_the_verdict(monkeypatch):
+    import profiling.measurement as measurement
+
+    loads = iter([(3.5, 1.0, 1.0), (6.0, 2.0, 1.0)])
+    monkeypatch.setattr(measurement.os, "getloadavg", lambda: next(loads))
+    request = Request.build(LIVE, "naive", "sdpa_math", SMALL, "cpu")
+    answer, kept_id = asyncio.run(handlers.serve("compare", request, lambda fraction, desc: None))
+    a, b = handlers.RESULTS.get(kept_id).answer.result.a, handlers.RESULTS.get(kept_id).answer.result.b
+    assert (a.load_before, a.load_after) == (b.load_before, b.load_after) == (3.5, 6.0)
+    assert answer["a"]["load_before"] == 3.5 and answer["b"]["load_after"] == 6.0  # in the JSON too
+    measured_on = app.show(kept_id, fake_request())[3]
+    assert "load average 3.5 as the timing began, 6.0 as it ended" in measured_on
+    spread = f"A {reports.text.percent(a.timing.spread_pct)}, B {reports.text.percent(b.timing.spread_pct)}"
+    assert f"run-to-run spread: {spread}" in measured_on
+    replayed = asyncio.run(handlers.serve("compare", Request.build(RECORDING, "naive", "sdpa_math", {}, "cpu"),
+                                          None))[1]
+    assert "load average" not in app.show(replayed, fake_request())[3]  # a replay's load is no load of this machine
+
+
+# -- a picture of the mask ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("changes", [{}, {"mask": "window", "window": 256}, {"causal": False}, {"q_len": 4},
+                                     {"mask": "bias"}])
+def test_the_mask_picture_draws_which_query_sees_which_key(changes):
+    """Each cell is re-derived here from positions (queries are the last Lq of S; causal: key ≤ query; a window:
+    the query and the W-1 keys before it), at the picture's 16 keys with the window scaled."""
+    w = BLOG.replace(**changes)
+    image = figures.mask_figure(w).axes[0].images[0].get_array()
+    small = figures.mask_workload(w)
+    lq, s = small.queries, small.seq_len
+    for i in range(lq):
+        for j in range(s):
+            q = s - lq + i
+            sees = (j <= q or not w.causal) and (w.mask != "window" or q - j < small.window)
+            assert bool(image[i][j]) == sees, (changes, i, j)
+    assert small.seq_len == figures.MASK_KEYS and (small.window or 0) == (4 if w.window else 0)

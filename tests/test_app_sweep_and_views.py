@@ -27,7 +27,7 @@ from profiling.workload import Workload
 RECORDING = "h200-torch2.11"
 BLOG = Workload.blog()
 SMALL = dict(batch=1, heads=2, seq_len=64, head_dim=32, dtype="fp32", causal=True, rank=4)
-SWEEP_KEYS = {"source", "variants", "workload", "seq_lens", "axis", "environment", "runs", "available_bytes",
+SWEEP_KEYS = {"source", "measured", "variants", "workload", "seq_lens", "axis", "environment", "runs", "available_bytes",
               "budget_s", "predicted_s", "stopped", "verdict", "headline", "notes"}
 cpu_only = pytest.mark.skipif(app.ENV.device != "cpu", reason="checks what a CPU run looks like")
 
@@ -51,7 +51,7 @@ def handle(kind: str, data: list, *, live: bool = True, progress=None, http=None
 
 
 def sweep_of(answer: dict) -> Sweep:
-    return Sweep.from_dict({k: answer[k] for k in SWEEP_KEYS - {"source", "verdict", "headline", "notes"}})
+    return Sweep.from_dict({k: answer[k] for k in SWEEP_KEYS - {"source", "measured", "verdict", "headline", "notes"}})
 
 
 def check_sweep(answer: dict) -> str:
@@ -252,10 +252,10 @@ def test_view_links_offer_the_presentation_and_the_embed_of_the_same_result():
 
 # -- a workload the recording lacks, flagged as it is chosen ------------------------------------------------------
 def test_an_unrecorded_workload_is_flagged_with_the_nearest_recorded_in_words():
-    *_, coverage = app.guesses(*values(RECORDING, "sdpa_flash", "sdpa_cudnn", seq_len=2048))
+    *_, coverage, _ = app.guesses(*values(RECORDING, "sdpa_flash", "sdpa_cudnn", seq_len=2048))
     assert coverage.startswith(f"⚠️ The H200 recording has no run of {BLOG.replace(seq_len=2048).words()}. "
                                f"Nearest recorded: {BLOG.words()}")
-    *_, coverage = app.guesses(*values(RECORDING, "sdpa_flash", "sdpa_cudnn"))
+    *_, coverage, _ = app.guesses(*values(RECORDING, "sdpa_flash", "sdpa_cudnn"))
     assert coverage == ""
 
 
@@ -270,5 +270,5 @@ def test_switching_to_a_recording_moves_an_unrecorded_workload_to_the_blogs_and_
 
 @cpu_only
 def test_a_compiled_variant_says_its_first_compile_up_front():
-    guess_a, guess_b, _ = app.guesses(*values(LIVE, "flex", "sdpa_flash"))
+    guess_a, guess_b, *_ = app.guesses(*values(LIVE, "flex", "sdpa_flash"))
     assert "its first call compiles: estimated" in guess_a and "compiles" not in guess_b

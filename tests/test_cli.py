@@ -54,7 +54,7 @@ def test_compare_in_a_real_process_prints_both_tables_and_writes_the_answer_as_j
     assert out.returncode == 0, out.stderr
     assert "naive: wall" in out.stdout and "sdpa_math: wall" in out.stdout and "_safe_softmax" in out.stdout
     answer = json.loads(path.read_text())
-    assert set(answer) == {"source", "a", "b", "verdict", "headline", "notes"} and answer["source"] == "live"
+    assert set(answer) == {"source", "measured", "a", "b", "verdict", "headline", "notes"} and answer["source"] == "live"
     result = Comparison.from_dict(answer)
     assert result.a.ok and result.b.backend == "math"
     assert result.a.workload == Request.build("live", "naive", "sdpa_math", dict(seq_len=64, heads=2, head_dim=32,
@@ -75,7 +75,8 @@ def test_a_recorded_sweep_prints_every_point_and_writes_the_answer(tmp_path, cap
                           "--json", str(path)], capsys)
     assert code == 0, err
     answer = json.loads(path.read_text())
-    result = Sweep.from_dict({k: answer[k] for k in answer if k not in ("source", "verdict", "headline", "notes")})
+    result = Sweep.from_dict({k: answer[k] for k in answer
+                              if k not in ("source", "measured", "verdict", "headline", "notes")})
     recorded = find_recorded_sweep(RECORDING, "sdpa_flash", "sdpa_cudnn", Workload.blog())
     assert result.seq_lens == [1024, 4096] and result.runs == recorded.select(["sdpa_flash", "sdpa_cudnn"],
                                                                               [1024, 4096]).runs
@@ -222,3 +223,51 @@ def test_every_workload_field_is_an_option_and_every_option_has_help_text(capsys
                 assert option in options or (name, f.name) == ("sweep", "seq_len"), (name, option)
     code, out, _ = run(["compare", "--help"], capsys)
     assert code == 0 and "--dtype" in out and "--budget" in out
+
+
+# -- answering at once: help and the options' refusals before torch is imported --------------------------------------
+NO_TORCH = """
+import sys
+from profiling.__main__ import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exit:
+    print("torch imported" if "torch" in sys.modules else "no torch", exit.code, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("argv, code", [(["--help"], 0), (["list", "--help"], 0), (["compare", "--help"], 0),
+                                        (["sweep", "--help"], 0), (["record", "--help"], 0),
+                                        (["compare", "naive", "sdpa_flash", "--dtype", "bf17"], 2),
+                                        (["compare", "naive"], 2), (["sweep", "a", "b", "--heads", "x"], 2),
+                                        (["bogus"], 2)])
+def test_help_and_the_options_refusals_come_before_torch_is_imported_in_one_line(argv, code):
+    """What makes them answer at once, whatever this machine's speed: torch (seconds to import) is never loaded."""
+    out = subprocess.run([sys.executable, "-c", NO_TORCH, *argv], capture_output=True, text=True, timeout=120)
+    *said, last = out.stderr.strip().splitlines()
+    assert last == f"no torch {code}", out.stderr
+    if code:
+        assert len(said) == 1 and said[0].startswith("python -m profiling") and ": error: " in said[0], said
+    else:
+        assert "usage: python -m profiling" in out.stdout
+
+
+def test_a_table_prints_whole_numbers_as_integers_and_a_missing_value_as_a_dash():
+    import pandas as pd
+
+    frame = pd.DataFrame({"calls": [1, None, 3], "ms": [0.5, float("nan"), 2.0], "name": ["a", None, "c"]})
+    lines = cli_main.table_text(frame).splitlines()
+    assert lines[1].split() == ["1", "0.5", "a"] and lines[2].split() == ["–", "–", "–"]
+    assert lines[3].split() == ["3", "2.0", "c"] and "NaN" not in "".join(lines) and "1.0" not in lines[1]
+
+
+@no_gpu
+def test_without_a_gpu_a_recorded_workload_replays_the_pages_recording_and_says_so(capsys):
+    parse = cli_main.build_parser().parse_args
+    assert cli_main._source(parse(["compare", "sdpa_flash", "sdpa_cudnn", "--pass", "fwd+bwd"]), "cpu") == RECORDING
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"No GPU here: replaying the recorded runs {RECORDING} (--device cpu measures on this CPU)."]
+    assert cli_main._source(parse(["compare", "sdpa_flash", "sdpa_cudnn", "--device", "cpu"]), "cpu") == "live"
+    assert cli_main._source(parse(["compare", "naive", "sdpa_math", "--seq", "256"]), "cpu") == "live"  # not recorded
+    assert cli_main._source(parse(["sweep", "naive", "sdpa_flash", "--seq", "128,256,512"]), "cpu") == RECORDING
+    assert capsys.readouterr().err.count("No GPU here") == 1

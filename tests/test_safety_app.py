@@ -280,7 +280,7 @@ def test_the_public_endpoint_sends_the_answer_alone_naming_no_server_file(app_ur
         event, output = called(app_url, data)
         assert event == "complete" and len(output) == 1  # the answer; no kept result's id
         result = output[0]
-        assert set(result) == {"source", "a", "b", "verdict", "headline", "notes"}
+        assert set(result) == {"source", "measured", "a", "b", "verdict", "headline", "notes"}
         assert result["a"]["trace_path"] is None and result["b"]["trace_path"] is None
         text = json.dumps(result)
         assert str(ROOT) not in text and tempfile.gettempdir() + "/" not in text

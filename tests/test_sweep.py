@@ -405,3 +405,19 @@ def test_cli_replays_a_recorded_sweep_and_refuses_one_it_lacks_saying_what_it_ho
     err = capsys.readouterr().err
     assert "has no sweep of sdpa_flash and naive at B=8, H=16, D=96, bf16, causal" in err
     assert f"It holds: {RECORDED[0].workload.family()} for {', '.join(RECORDED[0].variants)}" in err
+
+
+def test_a_stopped_point_shows_as_stopped_with_no_times():
+    """A point the sweep stopped in (its timing half done) says "stopped" and why, and none of the figures it had
+    reached: the table's numbers are of finished points only."""
+    from profiling.reports import sweep_table
+    from profiling.results import STOPPED
+
+    runs = [run("naive", 1024, 0.5, mem=4 * 2**20), run("sdpa_flash", 1024, 0.1, mem=2**20),
+            run("naive", 2048, 1.9, mem=16 * 2**20, status=STOPPED, reason="stopped after 59 s: time budget")]
+    table = sweep_table(synthetic(runs))
+    stopped = table[table["status"] == STOPPED].iloc[0]
+    assert stopped["kernels or reason"] == "stopped after 59 s: time budget"
+    numbers = [c for c in table.columns if c not in ("S", "variant", "status", "kernels or reason")]
+    assert stopped[numbers].isna().all(), stopped
+    assert table[table["status"] == "ok"]["GPU ms"].notna().all()

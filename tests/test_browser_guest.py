@@ -1,0 +1,211 @@
+"""A guest's first five minutes (issue 30), in a real browser: headless Chromium (the system's, nothing downloaded)
+at 1280×720, 1024×768, the README's 760×1400 embed and a phone (390×844). Each test leaves a screenshot in
+artifacts/guest-*.png for a person to look at.
+
+- a bad combination is flagged as it is typed and Run is off, the reason beside it; the result on screen stays,
+  marked stale, never under an "Error" pill;
+- the bold text is drawn in one complete face (glyph widths of "SDPA GiB Run A vs B", bold against regular);
+- what was measured (machine, recorded or live, workload and pass) is on the page, the present view and the embed;
+- the embed holds the answer, the A/B pickers and the presets within its frame, and never scrolls itself.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import free_port
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+SIZES = {"1280x720": {"width": 1280, "height": 720}, "1024x768": {"width": 1024, "height": 768},
+         "phone-390x844": {"width": 390, "height": 844}}
+IFRAME = {"width": 760, "height": 1400}  # the README's embed, in a blog's 760 px column
+LINK = "?source=h200-torch2.11&a=sdpa_flash&b=sdpa_cudnn"
+HEADLINE = "() => !!document.querySelector('#verdict strong') && !!document.querySelector('#chart img')"
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}")
+
+
+@pytest.fixture(scope="module")
+def url():
+    """`python app.py` on a free port, as a host starts it."""
+    port = free_port()
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / "app-guest.log", "w")
+    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                               env={**os.environ, "PORT": str(port)})
+    address = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            urllib.request.urlopen(address, timeout=1)
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"app.py did not start: see {log.name}")
+            time.sleep(0.2)
+    yield address
+    process.terminate()
+    process.wait(timeout=10)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def tab(browser):
+    """The browser, each context a test opened closed after it (a page left open keeps polling the app)."""
+    yield browser
+    for context in browser.contexts:
+        context.close()
+
+
+def opened(tab, url: str, size: str, query: str = LINK):
+    """(page, surface): the app at `size`; for "embed", a blog page holding it in the README's iframe."""
+    if size == "embed":
+        page = tab.new_context(viewport={"width": 800, "height": 1000}).new_page()
+        page.set_content(f'<body style="margin:0"><iframe src="{url}{query}&view=embed" width="{IFRAME["width"]}" '
+                         f'height="{IFRAME["height"]}" style="border:0"></iframe></body>')
+        surface = page.wait_for_selector("iframe").content_frame()
+    else:
+        page = tab.new_context(viewport=SIZES[size]).new_page()
+        page.goto(url + query)
+        surface = page
+    surface.wait_for_function(HEADLINE, timeout=60_000)
+    return page, surface
+
+
+def type_into(surface, field: str, value: str) -> None:
+    box = surface.locator(f"#field-{field} input")
+    box.fill(value)
+    box.press("Tab")
+
+
+# -- 1. a bad combination flagged as it is typed -----------------------------------------------------------------
+@pytest.mark.parametrize("size", ["1280x720", "1024x768", "phone-390x844"])
+def test_a_bad_combination_turns_run_off_with_the_reason_and_the_old_result_stays_marked_stale(url, tab, size):
+    page, surface = opened(tab, url, size)
+    headline = surface.locator("#verdict strong").first.inner_text()
+    type_into(surface, "kv_heads", "5")
+    surface.wait_for_function("() => document.querySelector('#run').disabled", timeout=10_000)
+    reason = surface.locator("#coverage").inner_text()
+    assert "kv_heads=5 is not allowed" in reason and "divide heads=16" in reason
+    assert surface.locator("#coverage").is_visible()
+    assert "Controls changed since this result" in surface.locator("#stale").inner_text()
+    page.screenshot(path=ARTIFACTS / f"guest-refused-{size}.png")
+    surface.locator("#run").click(force=True)  # a click on a disabled button: nothing runs, nothing covers
+    time.sleep(1.0)
+    assert surface.locator("#verdict strong").first.inner_text() == headline
+    assert surface.locator("#verdict .error").count() == 0 or not surface.locator("#verdict .error").is_visible()
+    assert "Controls changed since this result" in surface.locator("#stale").inner_text()
+    type_into(surface, "kv_heads", "")  # empty: as many as the heads, the recorded workload again
+    surface.wait_for_function("() => !document.querySelector('#run').disabled", timeout=10_000)
+    assert surface.locator("#coverage").inner_text().strip() == ""
+
+
+# -- 3. a complete bold face -------------------------------------------------------------------------------------
+BOLD_WIDTHS = """async () => {
+    await document.fonts.ready;
+    const family = getComputedStyle(document.body).fontFamily;
+    await document.fonts.load(`600 20px ${family}`, 'SDPA GiB Run A vs B');
+    await document.fonts.load(`400 20px ${family}`, 'SDPA GiB Run A vs B');
+    const canvas = document.createElement('canvas').getContext('2d');
+    const width = (weight, fallback, c) => { canvas.font = `${weight} 20px ${family.split(',')[0]}, ${fallback}`;
+                                            return canvas.measureText(c).width; };
+    return Array.from(new Set('SDPA GiB Run A vs B'.replace(/ /g, ''))).map(c => ({
+        c, bold_mono: width(600, 'monospace', c), bold_serif: width(600, 'serif', c),
+        regular: width(400, 'monospace', c)}));
+}"""
+
+
+@pytest.mark.parametrize("size", ["1280x720", "embed"])
+def test_bold_text_is_drawn_in_one_complete_face(url, tab, size):
+    """Each letter of "SDPA GiB Run A vs B" at weight 600 measures the same whatever the fallback family (so the
+    page's own face drew it, not a fallback), and at least as wide as the regular face's (a bold face, not the
+    regular one again); the headline and the Run button use that weight."""
+    page, surface = opened(tab, url, size)
+    for glyph in surface.evaluate(BOLD_WIDTHS):
+        assert glyph["bold_mono"] == pytest.approx(glyph["bold_serif"], abs=0.01), glyph  # no letter falls back
+        assert glyph["bold_mono"] >= glyph["regular"] - 0.01, glyph
+    assert any(g["bold_mono"] > g["regular"] + 0.2 for g in surface.evaluate(BOLD_WIDTHS))
+    weight = surface.evaluate("getComputedStyle(document.querySelector('#verdict strong')).fontWeight")
+    assert int(weight) >= 600
+    surface.locator("#verdict").screenshot(path=ARTIFACTS / f"guest-bold-{size}.png")
+
+
+# -- 4. what was measured, on the page, the present view and the embed --------------------------------------------
+@pytest.mark.parametrize("size, view", [("1280x720", "present"), ("1024x768", "page"), ("embed", "embed"),
+                                        ("phone-390x844", "page")])
+def test_every_view_says_the_workload_gpu_and_source(url, tab, size, view):
+    query = LINK + ("&view=present" if view == "present" else "")
+    page, surface = opened(tab, url, size, query)
+    shown = surface.locator("#present" if view == "present" else "#measured-on").inner_text()
+    assert "H200" in shown and "h200-torch2.11" in shown and "Recorded" in shown, shown
+    assert "B=8, H=16, S=1024, D=64, bf16" in shown, shown
+    if view == "present":
+        assert "forward" in shown
+    page.screenshot(path=ARTIFACTS / f"guest-measured-{view}-{size}.png")
+
+
+# -- 6. the embed: short, and never scrolling itself --------------------------------------------------------------
+def test_the_embed_holds_the_answer_the_pickers_and_the_presets_within_its_frame(url, tab):
+    page, surface = opened(tab, url, "embed")
+    height = surface.evaluate("document.documentElement.scrollHeight")
+    boxes = {name: surface.locator(selector).first.bounding_box() for name, selector in
+             (("headline", "#verdict strong"), ("a", "#pick-a"), ("b", "#pick-b"), ("run", "#run"),
+              ("presets", "#presets"))}
+    page.screenshot(path=ARTIFACTS / "guest-embed-760x1400.png", full_page=True)
+    assert boxes["headline"]["y"] < boxes["a"]["y"], boxes  # the answer first
+    for name, box in boxes.items():
+        assert box["y"] + box["height"] <= IFRAME["height"], (name, box, height)
+    assert height <= IFRAME["height"] + 8, height
+    assert not surface.locator("#timeline").is_visible() and not surface.locator("#a-table").is_visible()
+    assert "full page" in surface.locator("#full-page").inner_text()
+
+
+def test_a_preset_in_the_embed_never_scrolls_the_frame_or_the_host(url, tab):
+    page, surface = opened(tab, url, "embed")
+    """The reader scrolls the blog to the presets and clicks one: neither the frame nor the host page moves when
+    the new result lands (the frame fits its content: it has nowhere to scroll)."""
+    page.evaluate("document.body.style.height = '4000px'")
+    before = surface.locator("#verdict strong").first.inner_text()
+    preset = surface.locator("#presets button", has_text="training step")
+    preset.scroll_into_view_if_needed()  # as the reader would: the host page scrolls to it
+    frame_at, host_at = surface.evaluate("window.scrollY"), page.evaluate("window.scrollY")
+    assert frame_at == 0
+    preset.click()
+    surface.wait_for_function("(old) => { const h = document.querySelector('#verdict strong');"
+                              " return h && h.innerText !== old; }", arg=before, timeout=60_000)
+    time.sleep(1.0)  # the scroll a render would ask for comes after it
+    assert surface.evaluate("window.scrollY") == 0
+    assert page.evaluate("window.scrollY") == host_at
+    page.screenshot(path=ARTIFACTS / "guest-embed-after-preset.png")
+
+
+# -- 5. a training step, as the reader sees it ---------------------------------------------------------------------
+@pytest.mark.parametrize("size", ["1280x720", "phone-390x844"])
+def test_a_training_step_is_labelled_per_step(url, tab, size):
+    page, surface = opened(tab, url, size, LINK + "&pass=fwd%2Bbwd")
+    surface.wait_for_function("() => (document.querySelector('#measured-on')?.innerText || '')"
+                              ".includes('forward + backward')", timeout=60_000)
+    assert "per step" in surface.locator("#a-table").inner_text() or \
+        "per step" in surface.locator("#a-table").evaluate("e => e.closest('.block')?.innerText || ''")
+    surface.locator("#chart").screenshot(path=ARTIFACTS / f"guest-step-chart-{size}.png")
