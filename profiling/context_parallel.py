@@ -493,10 +493,10 @@ def _collect(run: CPRun, out: Path) -> None:
     if error:
         run.status, run.reason = "error", error
         return
-    for data in written:
+    for data in written:  # a trace is named from the folder above the job's (a recording's context_parallel/)
         timeline = rank_timeline(load_trace(out / data["trace_file"]))
         run.ranks.append(RankResult(data["rank"], data["step_ms"], data["peak_extra_bytes"], timeline,
-                                    data["trace_file"]))
+                                    f"{out.name}/{data['trace_file']}"))
     run.accuracy = Accuracy(**written[0]["accuracy"])
     run.alone_accuracy = Accuracy(**written[0]["alone_accuracy"])
     run.device_name = written[0]["device_name"]
@@ -513,10 +513,10 @@ def jobs_for(variants, workload: Workload, out_dir: str | Path) -> list[Job]:
             for v in variants for b in balance_settings(workload)]
 
 
-# -- recordings: <recording>/context_parallel/runs.json, traces beside it -------------------------------------------
+# -- recordings: <recording>/context_parallel/runs.json, each job's folder (its ranks' traces) beside it ----------------
 def save(runs: list[CPRun], folder: str | Path) -> Path:
     """Add `runs` to a recording's context-parallel runs, replacing any of the same variant, workload and balance."""
-    path = Path(folder) / "context_parallel" / "runs.json"
+    path = folder_of(folder) / "runs.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     kept = [r for r in load(folder) if not any(_same(r, n) for n in runs)]
     path.write_text(json.dumps([r.to_dict() for r in kept + list(runs)], indent=1))
@@ -524,7 +524,7 @@ def save(runs: list[CPRun], folder: str | Path) -> Path:
 
 
 def load(folder: str | Path) -> list[CPRun]:
-    path = Path(folder) / "context_parallel" / "runs.json"
+    path = folder_of(folder) / "runs.json"
     return [CPRun.from_dict(d) for d in json.loads(path.read_text())] if path.exists() else []
 
 
@@ -538,8 +538,13 @@ def find(runs: list[CPRun], variant: str, workload: Workload) -> list[CPRun]:
                   key=lambda r: not r.balanced)
 
 
-def trace_of(folder: str | Path, rank: RankResult) -> dict[str, Any]:
-    return load_trace(Path(folder) / "context_parallel" / "traces" / rank.trace_file)
+def folder_of(recording: str | Path) -> Path:
+    """Where a recording keeps its context-parallel runs (the jobs' folders go inside)."""
+    return Path(recording) / "context_parallel"
+
+
+def trace_of(recording: str | Path, rank: RankResult) -> dict[str, Any]:
+    return load_trace(folder_of(recording) / rank.trace_file)
 
 
 __all__ = ["CPRun", "Job", "RankResult", "RankTimeline", "balance_settings", "causal_pairs", "jobs_for",
