@@ -154,19 +154,24 @@ def test_more_gpus_than_visible_and_one_gpu_views_are_refused_naming_gpus():
 # -- end to end: gloo processes, PyTorch's ring, the answer against fp64 ------------------------------------------------
 @pytest.fixture(scope="module")
 def gloo_runs(tmp_path_factory):
-    """Four jobs in one group of two gloo processes (forward and training step, both rotations, with and without the
-    balancer) and a variant refused before any process starts."""
+    """Five jobs in one group of two gloo processes (one group: each process imports torch once): a forward and a
+    training step, both rotations, with and without the balancer, and SDPA on auto without a causal mask; and a
+    variant refused before any process starts."""
     out = tmp_path_factory.mktemp("cp")
     jobs = []
     for passes, rotate in (("fwd", "allgather"), ("fwd+bwd", "alltoall")):
         w = Workload.cpu_default(**SMALL, gpus=2, passes=passes, cp_rotate=rotate)
         jobs += cp.jobs_for(["sdpa_flash", "naive"], w, out)
+    jobs += cp.jobs_for(["sdpa_auto"], Workload.cpu_default(**SMALL, gpus=2, causal=False), out)
     return cp.measure(jobs, timed_steps=2), out
 
 
 def test_the_sharded_answer_equals_the_fp64_oracle_as_closely_as_one_process_s(gloo_runs):
     runs, _ = gloo_runs
     ran = [r for r in runs if r.variant == "sdpa_flash"]
+    (auto,) = [r for r in runs if r.variant == "sdpa_auto"]        # not causal: without the balancer only
+    assert (auto.status, auto.balanced) == ("ok", False)
+    assert auto.accuracy.max_abs_error <= 2 * auto.alone_accuracy.max_abs_error
     assert [(r.status, r.workload.passes, r.balanced) for r in ran] == [
         ("ok", "fwd", True), ("ok", "fwd", False), ("ok", "fwd+bwd", True), ("ok", "fwd+bwd", False)]
     for r in ran:
@@ -211,14 +216,24 @@ def test_notes_from_the_runs_are_true_of_them(gloo_runs):
     assert {x.rule for x in notes} >= {"cp_causal_imbalance", "cp_accuracy"}
 
 
-def test_the_session_serves_a_live_context_parallel_request_on_a_cpu(tmp_path):
-    request = Request.build(LIVE, "sdpa_auto", "sdpa_math", {**SMALL, "gpus": 2, "causal": False}, "cpu")
+def test_the_session_serves_a_live_context_parallel_request_through_measure(gloo_runs, tmp_path, monkeypatch):
+    """The session's door builds A's and B's jobs, with and without the balancer, and explains what comes back (the
+    processes are the fixture's: one group per test file keeps the suite fast)."""
+    asked = []
+
+    def measured(jobs, **kwargs):
+        asked.extend(jobs)
+        return [r for r in gloo_runs[0] if r.workload.passes == "fwd"][:len(jobs)]
+
+    monkeypatch.setattr(cp, "measure", measured)
+    request = Request.build(LIVE, "sdpa_flash", "sdpa_math", {**SMALL, "gpus": 2}, "cpu")
     answer = session.context_parallel(request, out_dir=tmp_path)
-    auto, math = answer.runs
-    assert (auto.variant, auto.status, auto.balanced) == ("sdpa_auto", "ok", False)
-    assert math.status == "unsupported" and cp.NO_HANDLER in math.reason
-    assert auto.accuracy.max_abs_error <= 2 * auto.alone_accuracy.max_abs_error
-    assert json.loads(json.dumps(answer.to_dict()))["runs"][0]["variant"] == "sdpa_auto"
+    assert [(j.variant, j.balanced) for j in asked] == [("sdpa_flash", True), ("sdpa_flash", False),
+                                                        ("sdpa_math", True), ("sdpa_math", False)]
+    assert all(j.workload == request.workload and j.out_dir.parent == tmp_path for j in asked)
+    assert "cp_causal_imbalance" in {n.rule for n in answer.notes}
+    assert json.loads(json.dumps(answer.to_dict()))["runs"][0]["variant"] == "sdpa_flash"
+    assert cp.NO_HANDLER in cp.refusal(asked[2])
 
 
 def test_a_recording_without_context_parallel_runs_says_what_it_holds():
