@@ -45,7 +45,8 @@ RING_VARIANTS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_auto")
 NO_HANDLER = "CP only supports flash attention and memory efficient attention now."
 FLEX_ALLTOALL = "FlexAttention CP doesn't support alltoall yet."
 WARMUP_STEPS, TIMED_STEPS, PROFILED_STEPS = 3, 10, 3
-JOIN_TIMEOUT_S = 300
+JOIN_TIMEOUT_S = 300     # per job
+GROUP_TIMEOUT_S = 600    # a collective's wait: rank 0's fp64 reference of a long training step runs meanwhile
 
 
 def unsupported(key: str, workload: Workload) -> str | None:
@@ -301,7 +302,7 @@ def _worker(rank: int, config: dict) -> None:
     if device == "cuda":
         torch.cuda.set_device(rank)
     dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=f"file://{config['rendezvous']}",
-                            rank=rank, world_size=n, timeout=timedelta(seconds=120))
+                            rank=rank, world_size=n, timeout=timedelta(seconds=GROUP_TIMEOUT_S))
     host = dist.new_group(backend="gloo")   # step barriers and job flags on the host: no NCCL kernel of ours
     if device == "cpu":
         _cpu_ring_ops()
