@@ -255,3 +255,23 @@ def test_a_recording_s_runs_round_trip_and_are_found_by_workload(tmp_path):
     assert len(held) == 2
     assert [r.balanced for r in cp.find(held, "sdpa_flash", w.replace(seed=3))] == [True, False]
     assert cp.find(held, "sdpa_flash", w.replace(cp_rotate="alltoall")) == []
+
+
+def test_exposed_communication_over_s_says_where_it_stops_being_hidden():
+    """Three runs that differ only in S, their ranks' exposed time set so the worst rank's share is 20%, 8%, 2%."""
+    from profiling.explain.cp_rules import exposure_trend
+
+    def run(s: int, exposed_us: float) -> cp.CPRun:
+        t = cp.RankTimeline(3, 900.0, 800.0, 300.0, exposed_us, 1000.0)
+        quiet = cp.RankTimeline(3, 900.0, 800.0, 300.0, 1.0, 1000.0)
+        return cp.CPRun("sdpa_flash", Workload.blog(gpus=2, seq_len=s), True, "NVIDIA H200", "2.14",
+                        ranks=[cp.RankResult(0, [1.0], 0, quiet), cp.RankResult(1, [1.0], 0, t)])
+
+    runs = [run(65536, 20.0), run(4096, 200.0), run(16384, 80.0)]
+    n = exposure_trend(runs, "seq_len")
+    assert [q.value for q in n.facts.values()] == pytest.approx([0.2, 0.08, 0.02])
+    assert "20% at S=4,096, 8% at S=16,384, 2% at S=65,536" in n.body
+    assert "hidden, near enough) at S=65,536; not at 4,096, 16,384" in n.body
+    assert exposure_trend(runs[:1], "seq_len") is None
+    notes = explain_cp(runs)
+    assert "cp_exposure_over_seq_len" in {x.rule for x in notes}

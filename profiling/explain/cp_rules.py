@@ -8,6 +8,7 @@ two rotations, several S or GPU counts) is made only where the runs hold that pa
 from __future__ import annotations
 
 from ..context_parallel import CPRun, causal_pairs, kv_rotation_bytes
+from .. import text
 from ..results import Note, Quantity
 from .facts import note
 
@@ -125,6 +126,42 @@ def merged_accuracy(run: CPRun) -> Note | None:
     return note("cp_accuracy", "cp", title, body, weight=0.5 if worse else 0.05, facts=facts)
 
 
+def exposed_share(run: CPRun) -> float:
+    """The largest share of a rank's step that its collectives ran with no compute kernel beside them."""
+    return max(r.timeline.exposed_us / (r.median_ms * 1000) for r in run.ranks)
+
+
+def exposure_trend(runs: list[CPRun], axis: str) -> Note | None:
+    """Runs that differ only in `axis` (seq_len or gpus): the exposed share at each value, and where it first passes
+    NOTICEABLE, if it does."""
+    points = sorted((r for r in runs if r.ok and r.ranks and any(x.timeline.busy_us for x in r.ranks)),
+                    key=lambda r: getattr(r.workload, axis))
+    if len({getattr(r.workload, axis) for r in points}) < 2 or len(points) != len({getattr(r.workload, axis)
+                                                                                   for r in points}):
+        return None
+    symbol = "S" if axis == "seq_len" else "GPUs"
+    facts = {f"p{i}": _q(exposed_share(r), "share", f"exposed_share(runs[{i}])") for i, r in enumerate(points)}
+    said = ", ".join(f"{{p{i}}} at {symbol}={getattr(r.workload, axis):,}" for i, r in enumerate(points))
+    shares = [exposed_share(r) for r in points]
+    hidden = [getattr(r.workload, axis) for r, x in zip(points, shares) if x < NOTICEABLE]
+    shown = [getattr(r.workload, axis) for r, x in zip(points, shares) if x >= NOTICEABLE]
+    if hidden and shown:
+        where = f" Under {text.share(NOTICEABLE)} (hidden, near enough) at {symbol}={', '.join(f'{v:,}' for v in hidden)}; " \
+                f"not at {', '.join(f'{v:,}' for v in shown)}."
+    else:
+        where = f" {'Above' if shown else 'Under'} {text.share(NOTICEABLE)} at every {symbol} measured."
+    body = ("The share of the step the collectives ran with nothing to hide behind, on the worst rank: " + said + "."
+            + where + (" Each rank's attention grows as S² and the K/V it receives as S: a longer sequence gives the "
+                       "transfer more compute to hide behind." if axis == "seq_len" else " More GPUs shrink each rank's blocks (its queries) while the K/V it "
+                                                 "must receive stays near the whole sequence's."))
+    w = points[0].workload
+    return note(f"cp_exposure_over_{axis}", "cp", f"Exposed communication over {symbol}", body,
+                weight=max(shares) - min(shares), facts=facts,
+                evidence=[f"{r.variant} · {symbol}={getattr(r.workload, axis):,} · {w.cp_rotate} · "
+                          f"{'balanced' if r.balanced else 'unbalanced'} · exposed {text.share(x)}"
+                          for r, x in zip(points, shares)])
+
+
 def explain_cp(runs: list[CPRun]) -> list[Note]:
     """Every note the runs support, per variant: each run's own, then those of its pairs; the heaviest first."""
     notes: list[Note] = []
@@ -148,5 +185,14 @@ def explain_cp(runs: list[CPRun]) -> list[Note]:
             if n:
                 n.side = variant
                 notes.append(n)
+        for axis in ("seq_len", "gpus"):
+            families: dict[tuple, list[CPRun]] = {}
+            for r in mine:
+                families.setdefault((r.balanced, r.workload.problem(free=(axis,))), []).append(r)
+            for family in families.values():
+                n = exposure_trend(family, axis)
+                if n:
+                    n.side = variant
+                    notes.append(n)
     notes.sort(key=lambda n: -n.weight)
     return notes
