@@ -387,8 +387,11 @@ def _job(rank: int, job: dict, out: Path, dist, host, references: dict) -> dict:
     written = {"rank": rank, "step_ms": steps, "peak_extra_bytes": peak, "trace_file": trace_file,
                "device_name": torch.cuda.get_device_name(rank) if device == "cuda" else "cpu"}
     if rank == 0:
-        key = w.replace(cp_rotate="allgather").problem()
-        reference = references.get(key) or references.setdefault(key, Reference(full))
+        key = w.replace(cp_rotate="allgather").problem()   # the same problem whatever the rotation or balance
+        if key not in references:
+            references.clear()          # one held at a time: a long sequence's fp64 answers are gigabytes
+            references[key] = Reference(full)
+        reference = references[key]
         sharded = dict(zip(names, gathered[1:])) or None
         written["accuracy"] = asdict(reference.of(gathered[0], sharded))
         written["alone_accuracy"] = asdict(reference.of(alone, alone_grads))
@@ -426,14 +429,19 @@ class Job:
     out_dir: Path
 
 
-def refusal(job: Job) -> str | None:
-    """Why a job cannot run, decided before any process starts (None: it can)."""
+def refusal(job: Job, env=None) -> str | None:
+    """Why a job cannot run, decided before any process starts (None: it can): more GPUs than visible, the balancer
+    without a causal mask, a variant without a ring handler, or one that cannot run the workload on one GPU of `env`
+    (its own check: a pinned backend's dtype, head dim, …)."""
+    from attention_variants import VARIANTS
+
     visible = visible_refusal(job.workload)
     if visible:
         return str(visible)
     if job.balanced and not job.workload.causal:
         return "PyTorch: \"Load balancing requires `is_causal=True`.\""
-    return unsupported(job.variant, job.workload)
+    return unsupported(job.variant, job.workload) or (
+        VARIANTS[job.variant].supports(job.workload.replace(gpus=1, cp_rotate="allgather"), env) if env else None)
 
 
 def measure(jobs: list[Job], *, timed_steps: int = TIMED_STEPS) -> list[CPRun]:
@@ -447,11 +455,15 @@ def measure(jobs: list[Job], *, timed_steps: int = TIMED_STEPS) -> list[CPRun]:
     first = jobs[0].workload
     if any((j.workload.gpus, j.workload.device) != (first.gpus, first.device) for j in jobs):
         raise ValueError("one group of processes runs jobs of one gpus and device")
-    device_name = "cpu" if first.device == "cpu" else torch.cuda.get_device_name(0)
+    from .environment import detect
+
+    device_name = "cpu" if first.device == "cpu" else \
+        torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    env = detect(first.device) if first.device == "cpu" or torch.cuda.is_available() else None
     runs = [CPRun(j.variant, j.workload, j.balanced, device_name, torch.__version__) for j in jobs]
     going = []
     for run, job in zip(runs, jobs):
-        reason = refusal(job)
+        reason = refusal(job, env)
         if reason:
             run.status, run.reason = "unsupported", reason
             continue

@@ -141,6 +141,17 @@ def test_variants_without_a_ring_handler_are_refused(key, says):
     assert cp.FLEX_ALLTOALL in cp.unsupported("flex", Workload.blog(gpus=2, cp_rotate="alltoall"))
 
 
+def test_a_variant_that_cannot_run_the_workload_on_one_device_is_refused_in_its_own_words(tmp_path):
+    from attention_variants import VARIANTS
+    from profiling.environment import detect
+
+    w, env = Workload.cpu_default(**SMALL, gpus=2), detect("cpu")
+    own = VARIANTS["sdpa_efficient"].supports(w, env)
+    assert own and cp.refusal(cp.Job("sdpa_efficient", w, True, tmp_path), env) == own
+    (run,) = cp.measure([cp.Job("sdpa_efficient", w, True, tmp_path / "job")])   # no process started: none needed
+    assert run.status == "unsupported" and run.reason == own and not (tmp_path / "job").exists()
+
+
 def test_more_gpus_than_visible_and_one_gpu_views_are_refused_naming_gpus():
     refused = cp.visible_refusal(Workload.blog(gpus=8))
     if torch.cuda.device_count() < 8:
