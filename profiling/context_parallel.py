@@ -10,15 +10,16 @@ mask the head-tail load balancer (on by default, when S splits into 2·gpus chun
 2·gpus−1−r, so each rank attends as many pairs; without it rank r does r + 1 blocks of work and rank 0 one.
 
 What runs where:
-- On GPUs: one process a GPU, started by `torch.multiprocessing`, NCCL, a rendezvous file in the run's folder; each
-  rank times its steps with CUDA events, records its peak memory, and writes a profiler trace (its attention kernels
-  and its NCCL kernels on one timeline) that `rank_timeline` reads: compute, communication, and the communication no
-  compute kernel overlaps (exposed), per step.
-- On a CPU (tests): the same worker, gloo, with `cpu_ring=True`: PyTorch's ring handlers exist only for the CUDA SDPA
-  ops (the CPU op has "no sharding strategy registered"), so `_cpu_ring_ops` registers SDPA's CPU flash op and its
-  backward with PyTorch's own ring (`_templated_ring_attention` and its backward): PyTorch's sharding, load balancer,
-  both rotations and merge run; only the per-block kernel is the CPU's. A CPU trace has no kernels: its timeline is
-  empty, and says so.
+- On GPUs (written for them, not yet run on them: no machine of several GPUs was lent while it was built): one process
+  a GPU, started by `torch.multiprocessing`, NCCL (NVLink multicast off: NCCL_NVLS_ENABLE=0 unless set), a rendezvous
+  file in the first job's folder; each rank times its steps with CUDA events, records its peak memory, and writes a
+  profiler trace (its attention kernels and its NCCL kernels on one timeline) that `rank_timeline` reads: compute,
+  communication, and the communication no compute kernel overlaps (exposed), per step.
+- On a CPU (the tests): the same worker on gloo. PyTorch's ring handlers exist only for the CUDA SDPA ops (the CPU op
+  "does not have a sharding strategy registered"), so `_cpu_ring_ops` registers SDPA's CPU flash op and its backward
+  with PyTorch's own ring (`_templated_ring_attention` and its backward): PyTorch's sharding, load balancer, both
+  rotations and merge run; only the per-block kernel is the CPU's. A CPU trace has no kernels: its timeline is zero,
+  and the notes that need kernel time are not made.
 
 Measurement returns data (`CPRun`, JSON round trip); `profiling.explain.cp_rules` says what it means.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -60,11 +62,11 @@ def unsupported(key: str, workload: Workload) -> str | None:
     if key == "flex":
         if workload.cp_rotate == "alltoall":
             return f"PyTorch: \"{FLEX_ALLTOALL}\" (FlexAttention's context parallel gathers K/V)"
-        return ("FlexAttention's context parallel is another path (a sharded BlockMask through _ContextParallel's module "
-                "wrapper, all-gather only) that this app does not run yet")
+        return ("FlexAttention's context parallel is another path (a sharded BlockMask through _ContextParallel's "
+                "module wrapper, all-gather only) that this app does not run yet")
     if key == "sdpa_fa4":
-        return ("FA4 through SDPA is untried under context parallel here: its ring handler would call the flash op that "
-                "activate_flash_attention_impl replaces")
+        return ("FA4 through SDPA is untried under context parallel here: its ring handler would call the flash op "
+                "that activate_flash_attention_impl replaces")
     return (f"context parallel patches torch.nn.functional.scaled_dot_product_attention: {key} does not call it, so "
             "nothing would be sharded")
 
@@ -271,16 +273,16 @@ def _cpu_ring_ops() -> None:
         mesh, (q, k, v, *rest), kw = local(args, kwargs)
         kw.update(zip(("dropout_p", "is_causal"), rest))
         causal = kw.pop("is_causal", False)
-        return wrap(mesh, cp._templated_ring_attention(mesh.get_group(), 2, aten._scaled_dot_product_flash_attention_for_cpu,
-                                                       q, k, v, is_causal=causal, **kw))
+        return wrap(mesh, cp._templated_ring_attention(
+            mesh.get_group(), 2, aten._scaled_dot_product_flash_attention_for_cpu, q, k, v, is_causal=causal, **kw))
 
     def backward(op_call, args, kwargs):  # (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, …)
         mesh, (grad_out, q, k, v, out, lse, *rest), kw = local(args, kwargs)
         kw.update(zip(("dropout_p", "is_causal"), rest))
         causal = kw.pop("is_causal", False)
         return wrap(mesh, cp._templated_ring_attention_backward(
-            mesh.get_group(), 2, aten._scaled_dot_product_flash_attention_for_cpu_backward.default, grad_out, "grad_out",
-            q, k, v, out, lse, causal, **kw))
+            mesh.get_group(), 2, aten._scaled_dot_product_flash_attention_for_cpu_backward.default, grad_out,
+            "grad_out", q, k, v, out, lse, causal, **kw))
 
     cp.custom_ops[aten._scaled_dot_product_flash_attention_for_cpu.default] = forward
     cp.custom_ops[aten._scaled_dot_product_flash_attention_for_cpu_backward.default] = backward
@@ -300,6 +302,7 @@ def _worker(rank: int, config: dict) -> None:
 
     device, n = config["device"], config["gpus"]
     if device == "cuda":
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")   # NVLink multicast off unless asked: read at NCCL's init
         torch.cuda.set_device(rank)
     dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=f"file://{config['rendezvous']}",
                             rank=rank, world_size=n, timeout=timedelta(seconds=GROUP_TIMEOUT_S))
@@ -526,7 +529,7 @@ def jobs_for(variants, workload: Workload, out_dir: str | Path) -> list[Job]:
             for v in variants for b in balance_settings(workload)]
 
 
-# -- recordings: <recording>/context_parallel/runs.json, each job's folder (its ranks' traces) beside it ----------------
+# -- recordings: <recording>/context_parallel/runs.json, each job's folder (its ranks' traces) beside it ------------
 def save(runs: list[CPRun], folder: str | Path) -> Path:
     """Add `runs` to a recording's context-parallel runs, replacing any of the same variant, workload and balance."""
     path = folder_of(folder) / "runs.json"

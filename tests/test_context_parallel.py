@@ -32,8 +32,9 @@ def step_range(start: float, end: float) -> dict:
             "tid": 1}
 
 
-ATTN, MERGE, NCCL = "void pytorch_flash::flash_fwd_kernel<X>(Params)", "void at::native::vectorized_elementwise_kernel" \
-    "<4, at::native::CUDAFunctor_add<float>>(int)", "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+ATTN = "void pytorch_flash::flash_fwd_kernel<X>(Params)"
+MERGE = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"
+NCCL = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
 
 def two_rank_traces() -> list[dict]:
@@ -162,7 +163,7 @@ def test_more_gpus_than_visible_and_one_gpu_views_are_refused_naming_gpus():
     assert caught.value.field == "gpus" and "context_parallel" in str(caught.value)
 
 
-# -- end to end: gloo processes, PyTorch's ring, the answer against fp64 ------------------------------------------------
+# -- end to end: gloo processes, PyTorch's ring, the answer against fp64 --------------------------------------------
 @pytest.fixture(scope="module")
 def gloo_runs(tmp_path_factory):
     """Five jobs in one group of two gloo processes (one group: each process imports torch once): a forward and a

@@ -57,7 +57,7 @@ def exposed_communication(run: CPRun) -> Note | None:
 
 def causal_imbalance(runs: list[CPRun]) -> Note | None:
     """Under a causal mask: the work each rank's queries have without the balancer (rank r: r + 1 blocks) against
-    with it (chunk r and chunk 2n−1−r), by the source's positions, and the attention kernels' time per rank measured."""
+    with it (chunk r and chunk 2n−1−r), by the source's positions; and each rank's attention kernels' time."""
     pair = {r.balanced: r for r in runs if r.ok and r.workload.causal and r.ranks}
     if set(pair) != {True, False}:
         return None
@@ -146,14 +146,15 @@ def exposure_trend(runs: list[CPRun], axis: str) -> Note | None:
     hidden = [getattr(r.workload, axis) for r, x in zip(points, shares) if x < NOTICEABLE]
     shown = [getattr(r.workload, axis) for r, x in zip(points, shares) if x >= NOTICEABLE]
     if hidden and shown:
-        where = f" Under {text.share(NOTICEABLE)} (hidden, near enough) at {symbol}={', '.join(f'{v:,}' for v in hidden)}; " \
-                f"not at {', '.join(f'{v:,}' for v in shown)}."
+        where = (f" Under {text.share(NOTICEABLE)} (hidden, near enough) at {symbol}="
+                 f"{', '.join(f'{v:,}' for v in hidden)}; not at {', '.join(f'{v:,}' for v in shown)}.")
     else:
         where = f" {'Above' if shown else 'Under'} {text.share(NOTICEABLE)} at every {symbol} measured."
     body = ("The share of the step the collectives ran with nothing to hide behind, on the worst rank: " + said + "."
             + where + (" Each rank's attention grows as S² and the K/V it receives as S: a longer sequence gives the "
-                       "transfer more compute to hide behind." if axis == "seq_len" else " More GPUs shrink each rank's blocks (its queries) while the K/V it "
-                                                 "must receive stays near the whole sequence's."))
+                       "transfer more compute to hide behind." if axis == "seq_len" else
+                       " More GPUs shrink each rank's blocks (its queries) while the K/V it must receive stays near "
+                       "the whole sequence's."))
     w = points[0].workload
     return note(f"cp_exposure_over_{axis}", "cp", f"Exposed communication over {symbol}", body,
                 weight=max(shares) - min(shares), facts=facts,
