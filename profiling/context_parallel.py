@@ -101,13 +101,16 @@ def causal_pairs(seq_len: int, gpus: int, balanced: bool, causal: bool = True) -
 
 
 def kv_rotation_bytes(workload: Workload, rotate: str | None = None) -> int:
-    """The K/V a rank's forward holds for the rotation beyond its own shard, by the source: all-gather receives every
-    rank's concatenated k and v at once (gpus shards, one of them its own copy: the whole K/V); all-to-all receives
-    one shard per step (`_AllToAllRotater`: one `permute_tensor` in flight). Both first cat their own k and v into a
-    send buffer of one shard."""
-    shard = workload.kv_bytes // workload.gpus
+    """The K/V buffers a rank's forward holds for the rotation at its peak, beyond its own inputs, by the source
+    (`_templated_ring_attention`): every step but the last cats the K/V in use into a send buffer of one shard (the
+    all-gather's too, used only at the first step). All-gather receives every rank's shard at once (gpus shards: the
+    whole K/V) beside that cat: gpus + 1 shards. All-to-all receives one shard a step (`permute_tensor`) while it
+    computes on the one received before and sends its cat: three shards, two with 2 GPUs (its only receive is at the
+    first step, beside the first cat)."""
+    n = workload.gpus
+    shard = workload.kv_bytes // n
     rotate = rotate or workload.cp_rotate
-    return shard + (workload.gpus * shard if rotate == "allgather" else shard)
+    return shard * (n + 1 if rotate == "allgather" else 2 if n == 2 else 3)
 
 
 # -- per-rank timelines: interval arithmetic over a trace's GPU events ------------------------------------------------

@@ -99,11 +99,12 @@ def test_each_rank_s_causal_pairs_count_its_rows_of_the_mask(gpus, balanced):
         assert len(set(counted)) == 1
 
 
-def test_all_gather_holds_the_whole_kv_and_all_to_all_one_shard():
+def test_all_gather_holds_the_whole_kv_and_all_to_all_a_few_shards():
     w = Workload.blog(gpus=4, seq_len=8192)
     shard = w.kv_bytes // 4
     assert cp.kv_rotation_bytes(w, "allgather") == shard + w.kv_bytes
-    assert cp.kv_rotation_bytes(w, "alltoall") == 2 * shard
+    assert cp.kv_rotation_bytes(w, "alltoall") == 3 * shard              # receiving, in use, sending
+    assert cp.kv_rotation_bytes(w.replace(gpus=2), "alltoall") == w.kv_bytes   # two shards of a half
 
 
 # -- refusals, naming the field, in PyTorch's words ----------------------------------------------------------------
@@ -287,3 +288,17 @@ def test_exposed_communication_over_s_says_where_it_stops_being_hidden():
     assert exposure_trend(runs[:1], "seq_len") is None
     notes = explain_cp(runs)
     assert "cp_exposure_over_seq_len" in {x.rule for x in notes}
+
+
+def test_the_rotation_memory_note_sets_each_rotation_s_peak_beside_the_source_s_model():
+    w = Workload.blog(gpus=2, seq_len=8192)
+
+    def run(rotate: str, peak: int) -> cp.CPRun:
+        t = cp.RankTimeline(3, 900.0, 800.0, 300.0, 10.0, 1000.0)
+        return cp.CPRun("sdpa_flash", w.replace(cp_rotate=rotate), False, "NVIDIA H200", "2.14",
+                        ranks=[cp.RankResult(i, [1.0], peak - i, t) for i in range(2)])
+
+    n = rotation_memory([run("allgather", 3 << 20), run("alltoall", 2 << 20)])
+    assert n.facts["gather_peak"].value == 3 << 20 and n.facts["ring_peak"].value == 2 << 20   # the worst rank's
+    assert n.facts["gather_model"].value == 1.5 * w.kv_bytes and n.facts["ring_model"].value == w.kv_bytes
+    assert "3.0 MiB against 2.0 MiB" in n.body

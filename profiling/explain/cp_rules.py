@@ -102,8 +102,9 @@ def rotation_memory(runs: list[CPRun]) -> Note | None:
              "gather_peak": _q(peak["allgather"], "bytes", "max(allgather.ranks[].peak_extra_bytes)"),
              "ring_peak": _q(peak["alltoall"], "bytes", "max(alltoall.ranks[].peak_extra_bytes)"),
              "kv": _q(w.kv_bytes, "bytes", "workload.kv_bytes")}
-    body = ("All-gather receives every rank's K/V at once, the whole {kv} on each GPU, plus its own shard cat into a "
-            "send buffer: {gather_model}; all-to-all receives one shard a step: {ring_model}. Measured, the peak "
+    body = ("All-gather receives every rank's K/V at once, the whole {kv} on each GPU, beside a shard cat into a "
+            "send buffer: {gather_model}; all-to-all receives one shard a step while it computes on the last and sends "
+            "the next: {ring_model}. Measured, the peak "
             "each rank allocated during its steps beyond its inputs: {gather_peak} against {ring_peak}"
             + (" (a training step adds the backward's buffers, which rotate dK/dV by all-to-all either way)."
                if w.training else "."))
