@@ -100,6 +100,7 @@ class Spec:
     empty: str = ""                              # what an optional field left empty means, in a word or two
     said: Callable[[Any], str] | None = None     # the value in a workload's words ("B=8"); None: the value itself
     tag: Callable[[Any], str] | None = None      # the value in a trace file's name ("B8")
+    page: bool = True                            # a control on the page (the API, links and CLI take every field)
 
     def check(self, name: str, value):
         if value is None and self.optional:
@@ -209,12 +210,12 @@ class Workload:
     gpus: int = spec(1, label="GPUs", query="gpus", choices=GPU_COUNTS,
                      help="context parallel: the sequence sharded over this many GPUs, one process each (PyTorch's "
                           "torch.distributed.tensor.experimental.context_parallel); 1: one GPU",
-                     said=_unless(1, "{} GPUs"), tag=_unless(1, "_cp{}"))
+                     said=_unless(1, "{} GPUs"), tag=_unless(1, "_cp{}"), page=False)   # no rank view yet
     cp_rotate: str = spec("allgather", label="K/V rotation", query="cp_rotate", choices=CP_ROTATES,
                           labels=("all-gather: the whole K/V on every GPU", "all-to-all: one shard at a time"),
                           help="how context parallel passes K/V between GPUs (gpus > 1): all-gather (PyTorch's "
                                "default) or all-to-all",
-                          said=_unless("allgather", "K/V by {}"), tag=_unless("allgather", "_{}"))
+                          said=_unless("allgather", "K/V by {}"), tag=_unless("allgather", "_{}"), page=False)
     device: str = "cuda"    # cuda | cpu: where it runs (the source decides, not a control)
     seed: int = 0
 
