@@ -1,5 +1,5 @@
-"""Command line: `python -m profiling list | compare A B [...] | sweep A B [...] | record --out DIR |
-record-sweeps --out DIR | record-decode --out DIR`. Every request goes through `profiling.session`, as the page's do."""
+"""Command line: `python -m profiling list | compare A B [...] | sweep A B [...] | context-parallel A B --gpus N [...] |
+record --out DIR | record-sweeps --out DIR | record-decode --out DIR`. Every request goes through `profiling.session`, as the page's do."""
 from __future__ import annotations
 
 import argparse
@@ -142,6 +142,19 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def cmd_context_parallel(args) -> int:
+    request = Request.from_args(args, _live_device(args))
+    json_path = _writable_file("--json", args.json) if args.json else None
+    answer = session.context_parallel(request)
+    print(f"workload: {request.workload.words()} ({'live' if request.live else 'recorded: ' + request.source})\n")
+    print(reports.cp_table(answer.runs).fillna("").to_string(index=False), "\n")
+    for n in answer.notes:
+        print(f"[{n.side}] {n.title}\n" + textwrap.fill(n.body, WIDTH, initial_indent="  ", subsequent_indent="  "))
+    if json_path:
+        json_path.write_text(json.dumps(answer.to_dict(), indent=1))
+    return 0
+
+
 def cmd_record(args) -> int:
     from .recording import record
 
@@ -171,7 +184,8 @@ def cmd_record_decode(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m profiling", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compare,sweep,record,record-sweeps,record-decode}")
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="{list,compare,sweep,context-parallel,record,record-sweeps,record-decode}")
     p = sub.add_parser("list", help="the variants, and whether each can run here on the workload",
                        description="the variants, and whether each can run here on the workload")
     add_workload_arguments(p)
@@ -201,6 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--batches", metavar="B,B,...", help="with --axis batch: the batches, e.g. 1,8,64 "
                                                                 "(default: powers of two from 1 up to what fits)")
             p.set_defaults(func=cmd_sweep)
+    help_text = ("variants A and B sharded over --gpus GPUs by PyTorch's context_parallel, with and without the load "
+                 "balancer, rank by rank (one process a GPU; gloo processes on a CPU); or replayed")
+    p = sub.add_parser("context-parallel", help=help_text, description=help_text)
+    Request.add_arguments(p)
+    p.add_argument("--json", help="write the runs and notes to this JSON file (checked before measuring)")
+    p.add_argument("--device", choices=["cuda", "cpu"], help="where to run (default: the GPUs when there are some)")
+    p.set_defaults(func=cmd_context_parallel)
     p = sub.add_parser("record", help="run the GPU matrix and keep runs and traces (needs a CUDA GPU)",
                        description="run the GPU matrix and keep runs and traces (needs a CUDA GPU)")
     p.add_argument("--out", required=True, help="folder for runs.json and traces/ (profiling/recorded/<name>)")

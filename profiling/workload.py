@@ -210,12 +210,12 @@ class Workload:
     gpus: int = spec(1, label="GPUs", query="gpus", choices=GPU_COUNTS,
                      help="context parallel: the sequence sharded over this many GPUs, one process each (PyTorch's "
                           "torch.distributed.tensor.experimental.context_parallel); 1: one GPU",
-                     said=_unless(1, "{} GPUs"), tag=_unless(1, "_cp{}"), page=False)   # no rank view yet
+                     said=_unless(1, "{}-way context parallel"), tag=_unless(1, "_cp{}"), page=False)   # no rank view yet
     cp_rotate: str = spec("allgather", label="K/V rotation", query="cp_rotate", choices=CP_ROTATES,
                           labels=("all-gather: the whole K/V on every GPU", "all-to-all: one shard at a time"),
                           help="how context parallel passes K/V between GPUs (gpus > 1): all-gather (PyTorch's "
                                "default) or all-to-all",
-                          said=_unless("allgather", "K/V by {}"), tag=_unless("allgather", "_{}"), page=False)
+                          said={"allgather": "", "alltoall": "K/V by all-to-all"}.get, tag=_unless("allgather", "_{}"), page=False)
     device: str = "cuda"    # cuda | cpu: where it runs (the source decides, not a control)
     seed: int = 0
 

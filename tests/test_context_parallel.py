@@ -302,3 +302,13 @@ def test_the_rotation_memory_note_sets_each_rotation_s_peak_beside_the_source_s_
     assert n.facts["gather_peak"].value == 3 << 20 and n.facts["ring_peak"].value == 2 << 20   # the worst rank's
     assert n.facts["gather_model"].value == 1.5 * w.kv_bytes and n.facts["ring_model"].value == w.kv_bytes
     assert "3.0 MiB against 2.0 MiB" in n.body
+
+
+def test_the_command_line_refuses_in_one_line_naming_the_field(capsys):
+    from profiling.__main__ import main
+
+    code = main(["context-parallel", "sdpa_flash", "sdpa_cudnn", "--gpus", "2", "--mask", "bias", "--device", "cpu"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: gpus=2 is not allowed:")
+    code = main(["context-parallel", "sdpa_flash", "sdpa_cudnn", "--gpus", "2", "--source", "h200-torch2.11"])
+    assert code == 2 and "no context-parallel run" in capsys.readouterr().err

@@ -20,8 +20,12 @@ def _q(value: float, unit: str, source: str, of: str | None = None) -> Quantity:
     return Quantity(value, unit, source, of)
 
 
+def _ranks(run: CPRun) -> str:
+    return f"{run.workload.gpus} {'GPUs' if run.workload.device == 'cuda' else 'gloo processes'}"
+
+
 def _label(run: CPRun) -> str:
-    return f"{run.variant}, {run.workload.gpus} GPUs, {run.workload.cp_rotate}, " \
+    return f"{run.variant}, {_ranks(run)}, {run.workload.cp_rotate}, " \
            f"{'load balancer' if run.balanced else 'no load balancer'}"
 
 
@@ -75,13 +79,15 @@ def causal_imbalance(runs: list[CPRun]) -> Note | None:
         measured = (" The attention kernels' time differed by {measured_off} between ranks without it and "
                     "{measured_on} with it.")
     slowest = off.straggler().rank
+    by = "computed longest" if any(r.timeline.busy_us for r in off.ranks) else "took longest per step"
     body = ("Without the load balancer rank r holds the r-th slice of the sequence, so its queries see more keys the "
-            "later it sits: the ranks' causal work differs by {model_off} (the positions' pairs), and the last rank "
-            f"is the straggler the others wait for (measured: rank {slowest}). The head-tail balancer gives rank r "
-            "chunk r and chunk 2n−1−r of 2n: {model_on}." + measured
+            "later it sits: the ranks' causal work differs by {model_off} (the positions' pairs), the last rank's the "
+            f"most; measured, rank {slowest} {by}. The head-tail balancer gives rank r chunk r and chunk 2n−1−r of "
+            "2n: {model_on}." + measured
             + " The step, as the slowest rank finished it: {step_off} without, {step_on} with.")
     weight = abs(off.step_ms() - on.step_ms()) / max(off.step_ms(), on.step_ms())
-    return note("cp_causal_imbalance", "cp", "The causal mask loads the ranks unequally: the load balancer evens them",
+    return note("cp_causal_imbalance", "cp", "Causal work per rank differs by {model_off} without the load balancer, "
+                                             "{model_on} with it",
                 body, weight=weight, facts=facts,
                 evidence=[f"{'with' if b else 'without'} balancer · rank {i} · {p:,} pairs per head · attention "
                           f"{a:.1f} µs" for b, run in sorted(pair.items(), reverse=True)
@@ -120,8 +126,8 @@ def merged_accuracy(run: CPRun) -> Note | None:
     facts = {"cp": _q(run.accuracy.max_abs_error, "error", "accuracy.max_abs_error"),
              "alone": _q(run.alone_accuracy.max_abs_error, "error", "alone_accuracy.max_abs_error")}
     worse = run.accuracy.max_abs_error > 2 * max(run.alone_accuracy.max_abs_error, 1e-12)
-    title = "The sharded answer is {cp} from fp64" + (", over twice one GPU's {alone}" if worse else
-                                                     ", as close as one GPU's {alone}")
+    title = "The sharded answer is {cp} from fp64" + (", over twice one device's {alone}" if worse else
+                                                     ", as close as one device's {alone}")
     body = ("PyTorch merges each block's partial output by its log-sum-exp in fp32 (`convert_to_f32`), then casts "
             "back to the inputs' dtype; the output gathered from the ranks is compared with fp64 on the same inputs.")
     return note("cp_accuracy", "cp", title, body, weight=0.5 if worse else 0.05, facts=facts)
