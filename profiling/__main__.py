@@ -1,5 +1,5 @@
 """Command line: `python -m profiling list | compare A B [...] | sweep A B [...] | context-parallel A B --gpus N [...] |
-record --out DIR | record-sweeps --out DIR | record-decode --out DIR`. Every request goes through `profiling.session`, as the page's do."""
+record --out DIR [--part ...]`. Every request goes through `profiling.session`, as the page's do."""
 from __future__ import annotations
 
 import argparse
@@ -156,36 +156,23 @@ def cmd_context_parallel(args) -> int:
 
 
 def cmd_record(args) -> int:
-    from .recording import record
+    from .recording import PARTS, record_part
 
+    parts = args.part or list(PARTS)
+    for name in parts:
+        if name not in PARTS:
+            raise Refusal("--part", name, f"choose one or more of {', '.join(PARTS)}")
     if not torch.cuda.is_available():  # before anything is created
-        raise Refusal("device", "cpu", "record measures the GPU matrix: it needs a CUDA GPU, and none is visible")
-    record(_writable_folder("--out", args.out))
-    return 0
-
-
-def cmd_record_sweeps(args) -> int:
-    from .recording import record_sweeps
-
-    if not torch.cuda.is_available():  # before anything is created
-        raise Refusal("device", "cpu", "record-sweeps measures on the GPU: it needs a CUDA GPU, and none is visible")
-    record_sweeps(_writable_folder("--out", args.out))
-    return 0
-
-
-def cmd_record_decode(args) -> int:
-    from .recording import record_decode
-
-    if not torch.cuda.is_available():  # before anything is created
-        raise Refusal("device", "cpu", "record-decode measures on the GPU: it needs a CUDA GPU, and none is visible")
-    record_decode(_writable_folder("--out", args.out))
+        raise Refusal("device", "cpu", "record measures on the GPU: it needs a CUDA GPU, and none is visible")
+    out = _writable_folder("--out", args.out)
+    for name in parts:
+        record_part(out, name)
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m profiling", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{list,compare,sweep,context-parallel,record,record-sweeps,record-decode}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compare,sweep,context-parallel,record}")
     p = sub.add_parser("list", help="the variants, and whether each can run here on the workload",
                        description="the variants, and whether each can run here on the workload")
     add_workload_arguments(p)
@@ -222,19 +209,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write the runs and notes to this JSON file (checked before measuring)")
     p.add_argument("--device", choices=["cuda", "cpu"], help="where to run (default: the GPUs when there are some)")
     p.set_defaults(func=cmd_context_parallel)
-    p = sub.add_parser("record", help="run the GPU matrix and keep runs and traces (needs a CUDA GPU)",
-                       description="run the GPU matrix and keep runs and traces (needs a CUDA GPU)")
-    p.add_argument("--out", required=True, help="folder for runs.json and traces/ (profiling/recorded/<name>)")
+    from .recording import PARTS
+    p = sub.add_parser("record", help="on a GPU: measure the recording's parts into DIR, in place",
+                       description="on a GPU: measure the recording's parts (runs with their traces, and sweeps) into "
+                                   "DIR, each in place of the runs and sweeps DIR held of the same workloads; the rest "
+                                   "is kept")
+    p.add_argument("--out", required=True, help="the recording's folder (profiling/recorded/<gpu>-torch<version>)")
+    p.add_argument("--part", nargs="+", metavar="PART",
+                   help=f"the parts to record (default: all): {', '.join(PARTS)}")
     p.set_defaults(func=cmd_record)
-    p = sub.add_parser("record-sweeps", help="on a GPU: the recorded sweeps, written to DIR/sweeps.json",
-                       description="on a GPU: the recorded sweeps, written to DIR/sweeps.json")
-    p.add_argument("--out", required=True, help="folder for sweeps.json (profiling/recorded/<name>)")
-    p.set_defaults(func=cmd_record_sweeps)
-    p = sub.add_parser("record-decode", help="on a GPU: add the decode steps (runs and sweeps) to the recording in DIR",
-                       description="on a GPU: add the decode steps (runs and sweeps) to the recording in DIR, in place "
-                                   "of any it held of the same workloads (about 3 minutes on an H200)")
-    p.add_argument("--out", required=True, help="the recording's folder (profiling/recorded/<name>)")
-    p.set_defaults(func=cmd_record_decode)
     return parser
 
 
@@ -258,4 +241,12 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if "torch._inductor.async_compile" in sys.modules:
+        # torch.compile (flex) started inductor's compile-worker pool, whose teardown at interpreter exit can wait up
+        # to 300 s (pytorch/pytorch#162199): seen on the H200, a `record` of 128 s of work held its process to 541 s.
+        # Everything this command writes is written and closed by now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

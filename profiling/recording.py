@@ -1,5 +1,5 @@
-"""Recording real GPU runs: `python -m profiling record` (the variant matrix, each run with its gzipped trace) and
-`record-sweeps` (the sweeps), written where `replay` reads them."""
+"""Recording real GPU runs: `python -m profiling record` measures the recording's parts (PARTS: the variant matrix,
+each run with its gzipped trace; the timing modes; the sweeps; the decode steps), written where `replay` reads them."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +16,7 @@ from .workload import Workload
 # recorded once: its "backward only" view is the same calls' backward timings (`backward_view`).
 BLOG = Workload.blog()
 LLAMA = Workload(batch=4, heads=32, kv_heads=8, seq_len=2048, head_dim=128)   # grouped-query, Llama-style
-GPU_MATRIX = (
+MATRIX = (
     BLOG,                                    # the blog's workload
     BLOG.replace(seq_len=4096),              # where naive grows kernels and flash pulls away
     BLOG.replace(dtype="fp32"),              # who can run fp32
@@ -25,21 +25,22 @@ GPU_MATRIX = (
     BLOG.replace(causal=False),              # no mask at all
     BLOG.replace(passes="fwd+bwd"),          # a training step
     LLAMA, LLAMA.replace(passes="fwd+bwd"),  # grouped-query heads, inference and training
-    BLOG.replace(mask="bool"),               # an explicit causal mask
-    BLOG.replace(mask="bias"),               # an additive bias
+    BLOG.replace(mask="bool"), BLOG.replace(mask="bool", passes="fwd+bwd"),   # an explicit causal mask
+    BLOG.replace(mask="bias"), BLOG.replace(mask="bias", passes="fwd+bwd"),   # an additive bias
     BLOG.replace(mask="window", window=256),  # a sliding window
     BLOG.replace(mask="window", window=256, passes="fwd+bwd"),
-) + (
-    # Timed cold and in a CUDA graph (each run carries its warm figure and host figures too) where the mode changes
-    # the answer: cold where the working set is near the L2's size (the blog's forward and step: 64 and 128 MiB
-    # against the H200's L2), graphs where kernels of 0.06-0.3 ms are host-bound one launch at a time (flex, FA4: the
-    # blog's forward and step, the window of 256). All 13 workloads in all three modes would take ~15 min on the
-    # H200; with these six the matrix, the sweeps and the blog's cold sweep fit in ~10.
+)
+# Timed cold and in a CUDA graph (each run carries its warm figure and host figures too) where the mode changes the
+# answer: cold where the working set is near the L2's size (the blog's forward and step: 64 and 128 MiB against the
+# H200's L2), graphs where kernels of 0.06-0.3 ms are host-bound one launch at a time (flex, FA4: the blog's forward
+# and step, the window of 256). All workloads in all three modes would take ~15 min on the H200.
+TIMED = (
     BLOG.replace(timing="cold"), BLOG.replace(timing="graph"),
     BLOG.replace(passes="fwd+bwd", timing="cold"), BLOG.replace(passes="fwd+bwd", timing="graph"),
     BLOG.replace(mask="window", window=256, timing="graph"),
     BLOG.replace(mask="window", window=256, passes="fwd+bwd", timing="graph"),
 )
+GPU_MATRIX = MATRIX + TIMED
 
 
 def backward_view(run: Run) -> Run:
@@ -79,19 +80,19 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
 DOUBLING = [2**i for i in range(7, 18)]   # 128 … 131072
 FUSED = ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn", "sdpa_auto", "flex", "fa4")
 WINDOWED = ("sdpa_auto", "sdpa_cudnn", "flex", "fa4")  # a dense window mask against block-sparse kernels
-# What `record-sweeps` runs: the blog's workload for every variant, warm and cold (where the L2 stops holding the
+# The recorded sweeps: the blog's workload for every variant, warm and cold (where the L2 stops holding the
 # working set: 64 MiB at S=1024), a long-context one for the fused, a training step, and a sliding window of 1024
 # keys against causal over S (from the window up). Each family: its fixed fields, its variants (None: every one),
 # the values of its axis and the axis.
+COLD_FAMILIES = ((Workload.blog(timing="cold"), None, DOUBLING, "seq_len"),)
 RECORDED_FAMILIES = (
     (Workload.blog(), None, DOUBLING, "seq_len"),                                  # None: every variant
-    (Workload.blog(timing="cold"), None, DOUBLING, "seq_len"),
     (Workload.blog(batch=1, head_dim=128), FUSED, DOUBLING, "seq_len"),
     (Workload.blog(passes="fwd+bwd"), FUSED, DOUBLING[:9], "seq_len"),            # 128 … 32768
     (Workload.blog(batch=1, head_dim=128, mask="window", window=1024), WINDOWED, DOUBLING[3:], "seq_len"),
-)
+) + COLD_FAMILIES
 
-# -- decode steps: `record-decode` adds them to a recording (runs and sweeps), about 3 minutes on the H200 -------------
+# -- decode steps (the part 'decode' of a recording: runs and sweeps), about 3 minutes on the H200 -------------------
 # A Llama-style decode step (B=8, H=32, 8 kv heads, S=8,192, D=128, one new query) and its variations: the batch
 # (1, 64), the KV length (1k, 128k), the kv heads (MHA, MQA), four queries (a speculative step), a paged cache of
 # 16-token pages (cp.async in FA4) and of 128 (a whole key tile: TMA). FlexAttention compiles each shape (~5 s) and
@@ -139,23 +140,48 @@ def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print, kept: lis
     return sweeps
 
 
-def record_decode(out_dir, progress=print, variants=None) -> tuple[list[Run], list[Sweep]]:
-    """Add the decode steps to the recording in `out_dir`: DECODE_MATRIX's runs (every variant unless `variants`
-    names some, traces kept) and
-    DECODE_FAMILIES' sweeps, in place of any the recording held of the same workloads, beside all the rest."""
+# -- the recording's parts: each recorded in place ------------------------------------------------------------------
+# `python -m profiling record --out DIR --part NAME ...` measures the named parts (all by default) and keeps every
+# other run and sweep DIR held: a part recorded again replaces its own runs and sweeps, never doubles them. Each part
+# fits in one call of a lent GPU (≤ 10 min on the H200).
+PARTS = {
+    "matrix": (MATRIX, ()),                                  # ~5 min on the H200
+    "timing": (TIMED, COLD_FAMILIES),                        # ~3 min
+    "sweeps": ((), RECORDED_FAMILIES[:-len(COLD_FAMILIES)]),  # ~2.5 min
+    "decode": (DECODE_MATRIX, DECODE_FAMILIES),              # ~3.5 min
+}
+
+
+def _step_of(workload: Workload) -> tuple:
+    """A run's problem with a backward view keyed as the training step it was cut from (recorded with it)."""
+    return (workload.replace(passes="fwd+bwd") if workload.passes == "bwd" else workload).problem()
+
+
+def record_part(out_dir, name: str, progress=print, variants=None) -> tuple[list[Run], list[Sweep]]:
+    """Record the part `name` of PARTS into the recording in `out_dir`, in place of any runs and sweeps it held of
+    the same workloads, beside all the rest: its runs (every variant unless `variants` names some, traces kept),
+    then its sweeps."""
     import time
 
+    if name not in PARTS:
+        raise ValueError(f"part={name!r} is not a part of the recording: choose one of {', '.join(PARTS)}")
+    workloads, families = PARTS[name]
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     held = json.loads((out_dir / "runs.json").read_text()) if (out_dir / "runs.json").exists() else []
-    kept = [Run.from_dict(r) for r in held]
-    kept = [r for r in kept if r.workload.problem() not in {w.problem() for w in DECODE_MATRIX}]
-    runs = record(out_dir, DECODE_MATRIX, variants, progress=progress, kept=kept)
-    progress(f"decode runs: {time.perf_counter() - t0:.0f} s")
+    replaced = {_step_of(w) for w in workloads}
+    kept = [r for r in map(Run.from_dict, held) if _step_of(r.workload) not in replaced]
+    runs = record(out_dir, workloads, variants, progress=progress, kept=kept) if workloads else kept
+    held_traces = {Path(r.trace_path).name for r in runs if r.trace_path}
+    for trace in (out_dir / "traces").glob("*.gz") if (out_dir / "traces").is_dir() else ():
+        if trace.name not in held_traces:  # a replaced run's trace
+            trace.unlink()
     swept = json.loads((out_dir / "sweeps.json").read_text()) if (out_dir / "sweeps.json").exists() else []
-    families = {(base.problem(free=(axis,)), axis) for base, _, _, axis in DECODE_FAMILIES}
-    kept_sweeps = [s for s in (Sweep.from_dict(d) for d in swept)
-                   if (s.workload.problem(free=(s.axis,)), s.axis) not in families]
-    sweeps = record_sweeps(out_dir, DECODE_FAMILIES, progress=progress, kept=kept_sweeps)
-    progress(f"decode recording: {time.perf_counter() - t0:.0f} s in all")
+    own = {(base.problem(free=(axis,)), axis) for base, _, _, axis in families}
+    kept_sweeps = [s for s in map(Sweep.from_dict, swept) if (s.workload.problem(free=(s.axis,)), s.axis) not in own]
+    if variants:
+        families = tuple((base, [k for k in (keys or variants) if k in variants], values, axis)
+                         for base, keys, values, axis in families)
+    sweeps = record_sweeps(out_dir, families, progress=progress, kept=kept_sweeps) if families else kept_sweeps
+    progress(f"part {name}: {len(runs)} runs, {len(sweeps)} sweeps in the recording, {time.perf_counter() - t0:.0f} s")
     return runs, sweeps

@@ -81,13 +81,15 @@ def _log2_distance(a: Workload, b: Workload) -> float:
 
 def nearest_recorded(name: str, workload: Workload, variants=(), n: int = 3) -> list[Workload]:
     """The `n` workloads of the recording `name` closest to `workload`'s problem, best first: those holding a
-    run of every one of `variants` (keys) before the others, then the fewest fields that differ, then the
-    smallest sum of |log2| ratios of S, B, H and D (S=2048 is as near 1024 as 4096 is), then recording order."""
+    run of every one of `variants` (keys) before the others, then the fewest fields of the problem that differ
+    (how it was timed is not the problem: the same timing first among equals), then the smallest sum of |log2|
+    ratios of S, B, H and D (S=2048 is as near 1024 as 4096 is), then recording order."""
     wanted, held = _problem(workload), _held(name)
 
     def distance(problem: Workload) -> tuple:
-        differing = sum(a != b for a, b in zip(problem.problem(), wanted.problem()))
-        return not set(variants) <= held[problem], differing, _log2_distance(problem, wanted)
+        differing = sum(a != b for a, b in zip(problem.problem(free=("timing",)), wanted.problem(free=("timing",))))
+        return (not set(variants) <= held[problem], differing, problem.timing != wanted.timing,
+                _log2_distance(problem, wanted))
 
     return sorted(held, key=distance)[:n]
 
@@ -110,7 +112,7 @@ def unrecorded_message(name: str, workload: Workload, variants=()) -> str | None
 # -- recorded sweeps ----------------------------------------------------------------------------
 @functools.cache
 def recorded_sweeps(name: str) -> tuple[Sweep, ...]:
-    """Every sweep of the recording `name` (its sweeps.json, written by `record-sweeps`), loaded once."""
+    """Every sweep of the recording `name` (its sweeps.json, written by `record`), loaded once."""
     folders = {p.name: p for p in RECORDED_DIR.iterdir() if p.is_dir()} if RECORDED_DIR.exists() else {}
     if name not in folders or not (folders[name] / "sweeps.json").exists():  # a name, never a path
         return ()

@@ -148,9 +148,9 @@ BAD = [
     (["sweep", "naive", "sdpa_flash", "--device", "cpu", "--seq", ",".join(map(str, range(1, 14)))],
      "at most 12 lengths per sweep (13 given)"),
     (["record"], "required: --out"),
-    (["record", "--out", "{tmp}/recording"], "record measures the GPU matrix: it needs a CUDA GPU"),
-    (["record-sweeps", "--out", "{tmp}/recording"], "record-sweeps measures on the GPU: it needs a CUDA GPU"),
-    (["record-decode", "--out", "{tmp}/recording"], "record-decode measures on the GPU: it needs a CUDA GPU"),
+    (["record", "--out", "{tmp}/recording"], "record measures on the GPU: it needs a CUDA GPU"),
+    (["record", "--out", "{tmp}/recording", "--part", "decode"], "record measures on the GPU: it needs a CUDA GPU"),
+    (["record", "--out", "{tmp}/recording", "--part", "sweep"], "--part='sweep' is not allowed: choose one or more of"),
     (["sweep", "naive", "sdpa_math", "--axis", "batch", "--seq", "128,256"], "a sweep over the batch takes one S"),
     (["sweep", "naive", "sdpa_math", "--batches", "1,2"], "batches are the points of a sweep with --axis batch"),
 ]
@@ -166,7 +166,7 @@ def test_a_bad_invocation_is_one_message_and_nothing_runs(argv, says, tmp_path, 
     import profiling.recording
     monkeypatch.setattr(profiling.recording, "record", measured)
     monkeypatch.setattr(profiling.recording, "record_sweeps", measured)
-    monkeypatch.setattr(profiling.recording, "record_decode", measured)
+    monkeypatch.setattr(profiling.recording, "record_part", measured)
     from profiling import budget
     monkeypatch.setattr(budget, "cpu_16bit_speed", lambda: {"bf16": 0.05, "fp16": 0.05})  # a CPU without bf16
     fifo = tmp_path / "fifo"

@@ -27,7 +27,7 @@ def test_nearest_counts_differing_fields_then_log2_distance():
     assert words(nearest_recorded(H200, BLOG.replace(seq_len=2048))) == [
         "B=8, H=16, S=1024, D=64, bf16, causal",   # one field off, S a factor 2 away (recorded first)
         "B=8, H=16, S=4096, D=64, bf16, causal",   # one field off, S a factor 2 away
-        "B=8, H=16, S=1024, D=64, fp32, causal",   # two fields off
+        "B=8, H=16, S=1024, D=64, bf16, causal, cold L2",   # one field of the problem off, timed otherwise
     ]
     assert words(nearest_recorded(H200, BLOG.replace(head_dim=96, device="cpu", seed=7), n=2)) == [
         "B=8, H=16, S=1024, D=128, bf16, causal", "B=8, H=16, S=1024, D=64, bf16, causal"]  # 96 is nearer 128
@@ -53,15 +53,15 @@ def test_an_unrecorded_workload_names_itself_and_the_nearest_in_words():
     assert unrecorded_message(H200, BLOG.replace(seq_len=2048), ("naive", "sdpa_flash")) == (
         "The H200 recording has no run of B=8, H=16, S=2048, D=64, bf16, causal. Nearest recorded: "
         "B=8, H=16, S=1024, D=64, bf16, causal; B=8, H=16, S=4096, D=64, bf16, causal; "
-        "B=8, H=16, S=1024, D=64, fp32, causal.")
+        "B=8, H=16, S=1024, D=64, bf16, causal, cold L2.")
 
 
 def test_a_missing_variant_is_named_and_the_nearest_hold_it(monkeypatch):
     monkeypatch.setattr(replay, "recorded_runs", without("flex", BLOG))
     assert unrecorded_message(H200, BLOG, ("naive", "flex")) == (
         "The H200 recording has no run of flex on B=8, H=16, S=1024, D=64, bf16, causal. Nearest recorded: "
-        "B=8, H=16, S=1024, D=64, fp32, causal; B=8, H=16, S=1024, D=64, bf16, causal, rank 3; "
-        "B=8, H=16, S=1024, D=64, bf16, not causal.")
+        "B=8, H=16, S=1024, D=64, bf16, causal, cold L2; B=8, H=16, S=1024, D=64, bf16, causal, CUDA graph; "
+        "B=8, H=16, S=1024, D=64, fp32, causal.")  # the same problem timed otherwise, then one field off
 
 
 # -- what a recording is made of, and how it is read back -------------------------------------------------------
@@ -196,22 +196,40 @@ def test_a_fixed_window_is_expected_to_grow_as_s_for_a_kernel_that_skips_its_til
         assert expected[variant, "time"].expected == pytest.approx(2.0) and expected[variant, "time"].basis == "all pairs"
 
 
-def test_record_decode_adds_its_runs_and_sweeps_in_place_of_the_same_workloads_and_keeps_the_rest(tmp_path,
-                                                                                                   monkeypatch):
-    """A recording with other runs and sweeps: the decode steps join it, and a second recording of them replaces
-    the first instead of doubling it (a tiny CPU grid stands in for the H200's)."""
+def test_a_part_recorded_twice_replaces_its_own_runs_and_sweeps_and_keeps_the_rest(tmp_path, monkeypatch):
+    """A recording with other runs and sweeps: a part (a tiny CPU grid stands in for the H200's decode part) joins
+    it, and a second recording of the part replaces the first instead of doubling it; a training step's backward
+    view goes with its step."""
     import json
 
     decode = TINY.replace(seq_len=64, q_len=1)
-    monkeypatch.setattr(recording, "DECODE_MATRIX", (decode,))
-    monkeypatch.setattr(recording, "DECODE_FAMILIES", ((decode, ("naive", "sdpa_math"), [1, 2], "batch"),))
+    step = TINY.replace(passes="fwd+bwd")
+    monkeypatch.setitem(recording.PARTS, "decode", ((decode, step),
+                                                    ((decode, ("naive", "sdpa_math"), [1, 2], "batch"),)))
     out = tmp_path / "rec"
     other = recording.record(out, workloads=(TINY,), variants=["naive"], progress=lambda m: None)
     recording.record_sweeps(out, families=((TINY, ("naive",), [64, 128], "seq_len"),), progress=lambda m: None)
     for _ in range(2):
-        recording.record_decode(out, progress=lambda m: None, variants=["naive", "sdpa_math"])
+        recording.record_part(out, "decode", progress=lambda m: None, variants=["naive", "sdpa_math"])
         runs = [r["workload"] for r in json.loads((out / "runs.json").read_text())]
         assert runs.count(dataclasses.asdict(TINY)) == len(other) == 1
         assert sum(r == dataclasses.asdict(decode) for r in runs) == 2
+        assert sum(r == dataclasses.asdict(step) for r in runs) == 2
+        assert sum(r == dataclasses.asdict(step.replace(passes="bwd")) for r in runs) == 2
         sweeps = json.loads((out / "sweeps.json").read_text())
         assert [(s["axis"], s["seq_lens"]) for s in sweeps] == [("seq_len", [64, 128]), ("batch", [1, 2])]
+        traced = {Path(r["trace_path"]).name for r in json.loads((out / "runs.json").read_text()) if r["trace_path"]}
+        assert {p.name for p in (out / "traces").iterdir()} == traced  # a replaced run's trace goes with it
+    with pytest.raises(ValueError, match="part='nope' is not a part of the recording: choose one of matrix"):
+        recording.record_part(out, "nope")
+
+
+def test_the_parts_are_the_whole_recording_plan():
+    """Every workload and family of the plan is in exactly one part, so `record` with no --part records it all."""
+    workloads = [w for ws, _ in recording.PARTS.values() for w in ws]
+    families = [f[0].problem() + (f[3],) for _, fs in recording.PARTS.values() for f in fs]
+    assert sorted(map(str, workloads)) == sorted(map(str, recording.GPU_MATRIX + recording.DECODE_MATRIX))
+    assert len(set(map(str, workloads))) == len(workloads)
+    planned = recording.RECORDED_FAMILIES + recording.DECODE_FAMILIES
+    assert sorted(map(str, families)) == sorted(str(f[0].problem() + (f[3],)) for f in planned)
+    assert len(set(map(str, families))) == len(families)

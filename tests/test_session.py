@@ -122,8 +122,17 @@ def test_the_model_needs_a_variant_s_traits_not_its_registry():
     ("sdpa_math", "sdpa_flash", dict(batch=1, heads=1, seq_len=2048, head_dim=16, dtype="fp32")),
 ])
 def test_a_real_comparison_takes_no_longer_than_predicted(a, b, fields):
+    """On a CPU whose 16-bit products are slow (the budget reads a probe of this CPU), the case is halved in S until
+    the plan admits it: what is asserted is the prediction of this CPU, whatever its speed."""
     request = live(a, b, **fields)
-    predicted = session.plan(request, budget_s=LIVE_BUDGET_S["cpu"]).predicted_s
+    while True:
+        try:
+            predicted = session.plan(request, budget_s=LIVE_BUDGET_S["cpu"]).predicted_s
+            break
+        except Refusal as refusal:
+            assert refusal.kind == "time", str(refusal)
+            assert request.workload.seq_len > 128, str(refusal)
+            request = live(a, b, **{**fields, "seq_len": request.workload.seq_len // 2})
     start = time.perf_counter()
     answer = session.compare(request)
     took = time.perf_counter() - start

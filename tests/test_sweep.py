@@ -79,9 +79,9 @@ def test_the_sweep_says_its_prediction_up_front_and_its_progress_only_grows(smal
     result, messages = small_sweep
     fractions = [f for f, _ in messages]
     assert fractions == sorted(fractions) and messages[-1][0] == 1.0
-    assert re.fullmatch(r"sweep done: 6 points in [\d.]+ s", messages[-1][1])
+    assert re.fullmatch(r"sweep done: 6 points in [\d.,]+ (ms|s)", messages[-1][1])
     predicted = [m for _, m in messages if m.startswith("predicted")]
-    assert predicted == [f"predicted {result.predicted_s:.0f} s for 6 points"]
+    assert predicted == [f"predicted {text.seconds(result.predicted_s)} for 6 points"]
     first = result.at("naive", LENGTHS[0]).wall_s
     assert result.predicted_s > first  # the first length's wall time and the lengths still to come
     assert {m.split(" · ")[0] for _, m in messages if " · " in m} == {f"S={s:,}" for s in LENGTHS}

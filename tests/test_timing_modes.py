@@ -364,8 +364,11 @@ def test_a_comparison_never_mixes_timing_modes():
     flash = find_recorded("h200-torch2.11", "sdpa_flash", Workload.blog())
     cold = dataclasses.replace(flash, variant="sdpa_cudnn", workload=Workload.blog(timing="cold"))
     assert facts.peers_for(flash, [cold]) == {}                                # a cold run is no warm run's peer
-    assert find_recorded("h200-torch2.11", "sdpa_flash", Workload.blog(timing="cold")) is None
-    assert "cold L2" in unrecorded_message("h200-torch2.11", Workload.blog(timing="cold"))
+    found = find_recorded("h200-torch2.11", "sdpa_flash", Workload.blog(timing="cold"))
+    assert found.workload.timing == "cold" and found.timing is not found.warm_timing   # the cold run, not the warm
+    assert found.timing.median_ms != flash.timing.median_ms
+    unrecorded = Workload.blog(seq_len=4096, timing="cold")
+    assert "S=4096, D=64, bf16, causal, cold L2" in unrecorded_message("h200-torch2.11", unrecorded)
 
 
 # -- the clocks: read where a tool answers, never a failure where none does --------------------------------------

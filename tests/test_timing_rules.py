@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 from explain_helpers import apply, recorded, with_env
 
+from profiling import text
 from profiling.environment import Clocks
 from profiling.explain import explain, timing_rules
 from profiling.explain.verdict import decision, figure, headline
@@ -66,10 +67,10 @@ def test_memory_traffic_is_bytes_over_the_figure_s_time_against_the_copy_ceiling
     assert note.facts["moved"].value == moved
     assert note.facts["rate"].value * 1e6 == pytest.approx(moved / seconds)             # bytes per µs -> per s
     assert note.facts["share"].value == pytest.approx(moved / seconds / CEILING)
-    assert note.title.startswith("q + K + V + out = 64.0 MiB in 0.095 ms: ") and "of the measured copy ceiling" \
-        in note.title
+    assert note.title.startswith(f"q + K + V + out = 64.0 MiB in {text.ms(run.timing.median_ms)}: ") \
+        and "of the measured copy ceiling" in note.title
     assert note.weight == pytest.approx(min(0.5, 0.5 * moved / seconds / CEILING))
-    assert apply(timing_rules.memory_traffic, recorded("sdpa_flash")) is None             # no ceiling: no note
+    assert apply(timing_rules.memory_traffic, with_env(recorded("sdpa_flash"), copy_bytes_per_s=None)) is None  # none
 
 
 def test_a_step_s_traffic_names_its_forward_and_backward_apart():
@@ -87,7 +88,7 @@ def test_a_warm_loop_over_a_working_set_that_fits_the_l2_says_so():
     assert note.title == "q, K, V and out (32.0 MiB) fit in the 57.2 MiB L2: a warm loop reads them from there"
     blog = with_env(recorded("sdpa_flash"), l2_cache_bytes=L2)                    # 64 MiB: past the L2
     assert apply(timing_rules.l2_resident, blog) is None
-    assert apply(timing_rules.l2_resident, recorded("sdpa_flash")) is None         # an L2 not recorded: no claim
+    assert apply(timing_rules.l2_resident, with_env(small, l2_cache_bytes=None)) is None  # an L2 not recorded: none
     assert apply(timing_rules.l2_resident, moded(small, "cold")) is None            # cold: nothing left in L2
 
 
@@ -95,7 +96,8 @@ def test_cold_says_what_the_flush_changed_against_the_warm_figure():
     run = moded(recorded("sdpa_flash"), "cold", scale=1.3)
     note = apply(timing_rules.cold_l2, run)
     assert note.facts["ratio"].value == pytest.approx(run.timing.median_ms / run.warm_timing.median_ms)
-    assert note.title.startswith("With the L2 flushed, a forward takes 0.123 ms: 1.3× the warm 0.095 ms")
+    assert note.title.startswith(f"With the L2 flushed, a forward takes {text.ms(run.timing.median_ms)}: 1.3× the "
+                                 f"warm {text.ms(run.warm_timing.median_ms)}")
     assert note.facts["flush"].value == 2 * L2 and "twice the 57.2 MiB L2" in note.body
     assert "is larger than the L2" in note.body                                      # 64 MiB against 57.2 MiB
     level = apply(timing_rules.cold_l2, moded(recorded("sdpa_flash"), "cold", scale=1.01))

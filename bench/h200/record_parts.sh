@@ -1,0 +1,17 @@
+# On the lent H200: record the named parts of the recording (python -m profiling record --part ...) into a copy of
+# profiling/recorded/h200-torch2.11, each in place, and bring the folder back as $OUT/rec.tar.gz (untar it over the
+# recording here). A part is skipped when less than its time is left of the call's 10 minutes.
+#   bash bench/h200/record_parts.sh decode timing
+export PYTHONUNBUFFERED=1
+set -o pipefail
+rec=/tmp/rec
+[ -d $rec ] || cp -r profiling/recorded/h200-torch2.11 $rec
+declare -A need=([matrix]=330 [timing]=240 [sweeps]=200 [decode]=260 [packed]=200)
+for part in "$@"; do
+  left=$((560 - SECONDS))
+  if [ "$left" -lt "${need[$part]:-200}" ]; then echo "skipped $part: ${left} s left"; continue; fi
+  timeout $((left - 20)) python3 -m profiling record --out $rec --part "$part" > "$OUT/record_$part.log" 2>&1
+  echo "$part: rc=$? after $SECONDS s"; grep -E "^part |Traceback|Error" "$OUT/record_$part.log" | head -5
+done
+(cd $rec && tar czf "$OUT/rec.tar.gz" runs.json sweeps.json traces)
+ls -la "$OUT"
