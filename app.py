@@ -320,15 +320,15 @@ def control(f):
     """The page's control of one workload field, made from its spec, documented in the API as the spec takes it."""
     spec, default = f.metadata["spec"], f.default
     if spec.boolean:
-        component = gr.Checkbox(default, label=spec.label, elem_id=f"field-{f.name}")
+        component = gr.Checkbox(default, label=spec.label, elem_id=f"field-{f.name}", visible=spec.page)
     elif spec.limits:
         component = gr.Number(default, precision=0, label=spec.label, placeholder=spec.empty or None,
-                              elem_id=f"field-{f.name}")
+                              elem_id=f"field-{f.name}", visible=spec.page)
     else:
         labels = spec.labels or spec.choices
         wide = max(len(str(x)) for x in labels) > 8  # spans two columns of the grid (page.css)
         component = gr.Dropdown(list(zip(labels, spec.choices)), value=default, label=spec.label,
-                                elem_id=f"field-{f.name}", elem_classes="wide" if wide else None)
+                                elem_id=f"field-{f.name}", elem_classes="wide" if wide else None, visible=spec.page)
     return documented(component, field_schema(spec))
 
 

@@ -1,6 +1,7 @@
-"""Command line: `python -m profiling list | compare A B [...] | sweep A B [...] | record --out DIR [--part ...]`.
-Every request goes through `profiling.session`, as the page's do. Help and the options' refusals come before torch is
-imported (the parser is made from the field specs alone): each command imports what it measures with."""
+"""Command line: `python -m profiling list | compare A B [...] | sweep A B [...] | context-parallel A B --gpus N [...] |
+record --out DIR [--part ...]`. Every request goes through `profiling.session`, as the page's do. Help and the
+options' refusals come before torch is imported (the parser is made from the field specs alone): each command
+imports what it measures with."""
 from __future__ import annotations
 
 import argparse
@@ -210,6 +211,19 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def cmd_context_parallel(args) -> int:
+    request = Request.from_args(args, _live_device(args))
+    json_path = _writable_file("--json", args.json) if args.json else None
+    answer = session.context_parallel(request)
+    print(f"workload: {request.workload.words()} ({'live' if request.live else 'recorded: ' + request.source})\n")
+    print(reports.cp_table(answer.runs).fillna("").to_string(index=False), "\n")
+    for n in answer.notes:
+        print(f"[{n.side}] {n.title}\n" + textwrap.fill(n.body, WIDTH, initial_indent="  ", subsequent_indent="  "))
+    if json_path:
+        json_path.write_text(json.dumps(answer.to_dict(), indent=1))
+    return 0
+
+
 def cmd_record(args) -> int:
     import torch
 
@@ -229,7 +243,7 @@ def cmd_record(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m profiling", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compare,sweep,record}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compare,sweep,context-parallel,record}")
     p = sub.add_parser("list", help="the variants, and whether each can run here on the workload",
                        description="the variants, and whether each can run here on the workload")
     add_workload_arguments(p)
@@ -259,6 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--batches", metavar="B,B,...", help="with --axis batch: the batches, e.g. 1,8,64 "
                                                                 "(default: powers of two from 1 up to what fits)")
             p.set_defaults(func=cmd_sweep)
+    help_text = ("variants A and B sharded over --gpus GPUs by PyTorch's context_parallel, with and without the load "
+                 "balancer, rank by rank (one process a GPU; gloo processes on a CPU); or replayed")
+    p = sub.add_parser("context-parallel", help=help_text, description=help_text)
+    Request.add_arguments(p)
+    p.add_argument("--json", help="write the runs and notes to this JSON file (checked before measuring)")
+    p.add_argument("--device", choices=["cuda", "cpu"], help="where to run (default: the GPUs when there are some)")
+    p.set_defaults(func=cmd_context_parallel)
     from .recording import PARTS
     p = sub.add_parser("record", help="on a GPU: measure the recording's parts into DIR, in place",
                        description="on a GPU: measure the recording's parts (runs with their traces, and sweeps) into "

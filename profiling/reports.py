@@ -439,3 +439,26 @@ def timeline_caption(a: Timeline, b: Timeline) -> str:
     return ("One profiled call of each (the profiler slows the CPU side): " + "; ".join((said("A", a), said("B", b)))
             + ". "
             "Thin lines join each launch to the GPU work it started.")
+
+
+def cp_table(runs) -> pd.DataFrame:
+    """Context-parallel runs (`context_parallel.CPRun`), a row per rank: its step, compute, NCCL and exposed time per
+    step, its peak beyond its inputs; the straggler marked; a run that did not run as one row saying why."""
+    rows = []
+    for r in runs:
+        w = r.workload
+        head = {"variant": r.variant, "GPUs": w.gpus, "S": w.seq_len, "pass": w.passes, "K/V": w.cp_rotate,
+                "balancer": "on" if r.balanced else "off"}
+        if not r.ok:
+            rows.append({**head, "rank": "—", "step": f"{r.status}: {text.clip(r.reason or '', 60)}"})
+            continue
+        slowest = r.straggler().rank
+        for x in r.ranks:
+            t = x.timeline
+            kernel_us = text.us if t.busy_us else (lambda _: "—")     # a CPU's trace has no kernels
+            rows.append({**head, "rank": f"{x.rank}{' (straggler)' if x.rank == slowest else ''}",
+                         "step": text.ms(x.median_ms), "compute": kernel_us(t.compute_us),
+                         "NCCL": kernel_us(t.collective_us), "exposed": kernel_us(t.exposed_us),
+                         "peak +": _size(x.peak_extra_bytes),
+                         "error": text.error(r.accuracy.max_abs_error) if r.accuracy and x.rank == 0 else ""})
+    return pd.DataFrame(rows)

@@ -13,6 +13,7 @@ from typing import Callable
 from attention_variants import VARIANTS, Variant, reasons as why_not
 
 from . import text
+from . import context_parallel as cp
 from .phases import spent
 from .budget import available_bytes, check_time, memory_refusal, predicted_seconds
 from .environment import Environment, detect
@@ -24,7 +25,11 @@ from .results import Comparison, Run, Sweep
 from .sweep import fitting, run_sweep
 from .workload import Refusal, Workload, spec_of
 
+visible_refusal = cp.visible_refusal
+
 FIRST_LENGTH = 128
+CP_ELSEWHERE = ("the comparison and the sweep run on one GPU: a run over several is served by "
+                "session.context_parallel (profiling/context_parallel.py), rank by rank")
 
 
 def _no_progress(fraction: float, message: str) -> None:
@@ -103,6 +108,8 @@ def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False
         import torch
         if not torch.cuda.is_available():
             raise Refusal("device", "cuda", "no CUDA GPU is visible to this process")
+    if w.gpus > 1:
+        raise visible_refusal(w) or Refusal("gpus", w.gpus, CP_ELSEWHERE)
     env = detect(w.device)
     lengths = None
     if sweep:
@@ -230,5 +237,46 @@ def sweep_all(base: Workload, keys, lengths, *, progress: Progress = _no_progres
                      detect(base.device), progress=progress, axis=axis)
 
 
-__all__ = ["LIVE", "Answer", "Plan", "Preview", "Refusal", "Request", "compare", "measure", "plan", "preview", "sweep",
+@dataclass
+class CPAnswer:
+    """A context-parallel request served: A's and B's runs (with and without the load balancer) and the notes."""
+    request: Request
+    runs: list[cp.CPRun]
+    notes: list
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+        return {"source": self.request.source, "runs": [r.to_dict() for r in self.runs],
+                "notes": [asdict(n) for n in self.notes]}
+
+
+def context_parallel(request: Request, *, out_dir=None) -> CPAnswer:
+    """A and B over request.workload.gpus GPUs, sharded by PyTorch's context_parallel, measured live (one process a
+    GPU; on a CPU, gloo processes) or replayed from the recording's context_parallel/runs.json; explained."""
+    from .explain.cp_rules import explain_cp
+    from .replay import recordings
+    from .scratch import process_folder
+
+    w = request.workload
+    if w.gpus == 1:
+        raise Refusal("gpus", 1, "context parallel shards the sequence over 2, 4 or 8 GPUs: choose one of those")
+    keys = list(dict.fromkeys((request.a, request.b)))
+    if request.live:
+        refused = visible_refusal(w)
+        if refused:
+            raise refused
+        runs = cp.measure(cp.jobs_for(keys, w, out_dir or process_folder("cp")))
+    else:
+        held = cp.load(recordings()[request.source])
+        runs = [r for key in keys for r in cp.find(held, key, w)]
+        missing = [key for key in keys if not any(r.variant == key for r in runs)]
+        if missing:
+            recorded = sorted({r.workload.words() for r in held})
+            raise Refusal("source", request.source,
+                          f"The recording '{request.source}' has no context-parallel run of {' or '.join(missing)} at "
+                          f"{w.words()}. It holds: {'; '.join(recorded) or 'none'}.", kind="unrecorded")
+    return CPAnswer(request, runs, explain_cp(runs))
+
+
+__all__ = ["LIVE", "Answer", "CPAnswer", "context_parallel", "Plan", "Preview", "Refusal", "Request", "compare", "measure", "plan", "preview", "sweep",
            "sweep_all"]

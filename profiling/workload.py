@@ -102,6 +102,7 @@ class Spec:
     empty: str = ""                              # what an optional field left empty means, in a word or two
     said: Callable[[Any], str] | None = None     # the value in a workload's words ("B=8"); None: the value itself
     tag: Callable[[Any], str] | None = None      # the value in a trace file's name ("B8")
+    page: bool = True                            # a control on the page (the API, links and CLI take every field)
 
     def check(self, name: str, value):
         if value is None and self.optional:
@@ -152,6 +153,10 @@ PASS_FLOPS = {"fwd": 1.0, "fwd+bwd": 1.0 + BACKWARD_FLOPS, "bwd": BACKWARD_FLOPS
 # call, as tritonbench and FlashInfer time), graph (N calls captured in one CUDA graph and replayed, as serving
 # engines run them). cold and graph time a GPU.
 TIMINGS = ("warm", "cold", "graph")
+# Context parallelism (profiling/context_parallel.py): the sequence sharded over this many GPUs, K/V passed between them
+# by PyTorch's all-gather (its default) or all-to-all rotation (`set_rotate_method`).
+GPU_COUNTS = (1, 2, 4, 8)
+CP_ROTATES = ("allgather", "alltoall")
 
 
 @dataclass(frozen=True)
@@ -204,6 +209,15 @@ class Workload:
                             "(calls captured once and replayed: no launch cost); cold and graph need a GPU",
                        said={"warm": "", "cold": "cold L2", "graph": "CUDA graph"}.get,
                        tag={"warm": "", "cold": "_cold", "graph": "_graph"}.get)
+    gpus: int = spec(1, label="GPUs", query="gpus", choices=GPU_COUNTS,
+                     help="context parallel: the sequence sharded over this many GPUs, one process each (PyTorch's "
+                          "torch.distributed.tensor.experimental.context_parallel); 1: one GPU",
+                     said=_unless(1, "{}-way context parallel"), tag=_unless(1, "_cp{}"), page=False)   # no rank view yet
+    cp_rotate: str = spec("allgather", label="K/V rotation", query="cp_rotate", choices=CP_ROTATES,
+                          labels=("all-gather: the whole K/V on every GPU", "all-to-all: one shard at a time"),
+                          help="how context parallel passes K/V between GPUs (gpus > 1): all-gather (PyTorch's "
+                               "default) or all-to-all",
+                          said={"allgather": "", "alltoall": "K/V by all-to-all"}.get, tag=_unless("allgather", "_{}"), page=False)
     device: str = "cuda"    # cuda | cpu: where it runs (the source decides, not a control)
     seed: int = 0
 
@@ -237,6 +251,8 @@ class Workload:
                                                    "queries as keys (leave q_len empty)")
         if self.page_size is not None:
             self._check_pages()
+        if self.gpus > 1 or self.cp_rotate != "allgather":
+            self._check_context_parallel()
         if self.mask in ("bool", "window") and not self.causal:
             raise Refusal("mask", self.mask, f"mask={self.mask} is a causal pattern: set causal=true, or choose "
                                              "flag (no mask) or bias")
@@ -268,6 +284,36 @@ class Workload:
             raise Refusal("page_size", ps, f"a paged cache is read here with the causal flag or no mask, not "
                                            f"mask={self.mask}: the page table maps key positions, which a dense "
                                            "[Lq, S] mask does not follow")
+
+    def _check_context_parallel(self) -> None:
+        """What PyTorch's context parallel takes (torch/distributed/tensor/experimental/_context_parallel/_attention.py,
+        read for torch 2.14), refused in its words: SDPA's causal flag or no mask (its ring handlers raise "attn_bias
+        is not supported yet"), as many queries as keys ("is_causal requires the same query and context sequence
+        lengths"), the sequence at dim 2 of [B, H, S, D] ("seq_dim = 2", hard-coded), and S in 2·gpus equal chunks
+        for the head-tail load balancer (`_create_default_load_balancer`: otherwise it is silently switched off)."""
+        n = self.gpus
+        if n == 1:
+            raise Refusal("cp_rotate", self.cp_rotate, "applies with gpus > 1 only (K/V move between GPUs): leave it "
+                                                       "allgather")
+        if self.mask != "flag":
+            raise Refusal("gpus", n, f"context parallel takes the causal flag or no mask, not mask={self.mask}: its "
+                                     "ring handlers raise \"attn_bias is not supported yet\"")
+        if self.q_len is not None:
+            raise Refusal("gpus", n, "context parallel needs as many queries as keys: PyTorch raises \"is_causal "
+                                     "requires the same query and context sequence lengths\" (leave q_len empty)")
+        if self.rank == 3:
+            raise Refusal("gpus", n, "context parallel shards dim 2 of [B, H, S, D] (seq_dim = 2 in PyTorch's ring "
+                                     "handlers): it needs rank 4")
+        if self.timing != "warm":
+            raise Refusal("gpus", n, "a context-parallel step is timed warm here (NCCL kernels do not go into this "
+                                     "app's cold flush or CUDA graph): choose timing=warm")
+        chunks = 2 * n if self.causal else n
+        if self.seq_len % chunks:
+            raise Refusal("seq_len", self.seq_len,
+                          f"with gpus={n} S must split into {chunks} equal chunks"
+                          + (" (the load balancer gives each GPU one chunk from the head and one from the tail; "
+                             "PyTorch switches it off silently otherwise)" if self.causal else "")
+                          + f": choose a multiple of {chunks}")
 
     @classmethod
     def blog(cls, **changes) -> "Workload":

@@ -208,6 +208,10 @@ def test_every_public_endpoint_takes_exactly_the_types_its_api_documents(client,
                 assert ("None" in params[key]["python_type"]["type"]) == (None in values_), (name, key)
         for i in range(max(map(len, listed.values()))):  # each listed value sent once at least, the rest as base
             call = base | {key: values_[i % len(values_)] for key, values_ in listed.items() if values_}
+            if call["gpus"] != 1:  # context parallel takes no mask, q_len, rank 3 or cold timing: those as base
+                call |= {key: base[key] for key in ("mask", "window", "q_len", "page_size", "rank", "timing")}
+            elif call["cp_rotate"] != "allgather":  # a K/V rotation applies over several GPUs only
+                call["cp_rotate"] = "allgather"
             if call["mask"] == "window":  # a documented int: mask=window needs one
                 call["window"] = 256
             if call["timing"] != "warm" and call["source"] == LIVE and app.ENV.device == "cpu":

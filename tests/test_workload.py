@@ -16,7 +16,7 @@ RECORDING = "h200-torch2.11"
 BLOG_VALUES = {"source": RECORDING, "a": "sdpa_flash", "b": "sdpa_cudnn", "batch": 8, "heads": 16, "kv_heads": None,
                "seq_len": 1024, "q_len": None, "page_size": None, "head_dim": 64, "dtype": "bf16", "causal": True,
                "mask": "flag", "window": None, "rank": 4, "passes": "fwd",
-               "timing": "warm"}
+               "timing": "warm", "gpus": 1, "cp_rotate": "allgather"}
 
 
 @pytest.mark.parametrize("field, value, limit_words", [
@@ -247,7 +247,8 @@ ONE_CHANGE = {"batch": {"batch": 2}, "heads": {"heads": 32}, "kv_heads": {"kv_he
               "q_len": {"q_len": 1}, "page_size": {"q_len": 1, "page_size": 16}, "head_dim": {"head_dim": 128},
               "dtype": {"dtype": "fp16"},
               "causal": {"causal": False}, "mask": {"mask": "bias"}, "window": {"mask": "window", "window": 256},
-              "rank": {"rank": 3}, "passes": {"passes": "fwd+bwd"}, "timing": {"timing": "cold"}}
+              "rank": {"rank": 3}, "passes": {"passes": "fwd+bwd"}, "timing": {"timing": "cold"},
+              "gpus": {"gpus": 2}, "cp_rotate": {"gpus": 2, "cp_rotate": "alltoall"}}
 
 
 def test_every_field_changes_the_words_the_trace_name_and_the_blog_comparison():
