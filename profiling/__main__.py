@@ -212,6 +212,8 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_context_parallel(args) -> int:
+    from . import reports, session
+
     request = Request.from_args(args, _live_device(args))
     json_path = _writable_file("--json", args.json) if args.json else None
     answer = session.context_parallel(request)
