@@ -16,7 +16,9 @@ from profiling.explain.verdict import CROSS_SESSION_DRIFT, decision, figure, hea
 from profiling.results import Comparison, Run, Timing
 
 FLASH = next(r for r in RUNS if r.variant == "sdpa_flash" and r.workload.seq_len == 1024 and r.workload.causal
-             and r.workload.rank == 4 and r.workload.dtype == "bf16" and r.workload.head_dim == 64)
+             and r.workload.rank == 4 and r.workload.dtype == "bf16" and r.workload.head_dim == 64
+             and r.workload.timing == "warm" and r.workload.passes == "fwd" and r.workload.mask == "flag"
+             and r.workload.q_len is None)
 CUDNN = next(r for r in RUNS if r.variant == "sdpa_cudnn" and r.workload == FLASH.workload)
 
 
