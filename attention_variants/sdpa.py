@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 
+from profiling import gpu_paths
 from profiling.cpu_paths import flash_buffers
 from profiling.dispatch import rank3_is_fused
 from profiling.environment import Environment
@@ -57,27 +58,38 @@ SMALL = 8 * 2**10  # a few small blocks (philox seed and offset, an empty log-su
 
 def _math_scratch(w: Workload, env: Environment) -> int:
     """The math path upcasts to fp32 and keeps the scores, the rebuilt mask and the softmax alive together, beside
-    fp32 copies of q, k, v (k and v at every query head with grouped-query attention) and its output: up to 2.75x the
-    fp32 scores on the H200 (recorded), 3.25x on a CPU (the causal bias is an fp32 Lq×S tensor there too); a training
-    step keeps the fp32 softmax and makes the Lq×S gradients beside it."""
+    fp32 copies of its operands: q and q scaled, k, k scaled and v at every query head, and with grouped-query
+    attention k and v before `repeat_interleave` too (aten's _scaled_dot_product_attention_math scales q and k by
+    √scale each); and its output: up to 2.75x the fp32 scores on the H200 (recorded), 3.5x on a CPU (the causal bias
+    is an fp32 Lq×S tensor there too); a training step keeps the fp32 softmax and makes the Lq×S gradients beside it.
+    A causal decode step adds the Lq×S mask `causal_lower_right` materialises (`gpu_paths`)."""
     scores = (3.5 if w.device == "cpu" else 2.75) * w.scores_bytes(element_bytes=4)
-    copies = 4 * w.batch * w.heads * w.head_dim * (2 * w.queries + 2 * w.seq_len)
+    rows = 4 * w.batch * w.head_dim
+    copies = rows * (w.heads * (2 * w.queries + 3 * w.seq_len) + (2 * w.kv_head_count * w.seq_len if w.groups > 1
+                                                                  else 0))
+    mask = w.mask_elements * (1 + 4) if gpu_paths.materialised_mask(w) else 0
     if w.training:
-        return int(scores + 2 * w.scores_bytes(element_bytes=4)) + 2 * copies
-    return int(scores) + copies
+        return int(scores + 2 * w.scores_bytes(element_bytes=4)) + 2 * copies + mask
+    return int(scores) + copies + mask
 
 
-def _fused_scratch(w: Workload, env: Environment) -> int:
+def _fused_scratch(w: Workload, env: Environment, backend: str = "flash") -> int:
     """A fused kernel's memory beyond its output. On a GPU (every recorded H200 peak): an fp32 log-sum-exp per query
     row (flash writes it even without grad), and the additive Lq×S mask SDPA makes from a dense bool mask
-    (`where(mask, 0, -inf)` in the inputs' dtype; before torch 2.14 a bool `logical_not` beside it); no workspace.
+    (`where(mask, 0, -inf)` in the inputs' dtype; before torch 2.14 a bool `logical_not` beside it), and for a
+    decode step the split-KV partial outputs of `backend` and the lower-right mask cuDNN is given (`gpu_paths`).
     A training step: the fp32 dQ accumulator, dK and dV at every query head before the group sum, a row statistic.
     On a CPU, the CPU flash kernel's per-thread blocks (`cpu_paths.flash_buffers`) instead of the GPU's."""
     rows = w.batch * w.heads * w.queries
     mask = 0
+    negated = env.torch_release < (2, 14) or w.device == "cpu"  # a bool logical_not beside the float mask
     if w.mask in ("bool", "window"):
-        negated = env.torch_release < (2, 14) or w.device == "cpu"  # a bool logical_not beside the float mask
         mask = w.mask_elements * (w.element_bytes + (1 if negated else 0))
+    elif backend == "cudnn" and w.device == "cuda" and gpu_paths.materialised_mask(w):
+        mask = w.mask_elements * (1 + w.element_bytes + (1 if negated else 0))
+    if w.device == "cuda":
+        mask += gpu_paths.cudnn_split_bytes(w, env.sm_count) if backend == "cudnn" else \
+            gpu_paths.flash_split_bytes(w, env.sm_count) if backend == "flash" else 0
     scratch = 4 * rows + mask + SMALL
     if w.device == "cpu":
         threads = env.cpu_threads or torch.get_num_threads()
@@ -92,9 +104,15 @@ def _fused_scratch(w: Workload, env: Environment) -> int:
 
 
 def _auto_scratch(w: Workload, env: Environment) -> int:
-    """SDPA's own choice: a fused kernel's, but where the run's torch sends a rank-3 call to the math path (before
-    2.14, PR #192271: `dispatch.rank3_is_fused`), the math path's."""
-    return _math_scratch(w, env) if w.rank == 3 and not rank3_is_fused(env) else _fused_scratch(w, env)
+    """SDPA's own choice: the larger of the fused kernels' it may take, but where the run's torch sends a rank-3 call
+    to the math path (before 2.14, PR #192271: `dispatch.rank3_is_fused`), the math path's."""
+    if w.rank == 3 and not rank3_is_fused(env):
+        return _math_scratch(w, env)
+    return max(_fused_scratch(w, env, backend) for backend in ("flash", "efficient", "cudnn"))
+
+
+def _scratch_of(backend: str) -> Callable[[Workload, Environment], int]:
+    return lambda w, env: _fused_scratch(w, env, backend)
 
 
 def _cuda_only(name: str) -> Callable[[Workload, Environment], str | None]:
@@ -127,7 +145,7 @@ EFFICIENT = Variant(
     key="sdpa_efficient",
     label="SDPA · memory-efficient",
     forward=_sdpa,
-    scratch_bytes=_fused_scratch,
+    scratch_bytes=_scratch_of("efficient"),
     check=contiguous_only(_cuda_only("memory-efficient attention")),
     sdpa_backend="EFFICIENT_ATTENTION", fused=True, top_left=_sdpa_top_left,
 )
@@ -136,7 +154,7 @@ FLASH = Variant(
     key="sdpa_flash",
     label="SDPA · FlashAttention",
     forward=_sdpa,
-    scratch_bytes=_fused_scratch,
+    scratch_bytes=_scratch_of("flash"),
     check=contiguous_only(),
     sdpa_backend="FLASH_ATTENTION", fused=True, top_left=_sdpa_top_left,
 )
@@ -145,7 +163,7 @@ CUDNN = Variant(
     key="sdpa_cudnn",
     label="SDPA · cuDNN",
     forward=_sdpa,
-    scratch_bytes=_fused_scratch,
+    scratch_bytes=_scratch_of("cudnn"),
     check=contiguous_only(_cudnn_check),
     sdpa_backend="CUDNN_ATTENTION", fused=True, top_left=_sdpa_top_left,
 )

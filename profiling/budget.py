@@ -92,14 +92,16 @@ def reference_bytes(workload: Workload, scratch_bytes: int) -> int:
 def fixed_bytes(device: str, compiled: bool = False) -> int:
     """What a measurement holds whatever its size. On CPU: the allocator's slack (glibc keeps freed blocks under its
     mmap threshold, at most 32 MiB, in each thread's arena until 64 MiB are free at its top: the process was seen to
-    grow 50-90 MiB past the profiler's live count), and a process's first measurement (libraries, the profiler's
-    first session: a fresh process grew 160 MB at S=64), and torch.compile's (flex grew 111 MB more). On a GPU the
-    caching allocator rounds each block up: a few MiB."""
+    grow 50-90 MiB past the profiler's live count) in an arena per allocating thread: torch's intra-op threads, the
+    caller's, and the profiler's own (a fresh 2-thread process on a loaded 2-core box grew 5 MiB past the count
+    without it); and a process's first measurement (libraries, the profiler's first session: a fresh process grew
+    160 MB at S=64), and torch.compile's (flex grew 111 MB more). On a GPU the caching allocator rounds each block
+    up: a few MiB."""
     import torch
 
     if device != "cpu":
         return 16 * 2**20
-    return 64 * 2**20 * (torch.get_num_threads() + 1) + 192 * 2**20 + (128 * 2**20 if compiled else 0)
+    return 64 * 2**20 * (torch.get_num_threads() + 2) + 192 * 2**20 + (128 * 2**20 if compiled else 0)
 
 
 def available_bytes(device: str) -> int:

@@ -63,14 +63,16 @@ RECORDED_PEAKS = [r for r in recorded_runs("h200-torch2.11") if r.peak_extra_byt
 
 
 def test_the_forward_estimate_bounds_every_recorded_h200_peak_within_twice():
-    """Every recorded forward (matrix and sweeps): estimate >= peak, and no more than twice it, so a run that fits is
-    not refused. The rules are keyed by the run's own environment (rank-3 SDPA auto takes math on the recording's
-    torch 2.11, whatever this process runs). The worst ratio per variant is printed."""
+    """Every recorded forward (matrix and sweeps): estimate >= peak, and no more than twice it (or than 1 MiB over
+    it, for peaks of a few hundred KiB, where a MiB refuses no run), so a run that fits is not refused. The rules are
+    keyed by the run's own environment (rank-3 SDPA auto takes math on the recording's torch 2.11, whatever this
+    process runs). The worst ratio per variant is printed."""
     worst: dict[str, float] = {}
     for run in RECORDED_PEAKS:
         estimate = forward_bytes(run.workload, VARIANTS[run.variant].scratch_bytes(run.workload, run.environment))
         where = f"{run.variant} · {run.workload.words()}: estimate {estimate:,} B, peak {run.peak_extra_bytes:,} B"
-        assert run.peak_extra_bytes <= estimate <= 2 * run.peak_extra_bytes, where
+        peak = run.peak_extra_bytes
+        assert peak <= estimate <= max(2 * peak, peak + 2**20), where
         worst[run.variant] = max(worst.get(run.variant, 0.0), estimate / run.peak_extra_bytes)
     print("\nworst estimate/peak per variant:", {k: round(v, 2) for k, v in sorted(worst.items())})
     assert len(RECORDED_PEAKS) > 200 and len(worst) >= 8
@@ -102,3 +104,27 @@ def test_the_issue_s_largest_accepted_request_is_priced_at_its_real_peak():
     w = Workload(batch=1, heads=1, seq_len=46459, head_dim=1, dtype="fp32", device="cpu")
     needed = budget.measure_bytes(w, VARIANTS["naive"].scratch_bytes(w, detect("cpu")))
     assert needed >= 8 * w.seq_len**2  # naive's own two fp32 score matrices; the fp64 check samples rows now
+
+
+def test_flash_s_split_count_is_the_one_the_recorded_grids_show():
+    """PyTorch's flash takes the number of key splits its num_splits_heuristic gives (gpu_paths re-states it): the
+    split-KV kernel's grid[1] in every recorded H200 run of sdpa_flash and of auto when it ran flash, and one split
+    (flash_fwd_kernel alone) where the heuristic says 1. cuDNN's splits (grid[0] before lean_reduction_kernel) stay
+    within the bound the estimate takes."""
+    from profiling import gpu_paths
+    checked = {"flash": 0, "cudnn": 0}
+    for run in recorded_runs("h200-torch2.11"):
+        if not run.ok or run.workload.passes != "fwd" or run.environment.device != "cuda":
+            continue
+        names = [k.short_name for k in run.kernels_of("forward")]
+        if run.variant in ("sdpa_flash", "sdpa_auto") and run.backend == "flash":
+            split = next((k for k in run.kernels_of("forward") if k.short_name.endswith("flash_fwd_splitkv_kernel")),
+                         None)
+            expected = gpu_paths.flash_splits(run.workload, run.environment.sm_count)
+            assert (split.grid[1] if split else 1) == expected, (run.variant, run.workload.words(), names)
+            checked["flash"] += 1
+        if run.variant == "sdpa_cudnn" and "cudnn::fusion::lean_reduction_kernel" in names:
+            main = run.kernels_of("forward")[names.index("cudnn::fusion::lean_reduction_kernel") - 1]
+            assert main.grid[0] <= gpu_paths.cudnn_splits(run.workload, run.environment.sm_count), run.workload.words()
+            checked["cudnn"] += 1
+    assert checked["flash"] >= 20 and checked["cudnn"] >= 5, checked
