@@ -17,6 +17,7 @@ SDPA_BACKEND_OPS = {
     "aten::_scaled_dot_product_flash_attention_for_cpu": "flash (CPU)",
     "aten::_scaled_dot_product_flash_attention": "flash",
     "aten::_scaled_dot_product_efficient_attention": "efficient",
+    "aten::_efficient_attention_forward": "efficient",  # called directly by causal_lower_right (CausalBias._dispatch)
     "aten::_scaled_dot_product_cudnn_attention": "cudnn",
     "aten::_scaled_dot_product_attention_math": "math",
     "aten::_scaled_dot_product_fused_attention_overrideable": "overrideable",
@@ -124,9 +125,31 @@ def _live_order() -> tuple[str, ...] | None:
     return tuple(_BACKEND_IDS[i] for i in torch._C._get_sdp_priority_order() if i in _BACKEND_IDS)
 
 
-def priority(env: Environment) -> Priority:
-    """The order in which SDPA with no pin tries its backends on `env`; the first whose checks pass runs.
-    Read from PyTorch for this process where it says; predicted from the version rules for a recording."""
+BIAS_SOURCE = "https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/bias.py"
+LOWER_RIGHT_FIRST = ("flash", "efficient")
+
+
+def lower_right(workload: Workload | None) -> bool:
+    """Is the causal pattern `causal_lower_right` with fewer queries than keys (a causal decode step)? Then SDPA does
+    not choose by its order: CausalBias._dispatch calls flash itself where `can_use_flash_attention` passes, else
+    memory-efficient with a lower-right mask type, and only then SDPA with the mask materialised."""
+    return (workload is not None and workload.mask == "flag" and workload.causal and workload.q_len is not None
+            and workload.queries != workload.seq_len)
+
+
+def priority(env: Environment, workload: Workload | None = None) -> Priority:
+    """The order in which SDPA with no pin tries its backends on `env` for `workload`; the first whose checks pass
+    runs. Read from PyTorch for this process where it says; predicted from the version rules for a recording. A
+    causal decode step (`lower_right`) tries flash and memory-efficient before that order."""
+    base = _priority(env)
+    if env.device != "cuda" or not lower_right(workload):
+        return base
+    rest = tuple(b for b in base.order if b not in LOWER_RIGHT_FIRST)
+    return Priority(LOWER_RIGHT_FIRST + rest, "a decode step's causal_lower_right mask tries flash, then "
+                    "memory-efficient, before SDPA's order", base.read_live)
+
+
+def _priority(env: Environment) -> Priority:
     if env.device != "cuda":
         return Priority(("flash", "math"), "on CPU SDPA tries its CPU flash kernel, then math")
     if not is_this_process(env):

@@ -101,14 +101,20 @@ def test_the_rules_predict_every_recorded_h200_outcome():
         if variant.sdpa_backend is None or run.variant == "sdpa_fa4":  # FA4's route refuses by its own rules
             continue
         where = f"{run.variant} · {run.workload.words()}"
+        own = variant.supports(run.workload, run.environment)  # the app's own refusal (a paged cache), not SDPA's
+        if own is not None:
+            assert not run.ok and run.reason == own, where
+            checked += 1
+            continue
         if variant.pinned:
             backend = dispatch.backend_key(variant.sdpa_backend)
             refused = dispatch.known_refusal(backend, run.workload, run.environment)
             assert (refused is None) == run.ok, (where, refused, run.status)
             assert not run.ok or dispatch.backend_key(run.backend) == backend, where
         else:
-            first = next(b for b in dispatch.priority(run.environment).order
+            first = next(b for b in dispatch.priority(run.environment, run.workload).order
                          if dispatch.known_refusal(b, run.workload, run.environment) is None)
             assert dispatch.backend_key(run.backend) == first, where
         checked += 1
-    assert checked == 5 * len({r.workload for r in RUNS})  # every workload × (4 pinned + auto)
+    # every workload × (4 pinned + auto), less sdpa_math's decode step whose trace lost its GPU work (dropped)
+    assert checked == 5 * len({r.workload for r in RUNS}) - 1

@@ -71,7 +71,7 @@ def test_rank3_follows_the_running_torch():
     run = measure("sdpa_auto", workload)
     env = detect()
     expected = "math" if TORCH_RELEASE < (2, 14) else next(
-        b for b in dispatch.priority(env).order if dispatch.known_refusal(b, workload, env) is None)
+        b for b in dispatch.priority(env, workload).order if dispatch.known_refusal(b, workload, env) is None)
     assert run.ok and run.backend == expected
 
 
