@@ -33,9 +33,9 @@ from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
 from profiling.recording import DECODE, LONG_DECODE, SPECULATIVE
-from profiling.replay import find_recorded, recorded_sweeps, recorded_workloads
+from profiling.replay import find_recorded, recorded_sweeps, unrecorded_message
 from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request, field_help
-from profiling.results import Comparison, Sweep
+from profiling.results import Comparison
 from profiling.timeline import run_timeline
 from profiling.workload import FIELDS, Refusal, Workload
 from serving import RequestGuard, limit_malloc_arenas, refuse_short_requests
@@ -161,8 +161,8 @@ def switch_source(source, a, *fields) -> list:
         if current is not None and find_recorded(source, a, current.workload) is not None:
             return skip
         w = Request.build(source, "naive", "naive", {}, ENV.device).workload
-        notice = ("The recording holds " + "; ".join(x.words() for x in recorded_workloads(source))
-                  + ". Moved to the blog's workload.")
+        missing = unrecorded_message(source, current.workload) + " " if current is not None else ""
+        notice = f"{missing}Moved to the blog's workload, {w.words()}."
     return [getattr(w, f.name) for f in FIELDS] + [notice]
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from . import scratch, text
 from .budget import LIVE_BUDGET_S
 from .caches import keep_compiles
-from .environment import detect
 from .request import LIVE, SWEEP_AXES, Request, add_workload_arguments, parse_lengths
 from .workload import FIELDS, Refusal
 

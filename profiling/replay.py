@@ -13,7 +13,7 @@ from pathlib import Path
 from . import text
 from .budget import forward_bytes
 from .results import Run, Sweep
-from .workload import FIELDS, Workload
+from .workload import Workload
 
 RECORDED_DIR = Path(__file__).parent / "recorded"
 

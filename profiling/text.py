@@ -182,6 +182,12 @@ def machine_load(a, b) -> str:
             + (f" · run-to-run spread: {', '.join(spread)}" if spread else ""))
 
 
+def score_grid(text_: str, queries: int, keys: int) -> str:
+    """The rules speak of the score matrix as S×S, queries by keys; with fewer queries than keys (a decode step) it
+    is Lq×S, and `text_` says so."""
+    return text_ if queries == keys else text_.replace("S×S", "Lq×S")
+
+
 def tensor_sum(names) -> str:
     """The tensors a figure of bytes adds up: 'q + K + V + out'."""
     return " + ".join(names)

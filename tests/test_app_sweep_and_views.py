@@ -262,8 +262,9 @@ def test_an_unrecorded_workload_is_flagged_with_the_nearest_recorded_in_words():
 def test_switching_to_a_recording_moves_an_unrecorded_workload_to_the_blogs_and_says_so():
     moved = app.switch_source(RECORDING, "naive", *values(LIVE)[3:])
     assert moved[:-1] == [getattr(BLOG, name) for name in KEYS[3:]]
-    assert moved[-1].startswith(f"The recording holds {BLOG.words()}") and \
-        moved[-1].endswith("Moved to the blog's workload.")
+    live = Request.from_values(dict(zip(KEYS, values(LIVE))), "cpu").workload
+    assert moved[-1].startswith(f"The H200 recording has no run of {live.words()}. Nearest recorded: ") and \
+        moved[-1].endswith(f"Moved to the blog's workload, {BLOG.words()}.")
     kept = app.switch_source(RECORDING, "naive", *values(RECORDING)[3:])  # recorded already: nothing moves
     assert all(v == gr.skip() for v in kept)
 

@@ -128,7 +128,7 @@ def test_variants_that_take_no_page_table_say_so():
 from explain_helpers import RUNS, apply  # noqa: E402
 
 from profiling import text  # noqa: E402
-from profiling.explain import decode_rules, explain  # noqa: E402
+from profiling.explain import decode_rules, explain, timing_rules  # noqa: E402
 from profiling.results import Accuracy, Comparison, Kernel, Run, Timing, share_by_phase  # noqa: E402
 
 H200 = next(r.environment for r in RUNS if r.environment.device == "cuda")
@@ -188,12 +188,12 @@ def test_one_kernel_for_four_queries_says_so_with_the_tiles_its_grid_holds():
 
 def test_no_decode_note_for_a_square_problem_or_a_cpu():
     square = synthetic("sdpa_flash", [kernel("pytorch_flash::flash_fwd_kernel", 50.0, [8, 8, 16])], Workload.blog())
-    for rule in (decode_rules.decode_kernels, decode_rules.gqa_packing, decode_rules.decode_bandwidth,
-                 decode_rules.paged_cache, decode_rules.causal_alignment):
+    for rule in (decode_rules.decode_kernels, decode_rules.gqa_packing, decode_rules.paged_cache,
+                 decode_rules.causal_alignment):
         assert apply(rule, square) is None, rule.__name__
     import dataclasses
     on_cpu = dataclasses.replace(synthetic("sdpa_flash", SPLIT, DECODE.replace(device="cpu")), environment=ENV)
-    assert decode_rules.decode_path(on_cpu) is None and apply(decode_rules.decode_bandwidth, on_cpu) is None
+    assert decode_rules.decode_path(on_cpu) is None and apply(timing_rules.memory_traffic, on_cpu) is None
 
 
 def _bytes_of_the_tensors(w: Workload) -> int:
@@ -209,24 +209,31 @@ def _bytes_of_the_tensors(w: Workload) -> int:
                                    (DECODE.replace(seq_len=1024, kv_heads=None, page_size=64, batch=2), 0.010)],
                          ids=["gqa", "gqa-from-l2", "mqa-q4", "mha-paged"])
 def test_the_bytes_a_decode_call_moves_are_its_tensors_and_the_rate_is_bytes_over_time(w, ms):
+    """The one bytes note of every GPU run (timing_rules.memory_traffic) on a decode step: its tensors, a page table
+    included, over the median call, against the copy the recording measured."""
     run = synthetic("sdpa_flash", SPLIT, w, ms=ms)
-    note = apply(decode_rules.decode_bandwidth, run)
+    note = apply(timing_rules.memory_traffic, run)
     moved = _bytes_of_the_tensors(w)
     assert note.facts["moved"].value == moved == w.io_bytes + w.page_table_bytes
     per_us = moved / (run.timing.median_ms * 1000)                                 # bytes per µs of the median call
+    ceiling = H200.copy_bytes_per_s / 1e6
     assert note.facts["rate"].value == pytest.approx(per_us)
-    assert note.facts["peak"].value == 4.8e6 and note.facts["peak"].source == "hbm[H200]"
-    assert note.facts["share"].value == pytest.approx(per_us / 4.8e6) and "of the datasheet's" in note.body
-    assert ("page table" in note.body) == (w.page_size is not None)
-    assert text.size(moved) in note.body and text.bandwidth(per_us) in note.title
-    assert ("L2 cache" in note.body) == (per_us > 4.8e6)
+    assert note.facts["ceiling"].value == pytest.approx(ceiling)
+    assert note.facts["share"].value == pytest.approx(per_us / ceiling) and "of the copy ceiling" in note.title
+    assert ("page table" in note.title) == (w.page_size is not None)
+    assert text.size(moved) in note.title and text.bandwidth(per_us) in note.title
+    assert ("Above the ceiling: the L2" in note.body) == (per_us > ceiling)
 
 
-def test_the_rate_on_a_gpu_without_a_datasheet_figure_is_stated_alone():
+def test_without_a_measured_copy_the_rate_is_held_against_the_datasheet_and_said_so():
     import dataclasses
-    run = dataclasses.replace(synthetic("sdpa_flash", SPLIT), environment=dataclasses.replace(H200, device_name="X9"))
-    note = apply(decode_rules.decode_bandwidth, run)
-    assert "peak" not in note.facts and "datasheet" not in note.body
+    older = dataclasses.replace(H200, copy_bytes_per_s=None)
+    note = apply(timing_rules.memory_traffic, dataclasses.replace(synthetic("sdpa_flash", SPLIT), environment=older))
+    assert note.facts["ceiling"].value == 4.8e6 and note.facts["ceiling"].source == "hbm[H200]"
+    assert "datasheet" in note.body and "datasheet" in note.title
+    unknown = dataclasses.replace(older, device_name="X9")
+    assert apply(timing_rules.memory_traffic, dataclasses.replace(synthetic("sdpa_flash", SPLIT),
+                                                                  environment=unknown)) is None
 
 
 def test_is_causal_true_is_shown_as_measured_or_as_refused():
@@ -256,7 +263,7 @@ def test_a_decode_comparison_explains_and_every_number_is_the_runs():
                            kernel("triton_per_fused_flex_attention_1", 2.0, [8192], "triton")])
     explained = explain(Comparison(a, b))
     rules = {n.rule for n in explained.notes}
-    assert {"decode_kernels", "gqa_packing", "decode_bandwidth", "causal_alignment"} <= rules
+    assert {"decode_kernels", "gqa_packing", "memory_traffic", "causal_alignment"} <= rules
     for n in explained.notes:
         assert_numbers_are_the_runs(n, comparison_context(Comparison(a, b), n))
 

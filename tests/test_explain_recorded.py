@@ -125,10 +125,10 @@ def test_the_headline_compares_one_figure_and_its_kind_is_the_true_one(explained
         v = decision(c.a, c.b)
         sources = {q.source.split(".")[1] for name, q in e.headline.facts.items() if name in ("a", "b")}
         assert sources == {v.path} and "host_cost" not in sources, (pair_id(c), sources)
-        same_code = ({k.name: round(k.calls_per_forward, 2) for k in c.a.kernels} ==
-                     {k.name: round(k.calls_per_forward, 2) for k in c.b.kernels} and
-                     {h.name: h.calls_per_forward for h in c.a.host_ops} == {h.name: h.calls_per_forward
-                                                                            for h in c.b.host_ops})
+        same_code = ({(k.name, k.phase): round(k.calls_per_forward, 2) for k in c.a.kernels} ==
+                     {(k.name, k.phase): round(k.calls_per_forward, 2) for k in c.b.kernels} and
+                     {(h.name, h.phase): h.calls_per_forward for h in c.a.host_ops} ==
+                     {(h.name, h.phase): h.calls_per_forward for h in c.b.host_ops})
         assert not (same_code and v.kind == "ranked"), f"identical code ranked: {pair_id(c)}"
         a, b = (getattr(r, v.path).samples_ms or [] for r in (c.a, c.b))
         if stats.min_p(len(a), len(b)) > stats.LEVEL:

@@ -333,7 +333,7 @@ def test_reshowing_a_live_result_whose_trace_was_pruned_hides_its_button():
         return Path(button.value["path"] if isinstance(button.value, dict) else button.value)
     assert not shown[app.side_a.trace].visible and shown[app.side_b.trace].visible
     assert file_of(shown[app.side_b.trace]).read_bytes() == Path(kept.b.trace_path).read_bytes()
-    assert not shown[app.timeline].visible  # one side has no trace left to draw
+    assert shown[app.timeline] == {"__type__": "update", "value": None, "visible": False}  # no trace left to draw
     for button in (app.side_a.csv, app.json_file, app.png_file):
         assert shown[button].visible and file_of(shown[button]).is_file()
     sent = file_of(shown[app.json_file]).read_text()

@@ -54,7 +54,7 @@ def assert_words_hold(result: Sweep):
 
 
 def longest_both_ran(result: Sweep) -> int | None:
-    ran = [{r.workload.seq_len for r in result.of(v) if r.ok and r.gpu_ms} for v in (result.a, result.b)]
+    ran = [{result.value(r) for r in result.of(v) if r.ok and r.gpu_ms} for v in (result.a, result.b)]
     return max(ran[0] & ran[1], default=None)
 
 
@@ -92,7 +92,7 @@ def test_every_recorded_pair_is_told_in_short_true_sentences():
             continue
         ra, rb = result.at(a, s), result.at(b, s)
         path, what = figure(ra, rb)
-        assert title.startswith(f"At S={s:,} "), title
+        assert title.startswith(f"At {text.point(result.axis, s)} "), title
         assert f"({what})" in title and text.ms(getattr(ra, path).median_ms) in title
         assert text.ms(getattr(rb, path).median_ms) in title
         assert headline_says(result, s) in title, title
@@ -116,7 +116,9 @@ def test_every_recorded_pair_is_told_in_short_true_sentences():
             fit = fits[variant, "memory" if "peak memory" in note.title else "time"]
             assert fit.supported == (note.rule != "sweep_noisy")
             if fit.supported:
-                assert f"grows as {text.power(fit.exponent)}" in note.title
+                symbol = text.axis_symbol(result.axis)
+                assert f"grows as {text.power(fit.exponent, symbol)}" in note.title
+                assert "as expected" in note.title or f"not {text.power(fit.expected, symbol)}" in note.title
                 assert note.facts["exponent"].value == pytest.approx(fit.exponent)
             else:
                 assert not EXPONENT.search(f"{note.title} {note.body}") and not note.facts

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from .. import text
 from ..results import Comparison, Note, Run, Sweep
 from . import (backward_rules, blog_rules, decode_rules, environment_rules, guess_rules, ledger, mask_rules,
                sweep_notes, timing_rules, verdict)
@@ -36,7 +37,7 @@ RULES: tuple[Rule, ...] = (
     mask_rules.mask_conversion, mask_rules.masked_fill_rate, mask_rules.dense_window, mask_rules.kv_expansion, mask_rules.kv_savings,
     mask_rules.block_mask_setup,
     # a decode step: fewer queries than keys
-    decode_rules.causal_alignment, decode_rules.decode_kernels, decode_rules.gqa_packing, decode_rules.decode_bandwidth,
+    decode_rules.causal_alignment, decode_rules.decode_kernels, decode_rules.gqa_packing,
     decode_rules.paged_cache,
     # the environment
     environment_rules.pinned_refused, environment_rules.rank3_path, environment_rules.auto_choice,
@@ -92,6 +93,9 @@ def explain(comparison: Comparison) -> Explanation:
     notes.sort(key=lambda n: (-round(n.weight, 3), order.get(n.rule, len(order))))
     headline = verdict.headline(a, b)
     headline.side = "pair"
+    w = a.workload
+    for n in [headline, *notes]:
+        n.title, n.body = (text.score_grid(t, w.queries, w.seq_len) for t in (n.title, n.body))
     return Explanation(headline, notes)
 
 

@@ -1,8 +1,8 @@
 """A decode step in the trace: a few new queries per sequence against a long KV cache (`q_len`). Which kernel each
 backend picked for it (a split-KV kernel and its combine, FlexAttention's decoding kernel, or one kernel as for a
-prefill) and how many splits its grid shows; query heads packed per kv head; the bytes a call must move and the
-rate it moved them at, against the datasheet; the page table of a paged cache; and what SDPA's is_causal=True would
-have given instead of the lower-right mask, computed on the same inputs.
+prefill) and how many splits its grid shows; query heads packed per kv head; the page table of a paged cache; and
+what SDPA's is_causal=True would have given instead of the lower-right mask, computed on the same inputs. The bytes a
+call moves and its rate are timing_rules.memory_traffic's, as for every GPU run.
 
 What a kernel's grid means is read from its launcher's source (PyTorch's flash_fwd_launch_template.h, inductor's
 flex_decoding.py) and stated only where the grid has that layout; the rest is the trace's.
@@ -12,10 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import text
-from ..environment import HBM_BYTES_PER_US, hbm_key
 from ..results import Kernel, Note, Quantity, Run
-from .facts import (Peers, constant, label, main_kernel, measured, note, of_kernel, on_gpu, ratio, scaled, share_of,
-                    total)
+from .facts import Peers, constant, label, main_kernel, measured, note, of_kernel, on_gpu, scaled, share_of
 
 FLASH = "pytorch_flash::flash_fwd_kernel"
 FLASH_SPLIT, FLASH_COMBINE = "pytorch_flash::flash_fwd_splitkv_kernel", "pytorch_flash::flash_fwd_splitkv_combine_kernel"
@@ -83,7 +81,6 @@ def decode_kernels(run: Run, peers: Peers) -> Note | None:
     path = decode_path(run)
     if path is None:
         return None
-    w = run.workload
     i = _index(run, path.main)
     facts = {"queries": measured(run, "workload.queries", "count"), "keys": measured(run, "workload.seq_len", "count"),
              "time": of_kernel(run, path.main, "us_per_forward", "us")}
@@ -98,10 +95,9 @@ def decode_kernels(run: Run, peers: Peers) -> Note | None:
         title = "{who} split the keys: `{main}`" + (" in {splits} splits" if path.splits_at else "") + \
             (", then `{combine}`" if path.combine else "")
         facts["fill"] = _split_rule()
-        body = ("For q_len {queries} against {keys} keys PyTorch's flash backend splits each head's keys across "
-                "blocks (its num_splits_heuristic, when the (batch, head, query block) tiles fill under {fill}), each "
-                "writing an fp32 partial output and log-sum-exp"
-                + ("; `{combine}` merges them: {merge}." if path.combine else "."))
+        body = ("With q_len {queries} against {keys} keys the (batch, head, query block) tiles fill under {fill}, "
+                "so PyTorch's flash splits each head's keys across blocks (num_splits_heuristic), each writing an fp32 "
+                "partial output" + ("; the combine merges them: {merge}." if path.combine else "."))
         weight = 0.3
     elif path.kind == "flex decoding":
         title = "flex took its decoding kernel: `{main}` over {splits} key splits, then a combine"
@@ -158,39 +154,6 @@ def gqa_packing(run: Run, peers: Peers) -> Note | None:
                 evidence=[text.kernel_line(path.main) + f" · grid {path.main.grid}"])
 
 
-def decode_bandwidth(run: Run, peers: Peers) -> Note | None:
-    """A decode step does little arithmetic per byte: each call must read q, K and V and write the output, and its
-    speed is the rate it moves them at, against the GPU's memory bandwidth (the datasheet's, labelled so)."""
-    if not (_decoding(run) and on_gpu(run)):
-        return None
-    w = run.workload
-    parts = {"q": measured(run, "workload.q_bytes", "bytes"),
-             "k": scaled(measured(run, "workload.kv_bytes", "bytes"), 0.5, "bytes"),
-             "v": scaled(measured(run, "workload.kv_bytes", "bytes"), 0.5, "bytes"),
-             "out": measured(run, "workload.output_bytes", "bytes")}
-    formula = "q {q} + K {k} + V {v} + out {out}"
-    if w.page_size:
-        parts["table"] = measured(run, "workload.page_table_bytes", "bytes")
-        formula += " + page table {table}"
-    moved = total(parts.values(), "bytes")
-    time_us = scaled(measured(run, "timing.median_ms", "ms"), 1000, "us")
-    facts = parts | {"moved": moved, "time": time_us, "rate": ratio(moved, time_us, "bytes_per_us")}
-    key = hbm_key(run.environment.device_name)
-    said = ""
-    if key:
-        facts["peak"] = constant(HBM_BYTES_PER_US[key], "bytes_per_us", f"hbm[{key}]")
-        facts["share"] = ratio(facts["rate"], facts["peak"], "share")
-        facts["share"].of = "the datasheet's"
-        said = f" — {{share}} HBM bandwidth of the {text.machine(run.environment)} ({{peak}})"
-        if facts["share"].value > 1:
-            said += ("; more than HBM can deliver, so part was read from the L2 cache, which a warm loop of one call "
-                     "keeps filled")
-    return note("decode_bandwidth", "guess", "A decode call moves {moved} at {rate}",
-                f"Memory-bound: every call reads q, k and v once and writes the output, {formula} = {{moved}}, in "
-                f"{{time}}{said}.",
-                weight=0.35, facts=facts)
-
-
 def paged_cache(run: Run, peers: Peers) -> Note | None:
     """A paged cache: the kernel finds each page of a sequence in a pool through a table, as a server's cache
     fragments; here the pages lie shuffled, so every tile's keys are gathered."""
@@ -200,13 +163,11 @@ def paged_cache(run: Run, peers: Peers) -> Note | None:
     facts = {"pages": measured(run, "workload.pages", "count"), "size": measured(run, "workload.page_size", "count"),
              "table": measured(run, "workload.page_table_bytes", "bytes"),
              "pool": scaled(measured(run, "workload.pages", "count"), w.batch, "count")}
-    how = {"flex": "PagedAttention's block mask names the physical page of each key block, and its mask_mod maps "
-                   "each key back to its position",
+    how = {"flex": "PagedAttention's block mask names each key block's physical page; its mask_mod maps keys back",
            "fa4": "FlashAttention-4 reads the table itself (page_table) and loads each page where it lies"}
     return note("paged_cache", "guess", "k and v through a page table: {pages} pages of {size} tokens a sequence",
                 "The pool holds {pool} pages in shuffled order; " + how.get(run.variant, "the kernel reads the table")
-                + " ({table} of int32 page numbers). A contiguous cache of the same workload (page_size empty) shows "
-                  "what the gather costs.",
+                + " ({table} of int32 page numbers). The same workload with page_size empty shows what paging costs.",
                 weight=0.2, facts=facts)
 
 
@@ -226,7 +187,7 @@ def causal_alignment(run: Run, peers: Peers) -> Note | None:
     facts |= {"wrong": measured(run, "accuracy.top_left_max_abs_error", "error"),
               "right": measured(run, "accuracy.max_abs_error", "error")}
     return note("causal_alignment", "guess", "With is_causal=True this decode step would be off by {wrong}",
-                "SDPA aligns is_causal to the top left: query i sees keys 0…i, so the last query would see the first "
-                "{queries} of {keys} keys. Passed causal_lower_right(Lq, S) instead, the output is {right} from "
-                "fp64; the flag's, computed once on the same inputs, {wrong}.",
+                "SDPA aligns is_causal to the top left: the last query would see the first {queries} of {keys} keys. "
+                "With causal_lower_right(Lq, S) the output is {right} from fp64; the flag's, computed once on the "
+                "same inputs, {wrong}.",
                 weight=0.45, facts=facts)

@@ -101,7 +101,7 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
     if not on_gpu(run) or pinned(run) != "auto" or ran(run) is None:
         return None
     env, chosen = run.environment, ran(run)
-    priority = dispatch.priority(env)
+    priority = dispatch.priority(env, run.workload)
     order = priority.order
     skipped = order[:order.index(chosen)] if chosen in order else list(order)
     how = "read from PyTorch" if priority.read_live else "predicted from the version rules"

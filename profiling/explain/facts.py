@@ -182,11 +182,12 @@ def tensors(w: Workload, phase: str) -> list[tuple[str, int]]:
     """The tensors one call of `phase` must read or write, each once at the least, with their bytes: a forward reads
     q, K, V (and a mask or bias of Lq×S where one is passed) and writes out; a backward reads q, K, V (the mask or
     bias: it recomputes the scores), out and dout and writes dq, dK, dV (the per-row log-sum-exp, B·H·Lq floats, left
-    out); a step is both, in turn. The one bytes
-    model: memory traffic, the L2's working set and every note that states bytes read it."""
+    out); a paged cache's page table too; a step is both, in turn. The one bytes model: memory traffic, the L2's
+    working set and every note that states bytes read it."""
     q, kv = w.q_bytes, w.kv_bytes // 2
     mask = [("bias", w.mask_elements * w.element_bytes)] if w.mask == "bias" else \
         [("mask", w.mask_elements)] if w.mask == "bool" else []
+    mask += [("page table", w.page_table_bytes)] if w.page_size else []
     forward = [("q", q), ("K", kv), ("V", kv), *mask, ("out", q)]
     backward = [("q", q), ("K", kv), ("V", kv), *mask, ("out", q), ("dout", q), ("dq", q), ("dK", kv), ("dV", kv)]
     return {"forward": forward, "backward": backward, "step": forward + backward}[phase]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..results import Note, Run
 from .. import text
 from ..results import in_phase
-from .facts import NEGLIGIBLE, constant, guess, innermost_op, match_guess, note, of_kernel, share_of
+from .facts import NEGLIGIBLE, constant, guess, innermost_op, match_guess, note, share_of
 
 
 def unpredicted_kernels(run: Run, explained: set[str]) -> Note | None:

@@ -196,7 +196,7 @@ def _slope(result: Sweep, f: Slope) -> Note:
                            "The points do not make a line on log–log axes, or their spread is as large as their rise; "
                            "no exponent is stated.", weight=WEIGHTS["sweep_noisy"], evidence=evidence), result, v)
     facts = {"exponent": _fit(result, v, tail, quantity)}
-    expected = text.power(f.expected)
+    expected = text.power(f.expected, text.axis_symbol(result.axis))
     if f.as_expected:
         title = f"{label(v)}: {what} grows as {{exponent}}, as expected"
         body = f"Fitted over {span}: {_expected(result, f)}."

@@ -9,6 +9,7 @@ training step (a backward view's calls are steps too), taken as a warm loop what
 from __future__ import annotations
 
 from .. import stats, text
+from ..environment import HBM_BYTES_PER_US, hbm_key
 from ..results import Note, Run
 from ..workload import spec_of
 from .facts import (Peers, call_gpu, constant, label, measured, moved, note, on_gpu, phase_total, ran, ratio, scaled, tensors,
@@ -33,7 +34,7 @@ def _host_cause(run: Run) -> tuple[str, dict, list[str]]:
     v = variant(run)
     if top.name.startswith("aten::"):
         aten = sum(h.calls_per_forward for h in run.host_ops if h.name.startswith("aten::"))
-        return (f"each of its {text.count(aten)} aten calls goes through the dispatcher (the largest, "
+        return (f"Its {text.count(aten)} aten calls each go through the dispatcher (the largest, "
                 f"`{text.op(top.name)}`, is {{top_share}})"), facts, evidence
     if v and v.compiled:
         what = "TorchDynamo's guards and the graph's wrapper, in Python"
@@ -59,10 +60,9 @@ def host_bound(run: Run, peers: Peers) -> Note | None:
     pin = ""
     if run.pin_cost_ms:
         facts["pin"] = measured(run, "pin_cost_ms", "ms")
-        pin = " Entering the `sdpa_kernel` pin adds {pin} per call where it is entered each time."
+        pin = " Entering the `sdpa_kernel` pin each call adds {pin}."
     return note("host_bound", "guess", f"Host-bound: {{host}} of CPU per {run.call} for {{gpu}} of GPU",
-                f"Issuing one {run.call} costs the CPU {{host}} (unprofiled)" + (f"; {cause}" if cause else "")
-                + ". Back to back, calls come every {pace}: the host's pace." + pin,
+                (f"{cause}. " if cause else "") + "Back to back, calls come every {pace}." + pin,
                 weight=1 - gpu.value / run.host_cost.median_ms if run.host_cost.median_ms > gpu.value else 0.2,
                 facts=facts, evidence=evidence)
 
@@ -145,9 +145,8 @@ def l2_resident(run: Run, peers: Peers) -> Note | None:
         return None
     names = text.tensor_list(dict(tensors(run.workload, run.phase)))
     return note("l2_resident", "guess", f"{names} ({{set}}) fit in the {{l2}} L2: a warm loop reads them from there",
-                f"Each timed {run.call} follows another on the same tensors, so the L2 still holds what the last one "
-                "read and wrote; a model's layer finds its inputs in HBM. timing=cold writes a buffer of twice the L2 "
-                "before every call.", weight=0.3, facts=facts)
+                f"Each timed {run.call} follows another on the same tensors, which the L2 still holds; a model's layer "
+                "finds its inputs in HBM. timing=cold flushes the L2 before every call.", weight=0.3, facts=facts)
 
 
 def cold_l2(run: Run, peers: Peers) -> Note | None:
@@ -168,13 +167,13 @@ def cold_l2(run: Run, peers: Peers) -> Note | None:
         facts["l2"] = measured(run, "environment.l2_cache_bytes", "bytes")
         buffer = "twice the {l2} L2"
         warm = ("fits in that L2: warm, a loop read it from there" if facts["set"].value <= facts["l2"].value else
-                "is larger than the L2: warm, only the part the last call left there was read from it")
+                "is larger than the L2: warm, only what the last call left there came from it")
     else:
         buffer = "tritonbench's size: this GPU does not report its L2"
         warm = "may partly stay in the L2 from call to call"
     return note("cold_l2", "guess", title,
-                f"Before each timed {run.call} a {{flush}} buffer ({buffer}) was written, outside the events, so the "
-                f"call read its inputs from HBM. Its {{set}} working set {warm}.",
+                f"A {{flush}} buffer ({buffer}) was written before each call, outside the events: the call read its "
+                f"inputs from HBM. Its {{set}} working set {warm}.",
                 weight=0.15 + min(0.5, 2 * abs(change)), facts=facts)
 
 
@@ -206,10 +205,9 @@ def graph_winner(run: Run, peers: Peers) -> Note | None:
         return note("graph_winner", "verdict",
                     f"In a CUDA graph {label(run)} is {{ratio}} faster; back to back {label(other)} is, by "
                     "{pace_ratio}",
-                    f"Replayed, a {run.call} takes {{graph}} against {label(other)}'s {{other_graph}}; in a plain loop "
-                    f"calls come every {{pace}} against {{other_pace}}, since issuing one costs {label(run)}'s CPU "
-                    "{host}, and a replay issues the whole graph at once. Serving engines replay attention in CUDA "
-                    "graphs: there, this order holds.", weight=0.7, facts=facts)
+                    "Replayed: {graph} against {other_graph}. In a plain loop calls come every {pace} against "
+                    "{other_pace}: issuing one costs its CPU {host}, and a replay issues the whole graph at once. "
+                    "Serving engines replay attention in CUDA graphs.", weight=0.7, facts=facts)
     return None
 
 
@@ -225,25 +223,33 @@ def _formula(run: Run) -> str:
 def memory_traffic(run: Run, peers: Peers) -> Note | None:
     """The fewest bytes the run's phase moves (`facts.tensors`, each tensor once) over its figure's time, against
     this GPU's device-to-device copy, measured once per process (bytes read + written)."""
-    if not on_gpu(run) or not run.environment.copy_bytes_per_s or not run.gpu_ms:
+    env = run.environment
+    hbm = hbm_key(env.device_name) if env.device_name else None
+    if not on_gpu(run) or not run.gpu_ms or not (env.copy_bytes_per_s or hbm):
         return None
-    facts = {"moved": moved(run), "time": measured(run, "timing.median_ms", "ms"),
-             "ceiling": ratio(measured(run, "environment.copy_bytes_per_s", "count"),
-                              constant(1e6, "count", "1000000"), "bytes_per_us")}
+    facts = {"moved": moved(run), "time": measured(run, "timing.median_ms", "ms")}
+    if env.copy_bytes_per_s:
+        facts["ceiling"] = ratio(measured(run, "environment.copy_bytes_per_s", "count"),
+                                 constant(1e6, "count", "1000000"), "bytes_per_us")
+        ceiling, of = "A device-to-device copy ran at {ceiling} (read + written).", "the copy ceiling"
+    else:  # a recording made before the copy was measured: the datasheet's figure, said so
+        facts["ceiling"] = constant(HBM_BYTES_PER_US[hbm], "bytes_per_us", f"hbm[{hbm}]")
+        ceiling, of = "The datasheet gives this GPU's HBM {ceiling}.", "the datasheet's HBM bandwidth"
     facts["rate"] = ratio(facts["moved"], scaled(facts["time"], 1000, "us"), "bytes_per_us")
     facts["share"] = ratio(facts["rate"], facts["ceiling"], "share")
-    facts["share"].of = "the measured copy ceiling"
-    mode = {"warm": "warm: what the last call left in L2 is counted as moved too",
+    facts["share"].of = of
+    mode = {"warm": "warm: bytes the L2 kept count too",
             "cold": "the L2 flushed before each call", "graph": "replayed in a CUDA graph"}[run.workload.timing]
     warm = ""
     if run.warm_timing is not None and run.phase == run.call:
         facts["warm"] = measured(run, "warm_timing.median_ms", "ms")
         facts["warm_rate"] = ratio(facts["moved"], scaled(facts["warm"], 1000, "us"), "bytes_per_us")
         warm = " Warm, the same bytes took {warm}: {warm_rate}."
-    over = " Above the ceiling: the L2, not HBM, served part of it." if facts["share"].value > 1 else ""
+    over = " Above the ceiling: the L2 served part of it." if facts["share"].value > 1 else ""
     return note("memory_traffic", "guess", f"{_formula(run)} = {{moved}} in {{time}}: {{rate}}, {{share}}",
-                f"The fewest bytes a {run.phase} moves, each tensor once, over its GPU time ({mode}). A large "
-                "device-to-device copy on this GPU ran at {ceiling} (read + written)." + warm + over, weight=min(0.5, 0.5 * facts["share"].value), facts=facts)
+                f"The fewest bytes a {run.phase} moves: each tensor once ({mode}). " + ceiling
+                + warm + over,
+                weight=min(0.5, 0.5 * facts["share"].value), facts=facts)
 
 
 # -- the GPU it ran on: its clocks, a slice of it ------------------------------------------------------------------
