@@ -136,3 +136,33 @@ def test_two_threads_measuring_at_once_do_not_crash():
         t.join()
     assert len(runs) == 2 and all(a.ok and b.ok for a, b in runs)
     assert runs[0][0].session != runs[1][0].session
+
+
+# shapes the recording does not hold: the decode memory rules and the lower-right dispatch on held-out cases
+HELD_OUT_DECODE = [Workload(batch=2, heads=16, kv_heads=4, seq_len=6144, q_len=1, head_dim=128),
+                   Workload(batch=3, heads=32, kv_heads=1, seq_len=3000, q_len=1, head_dim=64),
+                   Workload(batch=1, heads=8, seq_len=20000, q_len=1, head_dim=128, dtype="fp16"),
+                   Workload(batch=4, heads=16, kv_heads=8, seq_len=4096, q_len=8, head_dim=128)]
+
+
+@pytest.mark.parametrize("w", HELD_OUT_DECODE, ids=lambda w: w.tag())
+def test_a_held_out_decode_step_stays_within_its_estimate_and_splits_as_flash_says(w):
+    """Every SDPA variant's decode peak within its estimate (and not over 2x it, or 1 MiB); flash's split count the
+    one gpu_paths re-states from flash_api.cpp; auto takes the backend the lower-right order gives."""
+    from profiling import gpu_paths
+    from profiling.budget import forward_bytes
+    env = detect()
+    runs = measure_runs([VARIANTS[k] for k in ("sdpa_flash", "sdpa_cudnn", "sdpa_math", "sdpa_auto")], w)
+    for run in runs:
+        if not run.ok:
+            continue
+        estimate = forward_bytes(w, VARIANTS[run.variant].scratch_bytes(w, env))
+        peak = run.peak_extra_bytes
+        assert peak <= estimate <= max(2 * peak, peak + 2**20), (run.variant, peak, estimate)
+    flash = runs[0]
+    assert flash.ok, flash.reason
+    split = next((k for k in flash.kernels_of("forward") if k.short_name.endswith("flash_fwd_splitkv_kernel")), None)
+    assert (split.grid[1] if split else 1) == gpu_paths.flash_splits(w, env.sm_count)
+    auto = runs[3]
+    expected = next(b for b in dispatch.priority(env, w).order if dispatch.known_refusal(b, w, env) is None)
+    assert auto.ok and dispatch.backend_key(auto.backend) == expected

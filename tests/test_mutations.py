@@ -10,18 +10,21 @@ from typing import Callable
 
 import pytest
 
+import test_dispatch
 import test_environment
 import test_explain_recorded
 import test_explain_rules
 import test_measurement_cpu
+import test_memory_estimate
 import test_sweep
+import test_sweep_notes
 import test_text
 import test_trace_h200
 import test_verdict
 import test_workload
 import torch
 from attention_variants import flex
-from profiling import accuracy, environment, explain, stats, text, timing, trace
+from profiling import accuracy, dispatch, environment, explain, gpu_paths, stats, text, timing, trace
 from profiling.explain import blog_rules, curves, facts, guess_rules, ledger, mask_rules, verdict
 from profiling.results import Run
 from profiling.workload import Workload
@@ -159,6 +162,18 @@ FAULTS = [
     Fault("a crossover without the test", lambda mp: mp.setattr(curves, "decision", lambda a, b: dataclasses.replace(
               verdict.decision(a, b), kind="ranked")),
           _call(test_sweep.test_no_crossover_is_claimed_where_the_test_cannot_rank_them)),
+    Fault("flash's split-KV partials left out of a decode step's memory",
+          lambda mp: mp.setattr(gpu_paths, "flash_splits", lambda w, sm_count: 1),
+          _call(test_memory_estimate.test_flash_s_split_count_is_the_one_the_recorded_grids_show)),
+    Fault("a decode step's auto dispatch read from SDPA's order alone",
+          lambda mp: mp.setattr(dispatch, "lower_right", lambda workload: False),
+          _call(test_dispatch.test_the_rules_predict_every_recorded_h200_outcome)),
+    Fault("a decode step's Lq×S scores called S×S",
+          lambda mp: mp.setattr(text, "score_grid", lambda text_, queries, keys: text_),
+          _call(test_explain_recorded.check_golden, "naive vs sdpa_flash · B=8, H=32, kv 8, S=8192, q_len 1")),
+    Fault("a sweep over B said to grow as S",
+          lambda mp: mp.setattr(text, "axis_symbol", lambda axis: "S"),
+          _call(test_sweep_notes.test_every_recorded_pair_is_told_in_short_true_sentences)),
     Fault("a slope stated over noise", lambda mp: (mp.setattr(curves, "MIN_R2", -1.0),
                                                   mp.setattr(curves, "_apart", lambda first, last: True)),
           _call(test_sweep.test_no_exponent_is_supported_over_noisy_points)),

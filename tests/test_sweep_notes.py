@@ -92,7 +92,8 @@ def test_every_recorded_pair_is_told_in_short_true_sentences():
             continue
         ra, rb = result.at(a, s), result.at(b, s)
         path, what = figure(ra, rb)
-        assert title.startswith(f"At {text.point(result.axis, s)} "), title
+        symbol = {"seq_len": "S", "batch": "B"}[result.axis]  # the letter a reader knows the axis by
+        assert title.startswith(f"At {symbol}={s:,} "), title
         assert f"({what})" in title and text.ms(getattr(ra, path).median_ms) in title
         assert text.ms(getattr(rb, path).median_ms) in title
         assert headline_says(result, s) in title, title
@@ -116,7 +117,6 @@ def test_every_recorded_pair_is_told_in_short_true_sentences():
             fit = fits[variant, "memory" if "peak memory" in note.title else "time"]
             assert fit.supported == (note.rule != "sweep_noisy")
             if fit.supported:
-                symbol = text.axis_symbol(result.axis)
                 assert f"grows as {text.power(fit.exponent, symbol)}" in note.title
                 assert "as expected" in note.title or f"not {text.power(fit.expected, symbol)}" in note.title
                 assert note.facts["exponent"].value == pytest.approx(fit.exponent)
