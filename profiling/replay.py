@@ -58,20 +58,32 @@ def recorded_workloads(name: str) -> list[Workload]:
     return list(dict.fromkeys(run.workload for run in recorded_runs(name)))
 
 
+_INDEXES: dict[str, tuple[tuple[Run, ...], dict[tuple[Workload, str], Run]]] = {}
+
+
+def _index(name: str) -> dict[tuple[Workload, str], Run]:
+    """(problem, variant) -> the first recorded run of it, in the recording `name`: built once per loaded recording
+    (each request looks runs up by problem, and a problem is a dataclass that checks itself when made)."""
+    runs = recorded_runs(name)
+    if name not in _INDEXES or _INDEXES[name][0] is not runs:
+        index: dict[tuple[Workload, str], Run] = {}
+        for run in runs:
+            index.setdefault((_problem(run.workload), run.variant), run)
+        _INDEXES[name] = (runs, index)
+    return _INDEXES[name][1]
+
+
 def find_recorded(name: str, variant: str, workload: Workload) -> Run | None:
     """A copy of the recorded run of `variant` on the same problem as `workload` (any device), or None."""
-    wanted = _problem(workload)
-    for run in recorded_runs(name):
-        if run.variant == variant and _problem(run.workload) == wanted:
-            return copy.deepcopy(run)
-    return None
+    run = _index(name).get((_problem(workload), variant))
+    return copy.deepcopy(run) if run is not None else None
 
 
 def _held(name: str) -> dict[Workload, set[str]]:
     """The problems the recording `name` holds, in recording order, each with the variants run on it."""
     held: dict[Workload, set[str]] = {}
-    for run in recorded_runs(name):
-        held.setdefault(_problem(run.workload), set()).add(run.variant)
+    for problem, variant in _index(name):
+        held.setdefault(problem, set()).add(variant)
     return held
 
 
