@@ -370,6 +370,11 @@ GLOSSARY = {
 }
 
 
+# every glossary term standing as a word, found in one pass (a lookahead: overlapping uses are found too)
+_TERMS = re.compile(r"(?=(?<![\w.-])(" + "|".join(map(re.escape, GLOSSARY)) + r")(?![\w-]))")
+
+
 def terms_in(text: str) -> list[str]:
     """The glossary's terms that `text` uses, in glossary order."""
-    return [term for term in GLOSSARY if re.search(rf"(?<![\w.-]){re.escape(term)}(?![\w-])", text)]
+    used = {m.group(1) for m in _TERMS.finditer(text)}
+    return [term for term in GLOSSARY if term in used]
