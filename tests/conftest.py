@@ -31,8 +31,50 @@ def pytest_collection_finish(session):
     wants = {name for item in session.items for name in item.fixturenames}
     if "probed" in wants:
         background.started["probes"] = background.Probes(sys.modules["test_memory_estimate"].PROBES)
-    if "served" in wants and os.path.exists(sys.modules["test_browser"].CHROMIUM):
+    if "served" in wants and os.path.exists(CHROMIUM):
         background.started["app"] = background.App(free_port())
+
+
+CHROMIUM = "/usr/bin/chromium"  # the system's: nothing is downloaded
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="session")
+def served():
+    """`python app.py` on a free port given through $PORT, as a host would start it, with a scratch folder a dead
+    process left an hour ago in its temp dir (background.App): started as the session began, so its start-up
+    overlaps the tests before the browser's; waited for here; one for every browser test of the session."""
+    import json
+    import time
+    import urllib.request
+
+    import background
+    host = background.started.pop("app", None) or background.App(free_port())
+    deadline = time.monotonic() + 180  # a loaded machine's start-up: imports of torch and gradio
+    while True:
+        try:
+            urllib.request.urlopen(host.url, timeout=2)
+            break
+        except OSError:
+            if host.process.poll() is not None or time.monotonic() > deadline:
+                host.process.kill()
+                pytest.fail(f"app.py did not start: see {host.log.name}")
+            time.sleep(0.2)
+    config = json.load(urllib.request.urlopen(host.url + "config"))
+    events = {d["api_name"]: d["id"] for d in config["dependencies"] if d.get("api_name")}
+    yield type("Served", (), {"url": host.url, "stale": host.stale, "events": events, "log": host.log.name})
+    host.stop()
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """One headless Chromium for every browser test of the session."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
 
 
 def pytest_sessionfinish(session):

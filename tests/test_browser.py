@@ -11,7 +11,6 @@ import json
 import re
 import os
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -19,7 +18,7 @@ import pytest
 
 import app
 import links
-from conftest import free_port
+from conftest import CHROMIUM
 from profiling import session, text
 from profiling.replay import find_recorded
 from profiling.reports import kernel_summary
@@ -30,9 +29,6 @@ playwright = pytest.importorskip("playwright.sync_api")
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 RECORDING = "h200-torch2.11"
 SIZES = {"1280x720": {"width": 1280, "height": 720}, "1024x768": {"width": 1024, "height": 768},
          "iframe-760": {"width": 800, "height": 1000}, "phone-390x844": {"width": 390, "height": 844}}
@@ -55,37 +51,6 @@ HEADLINE_IN_VIEW = """([a, b]) => {
 NO_SIDEWAYS_SCROLL = "document.documentElement.scrollWidth <= window.innerWidth"
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}")
-
-
-@pytest.fixture(scope="module")
-def served():
-    """`python app.py` on a free port given through $PORT, as a host would start it, with a scratch folder a dead
-    process left an hour ago in its temp dir (background.App): started by conftest as the session began, so its
-    start-up overlaps the tests before these; waited for here."""
-    import background
-    host = background.started.pop("app", None) or background.App(free_port())
-    deadline = time.monotonic() + 180  # a loaded machine's start-up: imports of torch and gradio
-    while True:
-        try:
-            urllib.request.urlopen(host.url, timeout=2)
-            break
-        except OSError:
-            if host.process.poll() is not None or time.monotonic() > deadline:
-                host.process.kill()
-                pytest.fail(f"app.py did not start: see {host.log.name}")
-            time.sleep(0.2)
-    config = json.load(urllib.request.urlopen(host.url + "config"))
-    events = {d["api_name"]: d["id"] for d in config["dependencies"] if d.get("api_name")}
-    yield type("Served", (), {"url": host.url, "stale": host.stale, "events": events})
-    host.stop()
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with playwright.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture

@@ -11,23 +11,17 @@ artifacts/guest-*.png for a person to look at.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from conftest import CHROMIUM
 
 playwright = pytest.importorskip("playwright.sync_api")
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 SIZES = {"1280x720": {"width": 1280, "height": 720}, "1024x768": {"width": 1024, "height": 768},
          "phone-390x844": {"width": 390, "height": 844}}
 IFRAME = {"width": 760, "height": 1400}  # the README's embed, in a blog's 760 px column
@@ -37,44 +31,17 @@ HEADLINE = "() => !!document.querySelector('#verdict strong') && !!document.quer
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}")
 
 
-@pytest.fixture(scope="module")
-def url():
-    """`python app.py` on a free port, as a host starts it."""
-    port = free_port()
-    ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / "app-guest.log", "w")
-    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                               env={**os.environ, "PORT": str(port)})
-    address = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            urllib.request.urlopen(address, timeout=1)
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"app.py did not start: see {log.name}")
-            time.sleep(0.2)
-    yield address
-    process.terminate()
-    process.wait(timeout=10)
-    log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+@pytest.fixture
+def url(served) -> str:
+    """The session's `python app.py`, as a host starts it (conftest.served)."""
+    return served.url
 
 
 @pytest.fixture
-def tab(browser):
+def tab(chromium):
     """The browser, each context a test opened closed after it (a page left open keeps polling the app)."""
-    yield browser
-    for context in browser.contexts:
+    yield chromium
+    for context in chromium.contexts:
         context.close()
 
 
