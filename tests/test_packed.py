@@ -155,3 +155,94 @@ def test_lengths_go_through_the_link_the_api_and_the_command_line():
     assert Request.from_args(args, "cpu").workload.lengths == (64, 128)
     with pytest.raises(SystemExit):
         parser.parse_args(["a", "b", "--lengths", "64,1_0"])
+
+
+# -- the notes, on recorded H200 runs made packed (the numbers each states are checked against the run by `apply`) -----
+def _packed_run(variant: str, key: str, mask: str = "flag"):
+    import dataclasses
+
+    from explain_helpers import recorded
+    run = recorded(variant, mask=mask)
+    lengths = (1024, 512, 256, 128, 1024, 64, 32, 1000)
+    return dataclasses.replace(run, variant=key, workload=Workload.blog(lengths=lengths))
+
+
+def test_padding_waste_states_the_pairs_the_lengths_give():
+    import dataclasses
+
+    from explain_helpers import apply
+
+    from profiling.explain import packed_rules
+    run = _packed_run("sdpa_flash", "sdpa_flash")
+    note = apply(packed_rules.padding_waste, run)
+    lengths, s = run.workload.lengths, max(run.workload.lengths)
+    padded, real = len(lengths) * s * (s + 1) // 2, sum(n * (n + 1) // 2 for n in lengths)
+    assert note.facts["wasted"].value == padded - real and note.facts["share"].value == (padded - real) / padded
+    assert len(f"{note.title} {note.body}".split()) <= 60
+    assert apply(packed_rules.padding_waste, _packed_run("sdpa_flash", "varlen")) is None   # a packed way pads nothing
+    assert apply(packed_rules.padding_waste, dataclasses.replace(run, workload=Workload.blog())) is None  # no documents
+
+
+def test_the_mask_build_is_the_share_its_kernels_take():
+    from explain_helpers import apply
+
+    from profiling.explain import packed_rules
+    from profiling.results import Kernel, Launch, share_by_phase
+    run = _packed_run("sdpa_auto", "sdpa_docmask", mask="bool")
+    built = Kernel("elementwise_kernel<eq>", "elementwise [eq]", "elementwise", 1, 7.5,
+                   launched_by=[Launch(["aten::eq"], 1, 7.5)])
+    run.kernels = share_by_phase(run.kernels + [built])
+    note = apply(packed_rules.mask_build, run)
+    forward = run.kernels_of("forward")
+    where = sum(k.us_per_forward for k in forward if any("aten::where" in launch.ops for launch in k.launched_by or []))
+    assert where > 0  # the recorded run's own conversion of its bool mask: SDPA's, on every call
+    assert abs(note.facts["share"].value - (7.5 + where) / sum(k.us_per_forward for k in forward)) < 1e-12
+    assert note.facts["grid"].value == run.workload.tokens ** 2 and built.name in note.kernels
+    assert len(f"{note.title} {note.body}".split()) <= 60
+
+
+def test_the_host_note_says_a_packed_way_s_python_path_when_it_costs_the_host():
+    import dataclasses
+
+    from explain_helpers import apply
+
+    from profiling.explain import packed_rules
+    run = _packed_run("sdpa_auto", "sdpa_nested")
+    heavy = dataclasses.replace(run, host_cost=dataclasses.replace(run.host_cost, median_ms=2 * run.warm_call_ms))
+    note = apply(packed_rules.packed_host, heavy)
+    assert abs(note.facts["ratio"].value - 2) < 1e-9 and len(f"{note.title} {note.body}".split()) <= 60
+    light = dataclasses.replace(run, host_cost=dataclasses.replace(run.host_cost, median_ms=0.1 * run.warm_call_ms))
+    assert apply(packed_rules.packed_host, light) is None
+
+
+def test_a_call_s_bytes_count_what_each_way_holds():
+    """A padded way moves B×S rows (and without the causal flag its [B, S] key-padding mask); a packed way the T real
+    tokens, over one sequence with its [T, T] block-diagonal mask."""
+    from profiling.explain.facts import moved_bytes
+
+    w = packed(dtype="bf16")
+    rows = w.heads * w.head_dim * 2                                   # bytes of one token's q (or k, v, out)
+    assert moved_bytes(w, "forward") == 4 * w.batch * w.seq_len * rows
+    assert moved_bytes(w.replace(causal=False), "forward") == 4 * w.batch * w.seq_len * rows + w.batch * w.seq_len
+    assert moved_bytes(w, "forward", "packed") == 4 * sum(w.lengths) * rows
+    assert moved_bytes(w, "forward", "block") == 4 * sum(w.lengths) * rows + sum(w.lengths) ** 2
+
+
+def test_a_sweep_of_packed_documents_is_refused_naming_lengths():
+    from profiling import session
+
+    request = Request.build("live", "naive", "sdpa_docmask", {"lengths": "8,16", "heads": 2, "dtype": "fp32"}, "cpu",
+                            (32, 64))
+    with pytest.raises(Refusal) as caught:
+        session.plan(request, sweep=True)
+    assert caught.value.field == "lengths" and "a sweep varies S" in str(caught.value)
+
+
+def test_the_page_draws_the_documents_block_diagonal():
+    from profiling import figures
+
+    fig = figures.mask_figure(packed())
+    (axes,) = fig.axes
+    cells = axes.images[0].get_array()
+    assert axes.get_title() == "causal within 4 documents" and cells.shape[0] == cells.shape[1]
+    assert not cells[-1, 0] and cells[-1, -1]  # the last token sees its own document only
