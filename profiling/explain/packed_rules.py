@@ -13,8 +13,7 @@ from attention_variants import VARIANTS
 
 from .. import text
 from ..results import Note, Quantity, Run
-from .facts import Peers, call_gpu, label, launched_under, measured, note, of_kernel, on_gpu, ran, \
-    ratio, share_of
+from .facts import Peers, call_gpu, label, launched_under, measured, note, of_kernel, on_gpu, ran, ratio, share_of
 
 # The ops that build a block-diagonal mask from the tokens' document ids and positions (attention_variants/packed.py):
 # the document comparison, the causal one, and their in-place `and`
