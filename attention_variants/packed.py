@@ -67,10 +67,10 @@ def _block_scratch(w: Workload, env: Environment) -> int:
 
 
 # -- nested jagged tensors ----------------------------------------------------------------------------------
-def _jagged(t: torch.Tensor, p) -> torch.Tensor:
-    """[T, H, D] values as a nested jagged tensor [B, H, j, D], the documents' lengths known up front (without
-    them SDPA's jagged path reads the longest back from the device)."""
-    nested = torch.nested.nested_tensor_from_jagged(t, p.offsets, min_seqlen=1, max_seqlen=p.max_len)
+def _jagged(t: torch.Tensor, p, shortest: int) -> torch.Tensor:
+    """[T, H, D] values as a nested jagged tensor [B, H, j, D], the shortest and longest documents' lengths given up
+    front (without them SDPA's jagged path reads them back from the device, a sync each call)."""
+    nested = torch.nested.nested_tensor_from_jagged(t, p.offsets, min_seqlen=shortest, max_seqlen=p.max_len)
     return nested.transpose(1, 2)
 
 
@@ -80,7 +80,7 @@ def nested(x: Inputs) -> torch.Tensor:
     (torch/nested/_internal/sdpa.py), so SDPA is pinned to it inside the call there: a CUDA build on a machine without
     a GPU would otherwise ask the GPU whether cuDNN can run."""
     p, w = x.packed(), x.workload
-    q, k, v = (_jagged(t, p) for t in (p.q, p.k, p.v))
+    q, k, v = (_jagged(t, p, min(w.documents)) for t in (p.q, p.k, p.v))
     if w.device == "cpu":
         from torch.nn.attention import SDPBackend, sdpa_kernel
         with sdpa_kernel(SDPBackend.MATH):
