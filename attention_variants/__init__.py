@@ -23,7 +23,7 @@ def _variants() -> dict:
 
     variants = {v.key: v for v in (naive.NAIVE, naive.NAIVE_INPLACE, sdpa.MATH, sdpa.EFFICIENT, sdpa.FLASH,
                                    sdpa.CUDNN, sdpa.AUTO, flex.FLEX, fa4.FA4, fa4.SDPA_FA4, packed.SDPA_DOCMASK,
-                                   packed.SDPA_NESTED, packed.VARLEN)}
+                                   packed.NAIVE_DOCMASK, packed.SDPA_NESTED, packed.VARLEN)}
     assert tuple(variants) == KEYS, "each variant has its row in guesses.GUESSES, in the same order"
     return variants
 

@@ -110,6 +110,10 @@ GUESSES: dict[str, _Row] = {
                           Expected("build the block-diagonal mask", "elementwise", "aten::eq", cpu_category="other"),
                           Expected("fused attention over one sequence", "fused attention")),
                            backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
+    "naive_docmask":  _Row("{count} ops over the T tokens: the mask, then naive's", 6, 4, True, kernels=(
+                          Expected("build the block-diagonal mask", "elementwise", "aten::ne", cpu_category="other"),
+                          GEMM_QK, SCALE, Expected("block-diagonal mask", "elementwise", "aten::masked_fill"), SOFTMAX,
+                          GEMM_PV), backward=NAIVE_BACKWARD),
     "sdpa_nested":    _Row("one fused {one} over the documents, no padding", 2, 4, False,
                            on_cpu="SDPA's math path, document by document",
                            kernels=(Expected("fused attention over the documents", "fused attention"),),

@@ -1,5 +1,6 @@
 """Packed documents the ways their users write them, each over the documents end to end ([T, H, D], T tokens in all):
-SDPA over one packed sequence under a block-diagonal bool mask, nested jagged tensors through SDPA, and
+SDPA and attention written by hand over one packed sequence under a block-diagonal bool mask, nested jagged tensors
+through SDPA, and
 `torch.nn.attention.varlen.varlen_attn` with cumulative lengths. (Padding to B×S is the other SDPA variants' and
 naive's way; FlexAttention's document mask and FlashAttention-4's varlen entry are in flex.py and fa4.py.)
 
@@ -58,6 +59,28 @@ def block_diagonal(x: Inputs) -> torch.Tensor:
         allowed &= p.position[:, None] >= p.position[None, :]
     q, k, v = (t.transpose(0, 1).unsqueeze(0) for t in (p.q, p.k, p.v))     # [1, H, T, D] views
     return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, **_gqa(w))
+
+
+def naive_block_diagonal(x: Inputs) -> torch.Tensor:
+    """Attention written by hand over the T tokens as one sequence, as naive writes it (out-of-place masked_fill),
+    each token hidden from other documents' keys (and, causal, from later ones) by a [T, T] mask built every call."""
+    p, w = x.packed(), x.workload
+    hidden = p.document[:, None] != p.document[None, :]                     # [T, T]
+    if w.causal:
+        hidden |= p.position[:, None] < p.position[None, :]
+    q, k, v = (t.transpose(0, 1) for t in (p.q, p.k, p.v))                 # [H, T, D] views
+    if w.groups > 1:                                                        # a head of k and v per query head
+        k, v = (t.repeat_interleave(w.groups, dim=0) for t in (k, v))
+    scores = (q @ k.transpose(-2, -1)) * x.scale                            # [H, T, T]
+    scores = scores.masked_fill(hidden, float("-inf"))
+    return (torch.softmax(scores, dim=-1) @ v).unsqueeze(0)                 # [1, H, T, D]
+
+
+def _naive_block_scratch(w: Workload, env: Environment) -> int:
+    """The [T, T] mask and the comparison or-ed into it, then naive's own over one sequence of the T tokens (its
+    score matrices are H·T×T)."""
+    from .naive import _scratch
+    return 2 * w.tokens ** 2 + _scratch(one_sequence(w), env)
 
 
 def _block_scratch(w: Workload, env: Environment) -> int:
@@ -194,6 +217,15 @@ SDPA_DOCMASK = Variant(
     scratch_bytes=_block_scratch,
     check=lambda w, env: (f"a block-diagonal mask: {r}" if (r := _documents_only(w)) else None),
     sdpa_backend="auto", fused=True, packs="block", packed_only=True,
+)
+
+NAIVE_DOCMASK = Variant(
+    key="naive_docmask",
+    label="Naive · block-diagonal mask",
+    forward=naive_block_diagonal,
+    scratch_bytes=_naive_block_scratch,
+    check=lambda w, env: (f"a block-diagonal mask: {r}" if (r := _documents_only(w)) else None),
+    packs="block", packed_only=True,
 )
 
 SDPA_NESTED = Variant(

@@ -41,7 +41,7 @@ def measure(key, workload: Workload, **kwargs) -> Run:
 PACKED_ONLY = {key for key, v in VARIANTS.items() if v.packed_only}
 MATRIX = [(key, dtype, rank, causal) for key in VARIANTS if key != "flex" and key not in PACKED_ONLY
           for dtype in ("fp32", "bf16") for rank in (4, 3) for causal in (True, False)] + [("flex", "fp32", 4, True)] \
-    + [("sdpa_docmask", "fp32", 4, True), ("sdpa_nested", "fp32", 4, False), ("sdpa_nested", "fp32", 4, True),
+    + [("sdpa_docmask", "fp32", 4, True), ("naive_docmask", "fp32", 4, False), ("sdpa_nested", "fp32", 4, False), ("sdpa_nested", "fp32", 4, True),
        ("varlen", "fp32", 4, True)]
 _runs: dict = {}
 

@@ -36,9 +36,9 @@ def eager_flex(monkeypatch):
         yield
 
 
-# On this CPU: every padded way, the block-diagonal mask, FlexAttention's document mask; nested tensors where SDPA's
+# On this CPU: every padded way, the block-diagonal masks (SDPA and by hand), FlexAttention's document mask; nested tensors where SDPA's
 # math path takes them (not under is_causal=True, torch 2.14 refuses it: the refusal is the check's)
-RUNS_HERE = {"naive", "naive_inplace", "sdpa_math", "sdpa_flash", "sdpa_auto", "sdpa_docmask", "flex"}
+RUNS_HERE = {"naive", "naive_inplace", "sdpa_math", "sdpa_flash", "sdpa_auto", "sdpa_docmask", "naive_docmask", "flex"}
 
 
 @pytest.mark.parametrize("changes", [{}, {"causal": False}, {"kv_heads": 2}, {"lengths": (9,)},
@@ -59,7 +59,7 @@ def test_every_way_that_runs_here_gives_each_document_its_own_answer(changes, ea
     assert checked == RUNS_HERE | ({"sdpa_nested"} if not w.causal else set())
 
 
-@pytest.mark.parametrize("key", ["naive", "sdpa_flash", "sdpa_docmask", "sdpa_nested", "flex"])
+@pytest.mark.parametrize("key", ["naive", "sdpa_flash", "sdpa_docmask", "naive_docmask", "sdpa_nested", "flex"])
 def test_a_training_step_gives_each_document_its_gradients(key, eager_flex):
     w = packed(causal=key != "sdpa_nested", passes="fwd+bwd", kv_heads=2)
     variant = VARIANTS[key]

@@ -16,8 +16,9 @@ from ..results import Note, Quantity, Run
 from .facts import Peers, call_gpu, label, launched_under, measured, note, of_kernel, on_gpu, ran, ratio, share_of
 
 # The ops that build a block-diagonal mask from the tokens' document ids and positions (attention_variants/packed.py):
-# the document comparison, the causal one, and their in-place `and`
-MASK_BUILD_OPS = ("aten::eq", "aten::ge", "aten::bitwise_and_", "aten::__iand__")
+# the document comparison, the causal one, and their in-place `and` (SDPA's allowed mask) or `or` (naive's hidden one)
+MASK_BUILD_OPS = ("aten::eq", "aten::ge", "aten::bitwise_and_", "aten::__iand__", "aten::ne", "aten::lt",
+                  "aten::bitwise_or_", "aten::__ior__")
 # The Python level of a packed way, as the profiler names it: a tensor subclass's dispatch (nested jagged tensors), a
 # custom op's Python body (varlen_attn), a jagged view made or read
 PYTHON_OPS = ("PythonSubclass", "torch_attn::_varlen_attn", "aten::_nested_view_from_jagged", "aten::_nested_get_values")
@@ -63,7 +64,7 @@ def mask_build(run: Run, peers: Peers) -> Note | None:
     """A block-diagonal mask over the T tokens, built on every call from the tokens' document ids (each batch brings
     new lengths), then made additive by SDPA (its `where`): the share of the forward they take, and the T² pairs the
     kernel then visits, a dense mask telling it no tile is empty."""
-    if _packing(run) != "block" or run.variant != "sdpa_docmask":
+    if _packing(run) != "block" or not VARIANTS[run.variant].packed_only:  # flex's block mask is built in setup
         return None
     forward = run.kernels_of("forward")
     built = [k for k in forward if k.name in MASK_BUILD_OPS or launched_under(k, *MASK_BUILD_OPS)]
@@ -75,12 +76,12 @@ def mask_build(run: Run, peers: Peers) -> Note | None:
              "bytes": measured(run, "workload.block_mask_bytes", "bytes"),
              "grid": measured(run, "workload.block_pairs", "count"),
              "real": measured(run, "workload.attended_pairs", "count")}
-    facts["used"] = _share_of_pairs(facts["real"], facts["grid"], "the pairs visited")
+    facts["used"] = _share_of_pairs(facts["real"], facts["grid"], "the pairs computed")
     units = ("kernel" if on_gpu(run) else "aten op") + ("s" if len(built) > 1 else "")
     then = ", then made additive by SDPA's `where`" if made_additive else ""
     return note("mask_build", "guess", "The block-diagonal mask costs {share} every call",
                 f"{{tokens}}×{{tokens}} bool ({{bytes}}) built from the tokens' document ids by {len(built)} {units}"
-                f"{then}. Given a mask, the kernel cannot tell which tiles are empty: it visits {{grid}} pairs a head, "
+                f"{then}. Given a dense mask, nothing skips the empty tiles: {{grid}} pairs a head are computed, "
                 "{real} of them attended ({used}).",
                 weight=max(0.2, facts["share"].value), facts=facts, kernels=built + made_additive,
                 evidence=[text.kernel_line(k) for k in built + made_additive])
