@@ -144,7 +144,7 @@ def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print, kept: lis
 # -- packed documents (the parts 'packed' and 'packed_unequal'), about 5 and 3 minutes on the H200 ------------------
 # Three batches of 8,192 tokens (H=16, D=64, bf16, causal): four equal documents, one long document among short ones,
 # many short ones of uneven lengths; forward and training step, every way: padded (SDPA pinned and auto), the
-# block-diagonal mask, nested jagged tensors, varlen_attn, FlexAttention's document mask, FlashAttention-4's varlen.
+# block-diagonal mask (SDPA's and by hand), nested jagged tensors, varlen_attn, FlexAttention's document mask, FlashAttention-4's varlen.
 # Then how unequal the documents are, forward only, the total held: the longest of four from a quarter of the tokens
 # to nearly all of them (a sweep's axis is S or B, a number; these points are runs of their own).
 PACKED = Workload.blog(lengths=(2048,) * 4)
@@ -152,8 +152,8 @@ ONE_LONG = PACKED.replace(lengths=(4096,) + (512,) * 8)
 MANY_SHORT = PACKED.replace(lengths=tuple(64 + (97 * i) % 448 for i in range(28)) + (198,))  # 29 of 64…503
 PACKED_MATRIX = tuple(w.replace(passes=p) for w in (PACKED, ONE_LONG, MANY_SHORT) for p in ("fwd", "fwd+bwd"))
 UNEQUAL = tuple(PACKED.replace(lengths=(8192 - 3 * n, n, n, n)) for n in (1536, 1024, 512, 64))  # 2048: PACKED
-PACKERS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_auto", "sdpa_docmask", "sdpa_nested", "varlen", "flex",
-           "fa4")
+PACKERS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_auto", "sdpa_docmask", "naive_docmask", "sdpa_nested",
+           "varlen", "flex", "fa4")
 
 # -- the recording's parts: each recorded in place ------------------------------------------------------------------
 # `python -m profiling record --out DIR --part NAME ...` measures the named parts (all by default) and keeps every

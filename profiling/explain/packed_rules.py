@@ -1,6 +1,6 @@
 """Packed documents in the trace (`lengths`): what each way of attending within a document costs. Padding to B×S
 computes pairs no document has (counted from the lengths, not guessed); a block-diagonal bool mask over the T tokens is
-built on every call and its kernel visits all T² pairs; each way reaches its own kernel (SDPA's nested path, varlen's
+built on every call and all T² pairs are computed; each way reaches its own kernel (SDPA's nested path, varlen's
 FlashAttention or cuDNN op, FlexAttention's document BlockMask, FlashAttention-4's varlen entry); and the Python
 paths of nested tensors and varlen_attn cost host time, read from the trace and the host figures.
 
@@ -62,8 +62,8 @@ def padding_waste(run: Run, peers: Peers) -> Note | None:
 
 def mask_build(run: Run, peers: Peers) -> Note | None:
     """A block-diagonal mask over the T tokens, built on every call from the tokens' document ids (each batch brings
-    new lengths), then made additive by SDPA (its `where`): the share of the forward they take, and the T² pairs the
-    kernel then visits, a dense mask telling it no tile is empty."""
+    new lengths), and for SDPA made additive (its `where`): the share of the forward they take, and the T² pairs then
+    computed, a dense mask telling no kernel which tiles are empty."""
     if _packing(run) != "block" or not VARIANTS[run.variant].packed_only:  # flex's block mask is built in setup
         return None
     forward = run.kernels_of("forward")
