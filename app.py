@@ -34,7 +34,7 @@ from profiling.explain import Explanation
 from profiling.measurement import other_work
 from profiling.recording import DECODE, LONG_DECODE, SPECULATIVE
 from profiling.replay import find_recorded, recorded_sweeps, unrecorded_message
-from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request, field_help
+from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request, field_help, field_values
 from profiling.results import Comparison
 from profiling.timeline import run_timeline
 from profiling.workload import FIELDS, Refusal, Workload
@@ -163,7 +163,7 @@ def switch_source(source, a, *fields) -> list:
         w = Request.build(source, "naive", "naive", {}, ENV.device).workload
         missing = unrecorded_message(source, current.workload) + " " if current is not None else ""
         notice = f"{missing}Moved to the blog's workload, {w.words()}."
-    return [getattr(w, f.name) for f in FIELDS] + [notice]
+    return field_values(w) + [notice]
 
 
 def apply_preset(name: str, source: str) -> list:
@@ -172,7 +172,7 @@ def apply_preset(name: str, source: str) -> list:
     a, b = preset.cpu if source == LIVE and ENV.device == "cpu" and preset.cpu else (preset.a, preset.b)
     changes = preset.recorded if source != LIVE and preset.recorded else preset.changes
     w = Request.build(source, a, b, changes, ENV.device).workload
-    return [a, b, *(getattr(w, f.name) for f in FIELDS)]
+    return [a, b, *field_values(w)]
 
 
 def sweep_plan(source) -> str:
@@ -321,6 +321,9 @@ def control(f):
     spec, default = f.metadata["spec"], f.default
     if spec.boolean:
         component = gr.Checkbox(default, label=spec.label, elem_id=f"field-{f.name}", visible=spec.page)
+    elif spec.items:  # a list, written as text ("512, 1536"): the same rule as a link's and the command line's
+        component = gr.Textbox(spec.spell(default), label=spec.label, placeholder=spec.empty or None,
+                               elem_id=f"field-{f.name}", elem_classes="wide", visible=spec.page)
     elif spec.limits:
         component = gr.Number(default, precision=0, label=spec.label, placeholder=spec.empty or None,
                               elem_id=f"field-{f.name}", visible=spec.page)
@@ -338,6 +341,9 @@ def field_schema(spec) -> dict:
     a Number is never empty; and gradio_client writes an enum's values as strings, so non-text choices are consts."""
     if spec.boolean:
         schema = {"type": "boolean"}
+    elif spec.items:
+        schema = {"type": "string", "description": f"up to {spec.items} whole numbers between {spec.limits[0]} and "
+                                                   f"{spec.limits[1]}, such as {spec.example}; empty: {spec.empty}"}
     elif spec.limits:
         schema = {"type": "integer", "minimum": spec.limits[0], "maximum": spec.limits[1]}
     elif all(isinstance(c, str) for c in spec.choices):

@@ -19,10 +19,11 @@ KEYS = tuple(GUESSES)  # every variant's key, in the table's order: known withou
 @functools.cache
 def _variants() -> dict:
     """The variants themselves, imported (torch with them) the first time one is asked for."""
-    from . import fa4, flex, naive, sdpa
+    from . import fa4, flex, naive, packed, sdpa
 
     variants = {v.key: v for v in (naive.NAIVE, naive.NAIVE_INPLACE, sdpa.MATH, sdpa.EFFICIENT, sdpa.FLASH,
-                                   sdpa.CUDNN, sdpa.AUTO, flex.FLEX, fa4.FA4, fa4.SDPA_FA4)}
+                                   sdpa.CUDNN, sdpa.AUTO, flex.FLEX, fa4.FA4, fa4.SDPA_FA4, packed.SDPA_DOCMASK,
+                                   packed.NAIVE_DOCMASK, packed.SDPA_NESTED, packed.VARLEN)}
     assert tuple(variants) == KEYS, "each variant has its row in guesses.GUESSES, in the same order"
     return variants
 

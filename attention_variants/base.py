@@ -14,6 +14,11 @@ import torch
 from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
+# How a variant lays out the batch's sequences (`Variant.packing`): padded to B×S ([B, H, S, D], the default), one packed
+# sequence of all T tokens under a mask that keeps each document to itself ([1, H, T, D]), or the documents packed end
+# to end with their offsets ([T, H, D], what varlen kernels and nested tensors read).
+PACKINGS = ("padded", "block", "packed")
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -35,6 +40,29 @@ class Variant:
     top_left: Callable[[Inputs], torch.Tensor] | None = None  # the same call with SDPA's is_causal=True, which
                                                      # aligns the causal mask to the top left: with fewer queries than
                                                      # keys, not what a decode step needs (called once, never timed)
+
+    packs: str | None = None                         # how it lays out packed documents ("block", "packed"; PACKINGS);
+                                                     # None: it pads them to B×S
+    packed_only: bool = False                        # lays out B equal sequences that way too (nested, varlen)
+
+    def packing(self, workload: Workload) -> str:
+        """How this variant lays out `workload`'s sequences (PACKINGS)."""
+        return self.packs if self.packs and (workload.lengths is not None or self.packed_only) else "padded"
+
+    def leaves(self, x: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k and v as this variant reads them: a training pass's gradients land on these."""
+        if self.packing(x.workload) == "padded":
+            return x.q, x.k, x.v
+        p = x.packed()
+        return p.q, p.k, p.v
+
+    def grad_out(self, x: Inputs) -> torch.Tensor | None:
+        """The fixed gradient of the output, in this variant's layout."""
+        packing = self.packing(x.workload)
+        if packing == "padded":
+            return x.grad_out
+        g = x.packed().grad_out
+        return g.transpose(0, 1).unsqueeze(0) if packing == "block" else g
 
     def supports(self, workload: Workload, env: Environment) -> str | None:
         """None when this variant can run here, else the reason it cannot."""

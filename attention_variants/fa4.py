@@ -89,6 +89,11 @@ def fa4_attention(x: Inputs) -> torch.Tensor:
 
     w = x.workload
     window = (w.window - 1, 0) if w.mask == "window" else (None, None)  # W keys: itself and the W-1 before it
+    if w.lengths is not None:  # packed documents: [T, H, D] and their cumulative lengths, FA4's varlen entry
+        p = x.packed()
+        return flash_attn_varlen_func(p.q, p.k, p.v, cu_seqlens_q=p.cu_seqlens, cu_seqlens_k=p.cu_seqlens,
+                                      max_seqlen_q=p.max_len, max_seqlen_k=p.max_len, softmax_scale=x.scale,
+                                      causal=w.causal)[0]
     if x.page_table is not None:
         out = flash_attn_varlen_func(x.q.transpose(1, 2), x.k_pages, x.v_pages, page_table=x.page_table,
                                      softmax_scale=x.scale, causal=w.causal, window_size=window)[0]
@@ -106,8 +111,8 @@ def fa4_attention(x: Inputs) -> torch.Tensor:
 
 def _fused_scratch(w: Workload, env: Environment) -> int:
     """An fp32 log-sum-exp per query row (every recorded H200 peak); a training step: dQ's fp32 accumulator, dK and
-    dV for every query head (summed per group), softmax_d."""
-    rows = w.batch * w.heads * w.queries
+    dV for every query head (summed per group), softmax_d. Packed documents: their real rows only."""
+    rows = w.heads * (w.tokens if w.lengths is not None else w.batch * w.queries)
     scratch = 4 * rows + SMALL
     if w.training:
         scratch += rows * w.head_dim * 4 + 2 * rows * w.head_dim * 4 + rows * 4
@@ -195,7 +200,7 @@ FA4 = Variant(
     forward=fa4_attention,
     scratch_bytes=_fused_scratch,
     check=unavailable,
-    fused=True, sparse=True, jit_s=JIT_S,
+    fused=True, sparse=True, jit_s=JIT_S, packs="packed",
 )
 
 SDPA_FA4 = _SdpaFa4(

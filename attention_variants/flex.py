@@ -82,6 +82,23 @@ def _paged_mask(causal: bool, queries: int, keys: int, page_size: int, batch: in
     return paged.convert_logical_block_mask(logical)
 
 
+@functools.lru_cache(maxsize=4)
+def _document_mask(lengths: tuple[int, ...], causal: bool, device: str):
+    """The BlockMask of packed documents over one sequence of their T tokens, as attention-gym's `document_mask`
+    writes it: a key is seen where it is in the query's document (and, causal, not after it); built once per
+    (lengths, causal, device): a new batch of lengths is a new mask."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    sizes = torch.tensor(lengths, device=device)
+    document = torch.repeat_interleave(torch.arange(len(lengths), device=device), sizes)   # [T]
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        same = document[q_idx] == document[kv_idx]
+        return same & (q_idx >= kv_idx) if causal else same
+    tokens = sum(lengths)
+    return create_block_mask(mask_mod, B=None, H=None, Q_LEN=tokens, KV_LEN=tokens, device=device)
+
+
 def _mask_key(w: Workload) -> tuple | None:
     if not w.causal:
         return None
@@ -91,6 +108,8 @@ def _mask_key(w: Workload) -> tuple | None:
 
 def _mask_of(x: Inputs):
     w = x.workload
+    if w.lengths is not None:
+        return _document_mask(w.lengths, w.causal, w.device)
     if x.page_table is not None:
         return _paged_mask(w.causal, w.queries, w.seq_len, w.page_size, w.batch, w.device, x.page_table)
     key = _mask_key(w)
@@ -102,7 +121,8 @@ def _mask_of(x: Inputs):
 def setup(x: Inputs) -> bool:
     """Build (or find built) the block mask before the first call: `create_block_mask` is paid once per mask.
     Returns whether it was found built."""
-    cache = _paged_mask if x.page_table is not None else _block_mask
+    cache = _document_mask if x.workload.lengths is not None else _paged_mask if x.page_table is not None \
+        else _block_mask
     hits = cache.cache_info().hits
     _mask_of(x)
     return cache.cache_info().hits > hits
@@ -114,6 +134,8 @@ def _setup_bytes(w: Workload, env: Environment) -> int:
     chunking (a bool grid), then pads it to 128-multiples and sums blocks through an int64 copy: Lq·S + 9·Lq'·S'.
     Nothing where no mask is built: not causal, or a position mask this process built already."""
     padded = lambda n, block=128: -(-n // block) * block  # noqa: E731
+    if w.lengths is not None:  # over one sequence of the T tokens (and the [T] document ids the mask_mod reads)
+        return w.tokens ** 2 + 9 * padded(w.tokens) ** 2 + 16 * w.tokens
     if w.page_size:  # a mask per batch row over the logical keys, then PagedAttention's tables over the whole pool
         pool = w.batch * w.pages                                                  # physical pages
         logical = w.batch * (w.queries * w.seq_len + 9 * padded(w.queries) * padded(w.seq_len, w.page_size))
@@ -126,6 +148,9 @@ def _setup_bytes(w: Workload, env: Environment) -> int:
 
 def flex_attention(x: Inputs) -> torch.Tensor:
     q, k, v = x.q, x.k, x.v
+    if x.workload.lengths is not None:  # packed documents: one sequence of the T tokens under the document mask
+        p = x.packed()
+        q, k, v = (t.transpose(0, 1).unsqueeze(0) for t in (p.q, p.k, p.v))  # [1, H, T, D] views
     if x.page_table is not None:  # the pool [pages, P, Hkv, D] as PagedAttention's cache [1, Hkv, pages·P, D]: a view
         w = x.workload
         k, v = (t.permute(2, 0, 1, 3).view(1, w.kv_head_count, -1, w.head_dim) for t in (x.k_pages, x.v_pages))
@@ -189,7 +214,7 @@ def _scratch_bytes(w: Workload, env: Environment) -> int:
     head for grouped-query attention. Under 128 queries on a GPU flex may take its decoding kernel, which keeps an fp32
     partial output, row max and sum per split of the keys (two splits per SM over B·Hkv: at most 320 for 160 SMs)
     for a combine after it. The block mask is built in `setup`, before the call (`_setup_bytes`)."""
-    rows = w.batch * w.heads * w.queries
+    rows = w.heads * (w.tokens if w.lengths is not None else w.batch * w.queries)
     splits = 0
     if w.device == "cuda" and w.queries < 128:
         splits = max(1, 320 // (w.batch * w.kv_head_count))
@@ -204,5 +229,5 @@ FLEX = Variant(
     check=_check,
     setup=setup,
     setup_bytes=_setup_bytes,
-    fused=True, sparse=True, compiled=True,
+    fused=True, sparse=True, compiled=True, packs="block",
 )

@@ -19,6 +19,7 @@ class Expected:
     category: str                       # how the trace files it: gemm, elementwise, softmax, fused attention, triton
     op: str | None = None               # the aten op a reader would expect to launch it, where the code names one
     phase: str = "forward"              # forward | backward (a training pass)
+    cpu_category: str | None = None     # how a CPU's op table files it, where not as the GPU's kernel table does
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,24 @@ GUESSES: dict[str, _Row] = {
                            on_cpu="a GPU route of SDPA: nothing to run on a CPU",
                            kernels=(Expected("FlashAttention-4 forward", "fused attention"),),
                            backward=(Expected("FlashAttention-4 backward", "fused attention", None, "backward"),)),
+    # packed documents (attention_variants/packed.py): the same T tokens, each way reading the documents its own way
+    "sdpa_docmask":   _Row("one fused {one} over the T tokens, the mask built first", 3, 3, False, kernels=(
+                          Expected("build the block-diagonal mask", "elementwise", "aten::eq", cpu_category="other"),
+                          Expected("fused attention over one sequence", "fused attention")),
+                           backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
+    "naive_docmask":  _Row("{count} ops over the T tokens: the mask, then naive's", 6, 4, True, kernels=(
+                          Expected("build the block-diagonal mask", "elementwise", "aten::ne", cpu_category="other"),
+                          GEMM_QK, SCALE, Expected("block-diagonal mask", "elementwise", "aten::masked_fill"), SOFTMAX,
+                          GEMM_PV), backward=NAIVE_BACKWARD),
+    "sdpa_nested":    _Row("one fused {one} over the documents, no padding", 2, 4, False,
+                           on_cpu="SDPA's math path, document by document",
+                           kernels=(Expected("fused attention over the documents", "fused attention"),),
+                           backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
+    "varlen":         _Row("FlashAttention's varlen {one}: the documents' own pairs only", 1, 2, False,
+                           on_cpu="GPU-only (FlashAttention): nothing to run on a CPU",
+                           kernels=(Expected("flash attention, variable length", "fused attention"),),
+                           backward=(Expected("flash attention backward, variable length", "fused attention", None,
+                                              "backward"),)),
 }
 
 
@@ -111,7 +130,8 @@ def guess_for(key: str, workload: Workload) -> Guess:
     """The guess for variant `key` on `workload`: its kernels as its code reads for this mask, kv heads and pass."""
     row = GUESSES[key]
     cpu = workload.device == "cpu"
-    masked = workload.causal or workload.mask == "bias"
+    padding = workload.lengths is not None and not workload.causal  # a padded batch's key-padding mask
+    masked = workload.causal or workload.mask == "bias" or padding
     kernels = []
     for e in row.kernels + (row.backward if workload.training else ()):
         if e.what == MASK:
@@ -119,6 +139,8 @@ def guess_for(key: str, workload: Workload) -> Guess:
                 continue
             if workload.mask == "bias":  # the code adds the bias instead of filling
                 e = Expected("add the bias", e.category, "aten::add" if key != "sdpa_math" else None, e.phase)
+            elif padding:  # the math path adds the mask to the scores: no tril of its own
+                e = Expected("key-padding mask", e.category, e.op if key != "sdpa_math" else None, e.phase)
             else:
                 e = Expected("causal mask" if workload.mask == "flag" else f"{workload.mask} mask", e.category,
                              e.op, e.phase)
@@ -129,7 +151,8 @@ def guess_for(key: str, workload: Workload) -> Guess:
         if workload.training:  # ... and the backward sums their gradients back over each group
             kernels += [Expected(f"sum d{t} over the group", "reduction", None, "backward") for t in ("k", "v")]
     if cpu:  # on a CPU the table lists aten ops; flex's compiled graph runs generated C++
-        kernels = [Expected(e.what, "compiled graph", None, e.phase) if e.category == "triton" else e for e in kernels]
+        kernels = [Expected(e.what, "compiled graph", None, e.phase) if e.category == "triton" else
+                   Expected(e.what, e.cpu_category, e.op, e.phase) if e.cpu_category else e for e in kernels]
     forward = [e for e in kernels if e.phase == "forward"]
     count = {4: "four", 5: "five"}.get(len(forward), str(len(forward)))
     words = dict(units="aten ops" if cpu else "kernels", one="aten op" if cpu else "kernel", count=count)

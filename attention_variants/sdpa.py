@@ -21,9 +21,13 @@ def _sdpa(x: Inputs) -> torch.Tensor:
     the mask as `attn_mask` (bool: True where a key may be attended; or the additive bias), and `enable_gqa` for
     fewer kv heads. SDPA has no sliding-window argument: a window is a dense bool mask. With fewer queries than keys
     (a decode step) `is_causal=True` would align the mask to the top left (query i sees keys 0…i): the causal
-    pattern is then `causal_lower_right`, PyTorch's own bias for the queries that are the last positions."""
+    pattern is then `causal_lower_right`, PyTorch's own bias for the queries that are the last positions. Packed
+    documents are padded to B×S at the end of each row: the causal flag hides the padding keys from every real query,
+    and without it a [B, 1, 1, S] key-padding mask does (which SDPA's flash backend refuses, as it refuses any mask)."""
     w = x.workload
     kwargs = {"enable_gqa": True} if w.groups > 1 else {}
+    if x.padding is not None:  # packed documents padded to B×S, not causal: the key-padding mask (`Inputs.hidden`)
+        return F.scaled_dot_product_attention(x.q, x.k, x.v, attn_mask=x.padding, **kwargs)
     if w.mask == "flag":
         if w.causal and w.q_len is not None:
             from torch.nn.attention.bias import causal_lower_right
@@ -85,6 +89,8 @@ def _fused_scratch(w: Workload, env: Environment, backend: str = "flash") -> int
     negated = env.torch_release < (2, 14) or w.device == "cpu"  # a bool logical_not beside the float mask
     if w.mask in ("bool", "window"):
         mask = w.mask_elements * (w.element_bytes + (1 if negated else 0))
+    elif w.lengths is not None and not w.causal:  # a padded batch's [B, 1, 1, S] key-padding mask, made additive
+        mask = w.batch * w.seq_len * (w.element_bytes + (1 if negated else 0))
     elif backend == "cudnn" and w.device == "cuda" and gpu_paths.materialised_mask(w):
         mask = w.mask_elements * (1 + w.element_bytes + (1 if negated else 0))
     if w.device == "cuda":

@@ -184,7 +184,7 @@ def cmd_sweep(args) -> int:
     from . import reports, session
 
     if args.axis == "batch":  # the batches are the points; --seq, if given, is the one S they share
-        args.lengths = parse_lengths(args.batches, "--batches", "batch") if args.batches is not None else None
+        args.points = parse_lengths(args.batches, "--batches", "batch") if args.batches is not None else None
         if args.seq_lens is not None:
             lengths = parse_lengths(args.seq_lens, "--seq")
             if len(lengths) != 1:
@@ -193,7 +193,7 @@ def cmd_sweep(args) -> int:
     else:
         if args.batches is not None:
             raise Refusal("--batches", args.batches, "batches are the points of a sweep with --axis batch")
-        args.lengths = parse_lengths(args.seq_lens, "--seq") if args.seq_lens is not None else None
+        args.points = parse_lengths(args.seq_lens, "--seq") if args.seq_lens is not None else None
     device = _live_device(args)
     args.source = _source(args, device)
     request = Request.from_args(args, device)

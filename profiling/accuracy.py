@@ -11,7 +11,7 @@ import torch
 
 from .budget import REFERENCE_CHUNK_BYTES, accuracy_rows
 from .results import Accuracy
-from .workload import Inputs
+from .workload import Inputs, Workload
 
 
 def checked_rows(queries: int, keys: int) -> torch.Tensor | None:
@@ -99,30 +99,65 @@ def gradients(x: Inputs, dtype: torch.dtype, check: Callable[[], None] = _never_
     return shaped
 
 
+def documents(x: Inputs) -> list[Inputs]:
+    """Each packed document on its own, as a one-sequence workload of its length ([1, H, L, D] views of the packed
+    tensors): the reference of packed documents is plain attention within each, computed apart."""
+    w, p = x.workload, x.packed()
+    alone = []
+    for first, last in zip(p.offsets[:-1].tolist(), p.offsets[1:].tolist()):
+        one = Workload(batch=1, heads=w.heads, kv_heads=w.kv_heads, seq_len=last - first, head_dim=w.head_dim,
+                       dtype=w.dtype, causal=w.causal, passes=w.passes, device=w.device)
+        q, k, v = (t.detach()[first:last].transpose(0, 1).unsqueeze(0) for t in (p.q, p.k, p.v))
+        grad_out = None if p.grad_out is None else p.grad_out[first:last].transpose(0, 1).unsqueeze(0)
+        alone.append(Inputs(one, q, k, v, one.allowed(), None, grad_out))
+    return alone
+
+
+def _packed_attention(x: Inputs, dtype: torch.dtype, check: Callable[[], None]) -> torch.Tensor:
+    """Plain attention in `dtype` document by document: [T, H, D]."""
+    return torch.cat([attention(d, dtype, None, check).transpose(0, 1) for d in documents(x)])
+
+
+def _packed_gradients(x: Inputs, dtype: torch.dtype, check: Callable[[], None]) -> dict[str, torch.Tensor]:
+    """dq, dk, dv of plain attention in `dtype` document by document: [T, H, D] and [T, Hkv, D]."""
+    parts = [gradients(d, dtype, check) for d in documents(x)]
+    return {name: torch.cat([g[name][0].transpose(0, 1) for g in parts]) for name in ("dq", "dk", "dv")}
+
+
 class Reference:
     """The workload's fp64 answers and the plain computation's error in the inputs' dtype, made once and shared by
-    every variant measured on it."""
+    every variant measured on it. Packed documents are answered document by document, in their packed layout
+    ([T, H, D]: every real row, no padding), and each variant's output is read into that layout first."""
 
     def __init__(self, x: Inputs, check: Callable[[], None] = _never_stop):
         self.x = x
-        self.rows = checked_rows(x.workload.queries, x.workload.seq_len)
-        self.out = attention(x, torch.float64, self.rows, check)
-        naive = attention(x, x.q.dtype, self.rows, check)
-        self.naive_error = (naive.double() - self.out).abs().max().item()
+        packed = x.workload.lengths is not None
+        self.rows = None if packed else checked_rows(x.workload.queries, x.workload.seq_len)
+        outputs = (lambda dtype: _packed_attention(x, dtype, check)) if packed else \
+            (lambda dtype: attention(x, dtype, self.rows, check))
+        self.out = outputs(torch.float64)
+        self.naive_error = (outputs(x.q.dtype).double() - self.out).abs().max().item()
         self.grads = self.naive_grads = None
         if x.workload.training:
-            self.grads = gradients(x, torch.float64, check)
+            grads = (lambda dtype: _packed_gradients(x, dtype, check)) if packed else \
+                (lambda dtype: gradients(x, dtype, check))
+            self.grads = grads(torch.float64)
             self.naive_grads = {name: (g.double() - self.grads[name]).abs().max().item()
-                                for name, g in gradients(x, x.q.dtype, check).items()}
+                                for name, g in grads(x.q.dtype).items()}
 
-    def of(self, out: torch.Tensor, grads: dict[str, torch.Tensor] | None = None) -> Accuracy:
-        """The accuracy of a variant's output (and gradients, in a training pass)."""
+    def of(self, out: torch.Tensor, grads: dict[str, torch.Tensor] | None = None,
+           packing: str = "padded") -> Accuracy:
+        """The accuracy of a variant's output (and gradients, in a training pass), laid out as `packing` says."""
         ref = self.out
-        out = out.reshape(-1, *out.shape[-2:])
+        out = self.x.as_reference(out, packing)
+        if self.x.workload.lengths is None:
+            out = out.reshape(-1, *out.shape[-2:])
         diff = (out if self.rows is None else out[:, self.rows.to(out.device)]).double() - ref
         errors = None
         if grads is not None and self.grads is not None:
-            errors = {name: (grads[name].double() - self.grads[name]).abs().max().item() for name in self.grads}
+            leaves = "packed" if packing == "block" else packing  # one packed sequence is a view of packed leaves
+            errors = {name: (self.x.as_reference(grads[name], leaves).double() - self.grads[name]).abs().max().item()
+                      for name in self.grads}
         return Accuracy(max_abs_error=diff.abs().max().item(), relative_error=(diff.norm() / ref.norm()).item(),
                         naive_max_abs_error=self.naive_error,
                         rows_checked=None if self.rows is None else len(self.rows),

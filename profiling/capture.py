@@ -27,12 +27,12 @@ _trace_counter = itertools.count()
 _KEPT_NAME = re.compile(r"\d{6}_\d+_.+\.json")  # a trace trace_path named in the temporary folder
 
 
-def peak_extra_bytes(call: Callable[[], None], x: Inputs) -> int | None:
+def peak_extra_bytes(call: Callable[[], None], variant: Variant, x: Inputs) -> int | None:
     """A call's peak beyond what was allocated before it (a training step's gradients of the last call freed
     first, as the step itself frees them). On a CPU the profiled window's memory events give it instead."""
     if x.workload.device != "cuda":
         return None
-    for t in (x.q, x.k, x.v):
+    for t in variant.leaves(x):
         t.grad = None
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
@@ -58,7 +58,7 @@ def saved_bytes(variant: Variant, x: Inputs) -> int | None:
     except Exception:  # a compiled graph that will not trace under the hook: not measured, not guessed
         return None
     del out
-    leaves = {t.untyped_storage().data_ptr() for t in (x.q, x.k, x.v)}
+    leaves = {t.untyped_storage().data_ptr() for t in variant.leaves(x)}
     return sum(n for ptr, n in seen.items() if ptr not in leaves)
 
 

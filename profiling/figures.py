@@ -426,23 +426,45 @@ def mask_workload(w):
 
 def mask_figure(w, dark: bool | None = None) -> Figure:
     """Which query sees which key, as attention-gym draws a mask: a row per query, a column per key, filled where
-    the query may attend the key (the workload's own `allowed`, at MASK_KEYS keys)."""
-    colours = theme(dark)
+    the query may attend the key (the workload's own `allowed`, at MASK_KEYS keys; packed documents, their
+    block-diagonal pattern)."""
+    if w.lengths is not None:
+        cells = _documents_cells(w)
+        return _cells_figure(cells, f"{'causal' if w.causal else 'all'} within {len(w.lengths)} documents", 1.0, dark)
     small = mask_workload(w)
     allowed = small.allowed()
     cells = allowed.numpy() if allowed is not None else [[True] * small.seq_len for _ in range(small.queries)]
-    fig = Figure(figsize=(2.6, 0.9 + 1.7 * small.queries / small.seq_len), dpi=DPI, layout="constrained",
-                 facecolor=colours["bg"])
-    axes = fig.subplots()
+    scaled = (f"W={small.window} of " if small.window else "S=") + str(small.seq_len) + \
+        (f", q_len {small.q_len}" if small.q_len else "")
+    title = f"{w.mask if w.mask != 'flag' else ('causal' if w.causal else 'no mask')} ({scaled})"
+    return _cells_figure(cells, title, small.queries / small.seq_len, dark)
+
+
+def _documents_cells(w):
+    """Packed documents over their T tokens, each document's length scaled to about 2·MASK_KEYS tokens in all (at
+    least one): each token sees its own document (causally or not), the pattern every way computes."""
+    import torch
+
+    sizes = torch.tensor([max(1, round(n * 2 * MASK_KEYS / w.tokens)) for n in w.lengths])
+    document = torch.repeat_interleave(torch.arange(len(sizes)), sizes)
+    cells = document[:, None] == document[None, :]
+    if w.causal:
+        cells &= torch.ones_like(cells).tril()
+    return cells.numpy()
+
+
+def _cells_figure(cells, title: str, rows_per_column: float, dark: bool | None) -> Figure:
+    """A grid of booleans as the page draws a mask: filled where a query may attend a key."""
     from matplotlib.colors import ListedColormap
+
+    colours = theme(dark)
+    fig = Figure(figsize=(2.6, 0.9 + 1.7 * rows_per_column), dpi=DPI, layout="constrained", facecolor=colours["bg"])
+    axes = fig.subplots()
     axes.imshow(cells, cmap=ListedColormap([colours["range"] if dark is None else colours["grid"],
                                              DEVICE_TIME_COLOUR]), vmin=0, vmax=1, aspect="equal")
     axes.set_xticks([]), axes.set_yticks([])
     axes.set_xlabel("keys →", fontsize=SMALL_PT)
     axes.set_ylabel("queries ↓", fontsize=SMALL_PT)
-    scaled = (f"W={small.window} of " if small.window else "S=") + str(small.seq_len) + \
-        (f", q_len {small.q_len}" if small.q_len else "")
-    axes.set_title(f"{w.mask if w.mask != 'flag' else ('causal' if w.causal else 'no mask')} ({scaled})",
-                   fontsize=SMALL_PT, color=colours["fg"])
+    axes.set_title(title, fontsize=SMALL_PT, color=colours["fg"])
     style_axes(axes, colours)
     return fig

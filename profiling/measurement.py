@@ -194,7 +194,7 @@ def _phases(variant: Variant, x: Inputs) -> list[Callable[[], None]]:
     kernels), runs the forward on inputs that require grad, then the backward from the fixed output gradient."""
     if not x.workload.training:
         return [lambda: variant.forward(x)]
-    leaves, held = (x.q, x.k, x.v), {}
+    leaves, grad_out, held = variant.leaves(x), variant.grad_out(x), {}
 
     def forward() -> None:
         for t in leaves:
@@ -202,7 +202,7 @@ def _phases(variant: Variant, x: Inputs) -> list[Callable[[], None]]:
         held["out"] = variant.forward(x)
 
     def backward() -> None:
-        held.pop("out").backward(x.grad_out)
+        held.pop("out").backward(grad_out)
     return [forward, backward]
 
 
@@ -287,8 +287,8 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress, check: C
         with spent("accuracy"):
             if state.reference is None:
                 state.reference = Reference(state.inputs, check)
-            grads = {"dq": x.q.grad, "dk": x.k.grad, "dv": x.v.grad} if workload.training else None
-            run.accuracy = state.reference.of(out, grads)
+            grads = dict(zip(("dq", "dk", "dv"), (t.grad for t in variant.leaves(x)))) if workload.training else None
+            run.accuracy = state.reference.of(out, grads, variant.packing(workload))
             del out, grads
             if variant.top_left is not None and workload.q_len is not None and workload.causal \
                     and workload.mask == "flag":
@@ -318,13 +318,13 @@ def _top_left(subject: _Subject, reference: Reference) -> None:
 
 def _first(subject: _Subject) -> torch.Tensor:
     """The first call, keeping the output for the accuracy check (a training step's gradients stay on the inputs)."""
-    x = subject.inputs
+    x, variant = subject.inputs, subject.variant
     if not x.workload.training:
-        return subject.variant.forward(x)
-    for t in (x.q, x.k, x.v):
+        return variant.forward(x)
+    for t in variant.leaves(x):
         t.grad = None
-    out = subject.variant.forward(x)
-    out.backward(x.grad_out)
+    out = variant.forward(x)
+    out.backward(variant.grad_out(x))
     return out.detach()
 
 
@@ -335,7 +335,7 @@ def _finish(subject: _Subject, trace_dir: str | Path | None, progress: Progress)
     workload, device = run.workload, run.workload.device
     with subject.context():  # entered once around every loop: the pin is not part of a call
         with spent("memory"):
-            run.peak_extra_bytes = capture.peak_extra_bytes(subject.call, x)
+            run.peak_extra_bytes = capture.peak_extra_bytes(subject.call, variant, x)
             if workload.training:
                 run.saved_bytes = capture.saved_bytes(variant, x)
         progress(0.1, f"{variant.key}: profiling")

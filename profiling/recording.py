@@ -1,5 +1,6 @@
 """Recording real GPU runs: `python -m profiling record` measures the recording's parts (PARTS: the variant matrix,
-each run with its gzipped trace; the timing modes; the sweeps; the decode steps), written where `replay` reads them."""
+each run with its gzipped trace; the timing modes; the sweeps; the decode steps; packed documents), written where
+`replay` reads them."""
 from __future__ import annotations
 
 import dataclasses
@@ -140,6 +141,20 @@ def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print, kept: lis
     return sweeps
 
 
+# -- packed documents (the parts 'packed' and 'packed_unequal'), about 5 and 3 minutes on the H200 ------------------
+# Three batches of 8,192 tokens (H=16, D=64, bf16, causal): four equal documents, one long document among short ones,
+# many short ones of uneven lengths; forward and training step, every way: padded (SDPA pinned and auto), the
+# block-diagonal mask (SDPA's and by hand), nested jagged tensors, varlen_attn, FlexAttention's document mask, FlashAttention-4's varlen.
+# Then how unequal the documents are, forward only, the total held: the longest of four from a quarter of the tokens
+# to nearly all of them (a sweep's axis is S or B, a number; these points are runs of their own).
+PACKED = Workload.blog(lengths=(2048,) * 4)
+ONE_LONG = PACKED.replace(lengths=(4096,) + (512,) * 8)
+MANY_SHORT = PACKED.replace(lengths=tuple(64 + (97 * i) % 448 for i in range(28)) + (198,))  # 29 of 64…503
+PACKED_MATRIX = tuple(w.replace(passes=p) for w in (PACKED, ONE_LONG, MANY_SHORT) for p in ("fwd", "fwd+bwd"))
+UNEQUAL = tuple(PACKED.replace(lengths=(8192 - 3 * n, n, n, n)) for n in (1536, 1024, 512, 64))  # 2048: PACKED
+PACKERS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_auto", "sdpa_docmask", "naive_docmask", "sdpa_nested",
+           "varlen", "flex", "fa4")
+
 # -- the recording's parts: each recorded in place ------------------------------------------------------------------
 # `python -m profiling record --out DIR --part NAME ...` measures the named parts (all by default) and keeps every
 # other run and sweep DIR held: a part recorded again replaces its own runs and sweeps, never doubles them. Each part
@@ -149,7 +164,10 @@ PARTS = {
     "timing": (TIMED, COLD_FAMILIES),                        # ~3 min
     "sweeps": ((), RECORDED_FAMILIES[:-len(COLD_FAMILIES)]),  # ~2.5 min
     "decode": (DECODE_MATRIX, DECODE_FAMILIES),              # ~3.5 min
+    "packed": (PACKED_MATRIX, ()),                           # ~5 min (estimated: not yet recorded)
+    "packed_unequal": (UNEQUAL, ()),                         # ~3 min (estimated)
 }
+PART_VARIANTS = {"packed": PACKERS, "packed_unequal": PACKERS}  # a part's variants where not every one
 
 
 def _step_of(workload: Workload) -> tuple:
@@ -159,13 +177,14 @@ def _step_of(workload: Workload) -> tuple:
 
 def record_part(out_dir, name: str, progress=print, variants=None) -> tuple[list[Run], list[Sweep]]:
     """Record the part `name` of PARTS into the recording in `out_dir`, in place of any runs and sweeps it held of
-    the same workloads, beside all the rest: its runs (every variant unless `variants` names some, traces kept),
-    then its sweeps."""
+    the same workloads, beside all the rest: its runs (every variant unless `variants` or PART_VARIANTS name some,
+    traces kept), then its sweeps."""
     import time
 
     if name not in PARTS:
         raise ValueError(f"part={name!r} is not a part of the recording: choose one of {', '.join(PARTS)}")
     workloads, families = PARTS[name]
+    variants = variants or PART_VARIANTS.get(name)
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     held = json.loads((out_dir / "runs.json").read_text()) if (out_dir / "runs.json").exists() else []

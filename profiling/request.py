@@ -101,7 +101,7 @@ class Request:
 
     def values(self) -> list:
         """KEYS' values, in order: what the page's controls show and the API takes."""
-        return [self.source, self.a, self.b, *(getattr(self.workload, f.name) for f in FIELDS)]
+        return [self.source, self.a, self.b, *field_values(self.workload)]
 
     # -- a link ---------------------------------------------------------------------------------------
     def to_query(self) -> dict[str, str]:
@@ -177,7 +177,16 @@ class Request:
     def from_args(cls, args: argparse.Namespace, live_device: str) -> "Request":
         fields = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name, None) is not None}
         return cls.build(args.source or LIVE, args.a, args.b, fields, live_device,
-                         getattr(args, "lengths", None), getattr(args, "axis", None) or "seq_len")
+                         getattr(args, "points", None), getattr(args, "axis", None) or "seq_len")
+
+
+def field_values(workload: Workload) -> list:
+    """The workload's fields as the page's controls and the API hold them: a list field as its text ("512,1536")."""
+    values = []
+    for f in FIELDS:
+        spec, value = f.metadata["spec"], getattr(workload, f.name)
+        values.append(spec.spell(value) if spec.items and value is not None else value)
+    return values
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
@@ -201,6 +210,8 @@ def field_help(f) -> str:
     if spec.boolean:
         return f"{spec.label} (default: {'on' if f.default else 'off'})"
     allowed = f"{spec.limits[0]}-{spec.limits[1]}" if spec.limits else ", ".join(map(str, spec.choices))
+    if spec.items:
+        allowed = f"up to {spec.items} of {allowed}, commas between"
     return f"{spec.label}: {allowed}" + (f" ({spec.help})" if spec.help else "")
 
 

@@ -81,6 +81,9 @@ def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False
     free now and, given `budget_s`, the wall time it may hold the machine."""
     variants = (VARIANTS[request.a], VARIANTS[request.b])
     w = request.workload
+    if sweep and w.lengths is not None:  # every point would be the same documents: S and B follow from them
+        raise Refusal("lengths", w.lengths, f"a sweep varies {text.axis_symbol(request.axis)}, which packed documents "
+                                            "set (B their count, S the longest): leave lengths empty to sweep")
     if not request.live:
         if sweep:
             axis = request.axis

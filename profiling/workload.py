@@ -8,6 +8,7 @@ wrong. What a workload costs in memory and time is `budget.py`'s.
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -103,10 +104,15 @@ class Spec:
     said: Callable[[Any], str] | None = None     # the value in a workload's words ("B=8"); None: the value itself
     tag: Callable[[Any], str] | None = None      # the value in a trace file's name ("B8")
     page: bool = True                            # a control on the page (the API, links and CLI take every field)
+    items: int = 0                               # a list of at most this many whole numbers within `limits`, sent
+                                                 # as text ("512, 1536") or a list; 0: one value
+    example: str = ""                            # a list field's value as an example spells it
 
     def check(self, name: str, value):
         if value is None and self.optional:
             return None
+        if self.items:
+            return self._listed(name, value)
         if self.boolean:
             if not isinstance(value, bool):
                 raise Refusal(name, value, "must be true or false")
@@ -119,6 +125,8 @@ class Spec:
         """The value a link or a command line spells as `text`: the same rule everywhere, no aliases."""
         if self.optional and text == "":
             return None
+        if self.items:
+            return self._listed(name, text)
         if self.boolean:
             if text not in ("true", "false"):
                 raise Refusal(name, text, "must be true or false")
@@ -132,7 +140,30 @@ class Spec:
         """`value` as a link writes it (`parse` reads it back)."""
         if value is None:
             return ""
+        if self.items:
+            return ",".join(map(str, value))
         return ("true" if value else "false") if self.boolean else str(value)
+
+    def _listed(self, name: str, value) -> tuple[int, ...] | None:
+        """A list field's value as a tuple, from text ("512, 1536": ASCII digits, commas or spaces between) or a
+        list of whole numbers, each within `limits`, at most `items` of them; empty text means None where optional."""
+        low, high = self.limits
+        if isinstance(value, str):
+            if len(value) > self.items * (len(str(high)) + 2) + 16:
+                raise Refusal(name, value, f"at most {self.items} numbers between {low} and {high}")
+            parts = value.replace(",", " ").split()
+            if not parts and self.optional:
+                return None
+            value = tuple(whole_number_from_text(name, part, low, high) for part in parts)
+        elif isinstance(value, (list, tuple)):
+            value = tuple(whole_number(name, item, low, high) for item in value)
+        else:
+            raise Refusal(name, value, f"a list of numbers between {low} and {high}, such as {self.example}")
+        if not value:
+            raise Refusal(name, value, f"give at least one number, such as {self.example}")
+        if len(value) > self.items:
+            raise Refusal(name, value, f"at most {self.items} numbers ({len(value)} given)")
+        return value
 
 
 def spec(default, **kwargs):
@@ -157,6 +188,26 @@ TIMINGS = ("warm", "cold", "graph")
 # by PyTorch's all-gather (its default) or all-to-all rotation (`set_rotate_method`).
 GPU_COUNTS = (1, 2, 4, 8)
 CP_ROTATES = ("allgather", "alltoall")
+# Packed sequences: at most this many documents in a batch, and at most as many tokens in all as S may have (one packed
+# sequence of them all is what a block-diagonal mask and the varlen kernels read)
+MAX_DOCUMENTS = 64
+MAX_TOKENS = 131072
+
+
+def _documents_said(lengths: tuple[int, ...] | None) -> str:
+    """'documents 512, 1536, 1024, 1024 packed' (a long list by its count, total and range)."""
+    if lengths is None:
+        return ""
+    if len(lengths) <= 8:
+        return f"documents {', '.join(map(str, lengths))} packed"
+    return f"{len(lengths)} documents of {min(lengths)}…{max(lengths)} packed, {sum(lengths)} tokens"
+
+
+def _documents_tag(lengths: tuple[int, ...] | None) -> str:
+    """'_docs4t4608h1a2b3c4d': the count, the total and a checksum of the list (a file name stays short)."""
+    if lengths is None:
+        return ""
+    return f"_docs{len(lengths)}t{sum(lengths)}h{zlib.crc32(','.join(map(str, lengths)).encode()):08x}"
 
 
 @dataclass(frozen=True)
@@ -172,6 +223,13 @@ class Workload:
     seq_len: int = spec(1024, label="seq length S", query="seq", limits=(1, 131072),
                         help="keys and values per sequence (and queries, unless q_len is set)", said="S={}".format,
                         tag="S{}".format)
+    lengths: tuple[int, ...] | None = spec(
+        None, label="document lengths", query="lengths", limits=(1, 131072), items=MAX_DOCUMENTS, optional=True,
+        empty="B × S", example="'512, 1536, 1024, 1024'",
+        help="packed sequences: the documents' lengths (such as 512, 1536, 1024, 1024), each token attending its own "
+             "document only; B is their count and S the longest; empty: B equal sequences of S",
+        said=_documents_said, tag=_documents_tag, page=False)  # links, the API and the command line: the form's first
+                                                               # screen has no room for it until its layout is reworked
     q_len: int | None = spec(None, label="query length", query="q_len", limits=(1, 131072), optional=True,
                              empty="as S", help="queries per sequence, the last q_len of the S positions (a decode "
                                                 "step: 1); empty: as many as S",
@@ -222,8 +280,10 @@ class Workload:
     seed: int = 0
 
     def __post_init__(self):
-        for f in FIELDS:
-            f.metadata["spec"].check(f.name, getattr(self, f.name))
+        for f in FIELDS:  # a list field's value is kept as the tuple its spec reads (a list from JSON, text from a link)
+            object.__setattr__(self, f.name, f.metadata["spec"].check(f.name, getattr(self, f.name)))
+        if self.lengths is not None:
+            self._check_documents()
         if not isinstance(self.device, str) or self.device not in ("cuda", "cpu"):
             raise Refusal("device", self.device, "must be 'cuda' or 'cpu'")
         whole_number("seed", self.seed, 0, 2**63 - 1)
@@ -263,6 +323,35 @@ class Workload:
                 raise Refusal("window", self.window, f"must be between 1 and S={self.seq_len}")
         elif self.window is not None:
             raise Refusal("window", self.window, "applies with mask=window only: leave it empty")
+
+    def _check_documents(self) -> None:
+        """Packed documents set B (their count) and S (the longest): those fields follow from them. What they cannot be
+        combined with, and why: a decode step's q_len and its paged cache (packed documents are a prefill or a training
+        step: each document's queries are its own tokens), context parallel (it shards one sequence per batch row),
+        rank 3 (the heads folded into the batch leave no document to keep apart), and a mask other than the flag (each
+        way sets the documents' pattern its own way: padding, a block-diagonal mask, offsets)."""
+        n = self.lengths
+        object.__setattr__(self, "batch", len(n))
+        object.__setattr__(self, "seq_len", max(n))
+        if sum(n) > MAX_TOKENS:
+            raise Refusal("lengths", n, f"the documents hold {sum(n)} tokens: at most {MAX_TOKENS} in all (one packed "
+                                        "sequence of them is what a block-diagonal mask and varlen kernels read)")
+        if self.q_len is not None:
+            raise Refusal("lengths", n, "packed documents are a prefill or a training step, each document's queries "
+                                        "its own tokens: leave q_len empty")
+        if self.page_size is not None:
+            raise Refusal("lengths", n, "a paged cache is read by a decode step, and packed documents are a prefill: "
+                                        "leave page_size empty")
+        if self.gpus > 1:
+            raise Refusal("lengths", n, "context parallel shards one sequence per batch row here, not packed "
+                                        "documents: choose gpus=1")
+        if self.rank == 3:
+            raise Refusal("lengths", n, "rank 3 folds the heads into the batch, where no document boundary is kept: "
+                                        "choose rank 4")
+        if self.mask != "flag":
+            raise Refusal("lengths", n, f"each document attends only itself, causally or not, and each way sets that "
+                                        f"its own way (padding, a block-diagonal mask, offsets), not mask={self.mask}: "
+                                        "choose mask=flag")
 
     def _check_pages(self) -> None:
         """A paged cache is what a decode step reads: the queries are new tokens, the keys a cache written before them
@@ -464,10 +553,51 @@ class Workload:
         below = self.queries - capped                          # the others see first, first + 1, … keys
         return capped * window + below * first + below * (below - 1) // 2
 
+    # -- packed documents: the real pairs, and what padding adds ------------------------------------------
+    @property
+    def documents(self) -> tuple[int, ...]:
+        """Each sequence's length: the packed documents', or B sequences of S."""
+        return self.lengths or (self.seq_len,) * self.batch
+
+    @property
+    def tokens(self) -> int:
+        """The real tokens of the batch: the documents' lengths summed (B·S without packing)."""
+        return sum(self.documents)
+
+    def _square_pairs(self, n: int) -> int:
+        """Pairs one head attends in a sequence of n queries and n keys, under this workload's causal flag."""
+        return n * (n + 1) // 2 if self.causal else n * n
+
+    @property
+    def attended_pairs(self) -> int:
+        """Query–key pairs one head attends over the whole batch: each document's own (B·pairs without packing)."""
+        if self.lengths is None:
+            return self.batch * self.pairs
+        return sum(self._square_pairs(n) for n in self.lengths)
+
+    @property
+    def padded_pairs(self) -> int:
+        """The pairs one head computes over the batch padded to B×S: B·pairs (every row as long as the longest)."""
+        return self.batch * self.pairs
+
+    @property
+    def wasted_pairs(self) -> int:
+        """What padding adds per head: Σ (pairs(S) − pairs(Lᵢ)) over the documents; 0 without packing."""
+        return self.padded_pairs - self.attended_pairs
+
+    @property
+    def block_pairs(self) -> int:
+        """The pairs one head's kernel visits over one packed sequence of the T tokens under a dense [T, T] mask, which
+        skips no tile: T²."""
+        return self.tokens ** 2
+
+    block_mask_bytes = block_pairs  # that [T, T] mask in bool: a byte a pair
+
     @property
     def flops(self) -> float:
-        """The forward's 4·B·H·D per attended pair (two matmuls, 2 FLOPs a multiply-add)."""
-        return 4.0 * self.batch * self.heads * self.head_dim * self.pairs
+        """The forward's 4·H·D per attended pair (two matmuls, 2 FLOPs a multiply-add), over the batch: packed
+        documents count their own pairs only, whatever a way computes beside them."""
+        return 4.0 * self.heads * self.head_dim * self.attended_pairs
 
     @property
     def dense_flops(self) -> float:
@@ -495,8 +625,17 @@ class Workload:
                 .to(self.torch_dtype)
         grad_out = torch.randn(self.shape, generator=generator, device=self.device, dtype=self.torch_dtype) \
             if self.training else None
+        if grad_out is not None and self.lengths is not None:  # a padded row's loss is masked out: no gradient
+            grad_out.masked_fill_(~self.real_positions()[:, None, :, None], 0)
         pages = self._paged(k, v, generator) if self.page_size else None
         return Inputs(self, q, k, v, allowed, bias, grad_out, *(pages or (None, None, None)))
+
+    def real_positions(self) -> "torch.Tensor":
+        """[B, S] bool, True where a batch row holds a token of its document (the documents padded at the end)."""
+        import torch
+
+        lengths = torch.tensor(self.documents, device=self.device)
+        return torch.arange(self.seq_len, device=self.device)[None, :] < lengths[:, None]
 
     def _offsets(self) -> "torch.Tensor":
         """Each query's position minus each key's: [Lq, S] (the queries are the last Lq of the S positions)."""
@@ -545,6 +684,35 @@ def spec_of(name: str) -> Spec:
 
 
 @dataclass
+class Packed:
+    """The batch's documents end to end, as the packed ways read them (varlen's layout): the same values as the padded
+    [B, H, S, D] tensors' real rows, with what locates each document, built once per workload."""
+    q: torch.Tensor                  # [T, H, D]: T tokens in all
+    k: torch.Tensor                  # [T, Hkv, D]
+    v: torch.Tensor
+    grad_out: torch.Tensor | None    # [T, H, D]
+    cu_seqlens: torch.Tensor         # [B + 1] int32: where each document starts, then T (varlen, FlashAttention)
+    offsets: torch.Tensor            # [B + 1] int64: the same, as nested jagged tensors take them
+    document: torch.Tensor           # [T] int64: each token's document (what a block-diagonal mask compares)
+    position: torch.Tensor           # [T] int64: each token's position within its document
+    max_len: int                     # the longest document (S)
+
+    @classmethod
+    def of(cls, x: "Inputs") -> "Packed":
+        import torch
+
+        w = x.workload
+        real = w.real_positions()                                           # [B, S]
+        q, k, v = (t.detach().transpose(1, 2)[real].requires_grad_(t.requires_grad) for t in (x.q, x.k, x.v))
+        grad_out = None if x.grad_out is None else x.grad_out.transpose(1, 2)[real]
+        lengths = torch.tensor(w.documents, device=w.device)
+        offsets = torch.nn.functional.pad(lengths.cumsum(0), (1, 0))
+        document = torch.repeat_interleave(torch.arange(w.batch, device=w.device), lengths)
+        position = torch.arange(w.tokens, device=w.device) - offsets[document]
+        return cls(q, k, v, grad_out, offsets.to(torch.int32), offsets, document, position, w.seq_len)
+
+
+@dataclass
 class Inputs:
     workload: Workload
     q: torch.Tensor                  # [B, H, Lq, D] or [B*H, Lq, D]
@@ -563,11 +731,46 @@ class Inputs:
 
     @property
     def hidden(self) -> torch.Tensor | None:
-        """[Lq, S] bool, True where attention is forbidden (masked_fill's sense); None when nothing is."""
-        return None if self.allowed is None else self._hidden
+        """[Lq, S] bool, True where attention is forbidden (masked_fill's sense); for a padded batch of documents
+        without the causal flag, [B, 1, 1, S] at each row's padding keys; None when nothing is."""
+        return self._hidden
 
     def __post_init__(self):
-        self._hidden = None if self.allowed is None else ~self.allowed  # built once, like the mask itself
+        w = self.workload
+        # A padded batch hides its padding keys: under the causal flag they lie after every real query of their row
+        # (right padding), so the flag alone hides them; without it a key-padding mask, built once per batch as its
+        # loader builds it. A padded query row's output is computed and never read (its loss is masked out).
+        self._padding = w.real_positions()[:, None, None, :] if w.lengths is not None and not w.causal else None
+        hidden = self.allowed if self.allowed is not None else self._padding
+        self._hidden = None if hidden is None else ~hidden  # built once, like the mask itself
+        self._packed: Packed | None = None
+
+    def packed(self) -> Packed:
+        """The documents packed end to end ([T, H, D]), made from q, k and v on first use (the packed ways' inputs;
+        leaves of their own in a training pass)."""
+        if self._packed is None:
+            self._packed = Packed.of(self)
+        return self._packed
+
+    @property
+    def padding(self) -> torch.Tensor | None:
+        """[B, 1, 1, S] bool, True at each row's real keys: the key-padding mask a padded batch of documents passes
+        SDPA without the causal flag; None otherwise (the flag hides right padding)."""
+        return self._padding
+
+    def as_reference(self, t: torch.Tensor, packing: str) -> torch.Tensor:
+        """A variant's output or gradient in the reference's layout: with packed documents [T, H, D] (a padded
+        batch's real rows; one packed sequence [1, H, T, D] unfolded), else the workload's own [B, H, S, D]."""
+        w = self.workload
+        if w.lengths is not None:
+            if packing == "padded":
+                return t.transpose(1, 2)[w.real_positions()]
+            return t[0].transpose(0, 1) if packing == "block" else t
+        if packing == "padded":
+            return t
+        if packing == "block":                                             # [1, H, B·S, D]
+            t = t[0].transpose(0, 1)
+        return t.reshape(w.batch, w.seq_len, t.shape[-2], w.head_dim).transpose(1, 2)
 
     def with_grad(self) -> "Inputs":
         """Leaf copies of q, k, v that require grad, for a training pass (the same values: the same reference)."""

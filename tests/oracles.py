@@ -67,3 +67,34 @@ def gradients_fp64(workload: Workload, q, k, v, grad_out) -> dict[str, torch.Ten
 def median_ratio(slow: list[float], fast: list[float]) -> float:
     """slower median over faster median, from the raw samples."""
     return statistics.median(slow) / statistics.median(fast)
+
+
+def documents_fp64(workload: Workload, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Packed documents' attention in float64, each document alone: document b is the first L_b rows of batch row b
+    of the padded [B, H, S, D] inputs, softmax(q·kᵀ/√D) over its own keys (the causal ones: a lower triangle), each
+    query head reading its kv head. Returns the documents end to end: [T, H, D]."""
+    w = workload
+    q, k, v = (t.double().cpu() for t in (q, k, v))
+    outs = []
+    for b, n in enumerate(w.lengths):
+        heads = []
+        for h in range(w.heads):
+            kv = h // w.groups
+            scores = q[b, h, :n] @ k[b, kv, :n].T / w.head_dim ** 0.5              # [n, n]
+            if w.causal:
+                scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+            heads.append(torch.softmax(scores, dim=-1) @ v[b, kv, :n])            # [n, D]
+        outs.append(torch.stack(heads, dim=1))                                    # [n, H, D]
+    return torch.cat(outs)
+
+
+def documents_gradients_fp64(workload: Workload, q, k, v, grad_out) -> dict[str, torch.Tensor]:
+    """dq, dk, dv of `documents_fp64` by autograd for the padded batch's output gradient (its real rows), each as the
+    documents end to end ([T, H, D], [T, Hkv, D])."""
+    w = workload
+    leaves = [t.detach().double().cpu().requires_grad_(True) for t in (q, k, v)]
+    out = documents_fp64(w, *leaves)
+    g = grad_out.detach().double().cpu()
+    out.backward(torch.cat([g[b, :, :n].transpose(0, 1) for b, n in enumerate(w.lengths)]))
+    return {name: torch.cat([t.grad[b, :, :n].transpose(0, 1) for b, n in enumerate(w.lengths)])
+            for name, t in zip(("dq", "dk", "dv"), leaves)}

@@ -36,9 +36,13 @@ def measure(key, workload: Workload, **kwargs) -> Run:
     return measure_runs([variant], workload, **kwargs)[0]
 
 
-# flex compiles (tens of seconds on this CPU): one cell of it; every other variant over the whole matrix
-MATRIX = [(key, dtype, rank, causal) for key in VARIANTS if key != "flex" for dtype in ("fp32", "bf16")
-          for rank in (4, 3) for causal in (True, False)] + [("flex", "fp32", 4, True)]
+# flex compiles (tens of seconds on this CPU): one cell of it; the packed ways (test_packed.py holds their answers) one
+# cell each where they run here and one where they are refused; every other variant over the whole matrix
+PACKED_ONLY = {key for key, v in VARIANTS.items() if v.packed_only}
+MATRIX = [(key, dtype, rank, causal) for key in VARIANTS if key != "flex" and key not in PACKED_ONLY
+          for dtype in ("fp32", "bf16") for rank in (4, 3) for causal in (True, False)] + [("flex", "fp32", 4, True)] \
+    + [("sdpa_docmask", "fp32", 4, True), ("naive_docmask", "fp32", 4, False), ("sdpa_nested", "fp32", 4, False), ("sdpa_nested", "fp32", 4, True),
+       ("varlen", "fp32", 4, True)]
 _runs: dict = {}
 
 
@@ -53,7 +57,7 @@ def runs() -> dict:
     return _runs
 
 
-def expected_cpu_backend(key: str, rank: int) -> str | None:
+def expected_cpu_backend(key: str, rank: int, causal: bool = True) -> str | None:
     """What SDPA on CPU runs for this variant, or None when it must refuse."""
     if key in ("sdpa_efficient", "sdpa_cudnn", "fa4", "sdpa_fa4"):
         return None
@@ -62,15 +66,19 @@ def expected_cpu_backend(key: str, rank: int) -> str | None:
     fused_ok = rank == 4 or RANK3_FUSED
     if key == "sdpa_flash":
         return "flash (CPU)" if fused_ok else None
-    if key == "sdpa_auto":
+    if key in ("sdpa_auto", "sdpa_docmask"):
         return "flash (CPU)" if fused_ok else "math"
+    if key == "sdpa_nested":  # math, the only path nested tensors have on a CPU, which takes no is_causal=True
+        return "math" if not causal else None
+    if key == "varlen":
+        return None
     return "not sdpa"
 
 
 @pytest.mark.parametrize("key, dtype, rank, causal", MATRIX)
 def test_variant_on_cpu(runs, key, dtype, rank, causal):
     run = runs[key, dtype, rank, causal]
-    backend = expected_cpu_backend(key, rank)
+    backend = expected_cpu_backend(key, rank, causal)
     if backend is None:
         assert run.status == "unsupported", run.reason
         assert run.reason and run.timing is None and run.kernels == []

@@ -228,7 +228,8 @@ def test_the_parts_are_the_whole_recording_plan():
     """Every workload and family of the plan is in exactly one part, so `record` with no --part records it all."""
     workloads = [w for ws, _ in recording.PARTS.values() for w in ws]
     families = [f[0].problem() + (f[3],) for _, fs in recording.PARTS.values() for f in fs]
-    assert sorted(map(str, workloads)) == sorted(map(str, recording.GPU_MATRIX + recording.DECODE_MATRIX))
+    assert sorted(map(str, workloads)) == sorted(map(str, recording.GPU_MATRIX + recording.DECODE_MATRIX
+                                                   + recording.PACKED_MATRIX + recording.UNEQUAL))
     assert len(set(map(str, workloads))) == len(workloads)
     planned = recording.RECORDED_FAMILIES + recording.DECODE_FAMILIES
     assert sorted(map(str, families)) == sorted(str(f[0].problem() + (f[3],)) for f in planned)

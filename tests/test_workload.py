@@ -14,7 +14,7 @@ from profiling.workload import FIELDS, Refusal, Workload
 
 RECORDING = "h200-torch2.11"
 BLOG_VALUES = {"source": RECORDING, "a": "sdpa_flash", "b": "sdpa_cudnn", "batch": 8, "heads": 16, "kv_heads": None,
-               "seq_len": 1024, "q_len": None, "page_size": None, "head_dim": 64, "dtype": "bf16", "causal": True,
+               "seq_len": 1024, "lengths": None, "q_len": None, "page_size": None, "head_dim": 64, "dtype": "bf16", "causal": True,
                "mask": "flag", "window": None, "rank": 4, "passes": "fwd",
                "timing": "warm", "gpus": 1, "cp_rotate": "allgather"}
 
@@ -224,7 +224,7 @@ def test_the_command_line_reads_each_field_by_its_own_rule():
     Request.add_arguments(parser)
     args = parser.parse_args(["sdpa_flash", "sdpa_cudnn", "--source", RECORDING, "--seq", "4096", "--no-causal",
                               "--head-dim", "128", "--dtype", "fp32"])
-    args.lengths = None
+    args.points = None
     request = Request.from_args(args, "cpu")
     assert request.workload == Workload.blog(seq_len=4096, causal=False, head_dim=128, dtype="fp32")
     for bad in (["--seq", "1_024"], ["--dtype", "BF16"], ["--rank", "5"]):
@@ -244,7 +244,7 @@ def test_every_workload_field_has_a_control_a_link_key_and_an_option():
 
 # one change per field (a new field must add its own: the test below says which is missing)
 ONE_CHANGE = {"batch": {"batch": 2}, "heads": {"heads": 32}, "kv_heads": {"kv_heads": 4}, "seq_len": {"seq_len": 2048},
-              "q_len": {"q_len": 1}, "page_size": {"q_len": 1, "page_size": 16}, "head_dim": {"head_dim": 128},
+              "lengths": {"lengths": (512, 1536, 1024, 1024)}, "q_len": {"q_len": 1}, "page_size": {"q_len": 1, "page_size": 16}, "head_dim": {"head_dim": 128},
               "dtype": {"dtype": "fp16"},
               "causal": {"causal": False}, "mask": {"mask": "bias"}, "window": {"mask": "window", "window": 256},
               "rank": {"rank": 3}, "passes": {"passes": "fwd+bwd"}, "timing": {"timing": "cold"},

@@ -15,7 +15,7 @@ from typing import Iterable
 from .. import text
 from ..results import Comparison, Note, Run, Sweep
 from . import (backward_rules, blog_rules, decode_rules, environment_rules, guess_rules, ledger, mask_rules,
-               sweep_notes, timing_rules, verdict)
+               packed_rules, sweep_notes, timing_rules, verdict)
 from .facts import Peers, Rule, peers_for
 
 TOP = 3  # notes shown before "more"
@@ -39,6 +39,8 @@ RULES: tuple[Rule, ...] = (
     # a decode step: fewer queries than keys
     decode_rules.causal_alignment, decode_rules.decode_kernels, decode_rules.gqa_packing,
     decode_rules.paged_cache,
+    # packed documents: padding, a block-diagonal mask, the kernel each way reaches, the host's Python paths
+    packed_rules.padding_waste, packed_rules.mask_build, packed_rules.packed_kernel, packed_rules.packed_host,
     # the environment
     environment_rules.pinned_refused, environment_rules.rank3_path, environment_rules.auto_choice,
     environment_rules.cpu_dispatch,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .. import text
 from ..results import Note, Run
-from .facts import Peers, constant, guess, label, measured, note, of_kernel, on_gpu, ratio, scores_bytes, total, variant
+from .facts import (Peers, constant, guess, label, measured, note, of_kernel, on_gpu, ratio, scores_bytes, square_scores,
+                    total, variant)
 
 # What each step of the fused backwards does, by a token of its kernel's name (PyTorch's flash_bwd_*, cuDNN's).
 # FA4's CuTe kernels (flash_attn/cute/flash_bwd_preprocess.py, flash_bwd_sm90.py, flash_bwd_postprocess.py) do the
@@ -76,7 +77,7 @@ def fused_backward(run: Run, peers: Peers) -> Note | None:
 def saved_for_backward(run: Run, peers: Peers) -> Note | None:
     """What autograd keeps from the forward: the S×S probabilities for naive and math, O(B·H·S) statistics (and
     the output) for the fused kernels, which recompute the scores in the backward."""
-    if not run.ok or run.saved_bytes is None:
+    if not run.ok or run.saved_bytes is None or not square_scores(run):
         return None
     facts = {"saved": measured(run, "saved_bytes", "bytes"), "scores": scores_bytes(run)}
     facts["matrices"] = ratio(facts["saved"], facts["scores"])

@@ -11,7 +11,7 @@ from .. import text
 from .facts import (ARCH, KINETO_SHARED_PER_BLOCK, NEGLIGIBLE, Peers, constant, difference, guess, host_op,
                     instruction, kernels_in, launch_count, launch_share, launched_under, launches, measured, note,
                     of_kernel, of_launch, occupancy, on_gpu, ran, ratio, scores_bytes, share_of, sixteen_bit,
-                    total, variant)
+                    square_scores, total, variant)
 
 PYTORCH = "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native"
 
@@ -21,7 +21,7 @@ def hidden_copy(run: Run, peers: Peers) -> Note | None:
     """Out-of-place masked_fill must leave its input untouched, so the forward clones the S×S scores first (the
     forward's own copy: a backward's masked_fill of the gradient is its own, said apart)."""
     if not run.ok or host_op(run, "aten::masked_fill", "forward") is None \
-            or host_op(run, "aten::clone", "forward") is None:
+            or host_op(run, "aten::clone", "forward") is None or not square_scores(run):
         return None
     if on_gpu(run):
         copies = [k for k in kernels_in(run, "memcpy", phase="forward") if launched_under(k, "aten::masked_fill")]
@@ -102,7 +102,7 @@ def library_memsets(run: Run, peers: Peers) -> Note | None:
 def split_launches(run: Run, peers: Peers) -> Note | None:
     """An elementwise op whose operands reach byte offsets past 2³¹−1 runs as several launches: PyTorch's
     TensorIterator checks `can_use_32bit_indexing` on byte offsets (and element count) and splits otherwise."""
-    if not on_gpu(run):
+    if not on_gpu(run) or not square_scores(run):  # its sizes are said of S×S tensors
         return None
     split = []  # (kernel, launch, calls of the op that made it, in the kernel's phase)
     for k, launch in launches(run, phase=run.phase):
@@ -253,7 +253,7 @@ def math_cast_back(run: Run, peers: Peers) -> Note | None:
 def softmax_kernel(run: Run, peers: Peers) -> Note | None:
     """Long rows leave the one-warp-per-row softmax for a block-per-row kernel; when softmax dominates, say so."""
     kernels = [k for k in kernels_in(run, "softmax", phase="forward") if k.short_name.startswith("cunn_SoftMax")]
-    if not on_gpu(run) or not kernels or max(k.share for k in kernels) < 0.2:
+    if not on_gpu(run) or not kernels or max(k.share for k in kernels) < 0.2 or not square_scores(run):
         return None
     k = max(kernels, key=lambda x: x.share)
     facts = {"time": of_kernel(run, k, "us_per_forward", "us"), "share": share_of(run, [k], "forward"),
@@ -352,7 +352,8 @@ def scores_in_memory(run: Run, peers: Peers) -> Note | None:
     """Naive and math write the B·H·S×S scores to memory; fused kernels never do. The measured peak of a forward
     tells which (a training step's peak also holds what autograd saves: `saved_for_backward` reads that)."""
     w = run.workload
-    if not run.ok or w.training or run.peak_extra_bytes is None or w.scores_bytes() < 2 * w.io_bytes:
+    if not run.ok or w.training or run.peak_extra_bytes is None or w.scores_bytes() < 2 * w.io_bytes \
+            or not square_scores(run):
         return None  # with S close to D one score matrix is no bigger than q, k, v: the peak cannot tell
     facts = {"peak": measured(run, "peak_extra_bytes", "bytes"), "scores": scores_bytes(run)}
     facts["matrices"] = ratio(facts["peak"], facts["scores"])

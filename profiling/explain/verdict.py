@@ -18,7 +18,7 @@ from ..results import STOPPED, Note, Quantity, Run, Timing
 from .environment_rules import refusal
 from .facts import (ampere_design, call_gpu, constant, difference, guess, hopper_design, instruction, kernels_in,
                     label, launch_count, main_kernel, measured, note, of_kernel, on_gpu, pinned, ran, ratio,
-                    scores_bytes, total)
+                    scores_bytes, square_scores, total)
 
 # Runs from two sessions (not interleaved) can differ by the machine's drift alone. Measured on the H200: the
 # host cost of one variant moved ~50% within a process; GPU time moves far less.
@@ -214,13 +214,14 @@ def _gpu_reasons(fast: Run, slow: Run, side: dict) -> tuple[list[str], dict]:
     if any(instruction(k) == "ffma" for k in kernels_in(slow, "gemm", phase=phase)) and \
             not any(instruction(k) == "ffma" for k in kernels_in(fast, "gemm", phase=phase)):
         reasons.append(f"{label(slow)}'s GEMMs run in fp32 on CUDA cores (FFMA)")
-    if not slow.workload.training:
+    square = square_scores(slow)  # its scores are S×S (not one packed sequence's T×T, nor per document)
+    if square and not slow.workload.training:
         scores = scores_bytes(slow, s)
         if slow.peak_extra_bytes and fast.peak_extra_bytes is not None and \
                 slow.peak_extra_bytes >= 0.9 * scores.value > fast.peak_extra_bytes:
             facts["scores"] = scores
             reasons.append(f"{label(slow)} writes the S×S scores ({{scores}}) through memory; {label(fast)} never does")
-    elif slow.saved_bytes and fast.saved_bytes is not None and slow.saved_bytes >= 0.9 * scores_bytes(slow).value \
+    elif square and slow.saved_bytes and fast.saved_bytes is not None and slow.saved_bytes >= 0.9 * scores_bytes(slow).value \
             > fast.saved_bytes:
         facts |= {"saved_slow": measured(slow, "saved_bytes", "bytes", s),
                   "saved_fast": measured(fast, "saved_bytes", "bytes", f)}

@@ -1,0 +1,248 @@
+"""Packed documents: every way that runs on this CPU gives each document the answer of an fp64 oracle written here,
+document by document (a padded batch, one packed sequence under a block-diagonal mask, nested jagged tensors,
+FlexAttention's document mask); the wasted pairs of padding are counted again from the masks themselves; what cannot
+be combined with packed documents is refused in one line naming `lengths`; and `lengths` goes through every door."""
+from __future__ import annotations
+
+import argparse
+import warnings
+
+import pytest
+import torch
+from oracles import documents_fp64, documents_gradients_fp64
+
+from attention_variants import VARIANTS, flex
+from profiling.environment import detect
+from profiling.request import KEYS, Request
+from profiling.workload import Refusal, Workload
+
+ENV = detect("cpu")
+RECORDING = "h200-torch2.11"
+
+
+def packed(**changes) -> Workload:
+    return Workload(**{"lengths": (5, 17, 1, 12), "heads": 4, "head_dim": 8, "dtype": "fp32", "device": "cpu"}
+                    | changes)
+
+
+@pytest.fixture
+def eager_flex(monkeypatch):
+    """FlexAttention without torch.compile (a compile per shape takes tens of seconds on this CPU): its document
+    mask runs as written."""
+    from torch.nn.attention.flex_attention import flex_attention
+    monkeypatch.setattr(flex, "_compiled_flex", lambda: flex_attention)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eager flex warns that it is not compiled; nested tensors that they are new
+        yield
+
+
+# On this CPU: every padded way, the block-diagonal masks (SDPA and by hand), FlexAttention's document mask; nested tensors where SDPA's
+# math path takes them (not under is_causal=True, torch 2.14 refuses it: the refusal is the check's)
+RUNS_HERE = {"naive", "naive_inplace", "sdpa_math", "sdpa_flash", "sdpa_auto", "sdpa_docmask", "naive_docmask", "flex"}
+
+
+@pytest.mark.parametrize("changes", [{}, {"causal": False}, {"kv_heads": 2}, {"lengths": (9,)},
+                                     {"lengths": (3, 3, 3)}],
+                         ids=["causal", "full", "gqa", "one", "uniform"])
+def test_every_way_that_runs_here_gives_each_document_its_own_answer(changes, eager_flex):
+    w = packed(**changes)
+    x = w.make_inputs()
+    truth = documents_fp64(w, x.q, x.k, x.v)                                  # [T, H, D]
+    checked = set()
+    for key, variant in VARIANTS.items():
+        if variant.supports(w, ENV):
+            continue
+        with variant.pin(), torch.no_grad():
+            out = x.as_reference(variant.forward(x), variant.packing(w))
+        assert out.shape == truth.shape and (out.double() - truth).abs().max().item() < 1e-5, key
+        checked.add(key)
+    assert checked == RUNS_HERE | ({"sdpa_nested"} if not w.causal else set())
+
+
+@pytest.mark.parametrize("key", ["naive", "sdpa_flash", "sdpa_docmask", "naive_docmask", "sdpa_nested", "flex"])
+def test_a_training_step_gives_each_document_its_gradients(key, eager_flex):
+    w = packed(causal=key != "sdpa_nested", passes="fwd+bwd", kv_heads=2)
+    variant = VARIANTS[key]
+    if key == "sdpa_nested":  # SDPA's math path on nested tensors takes no grouped heads: refused in its words
+        assert "batch dimensions must have the same sizes" in variant.supports(w, ENV)
+        w = w.replace(kv_heads=None)
+    if key == "flex" and variant.supports(w, ENV):
+        pytest.skip(variant.supports(w, ENV))  # this torch has no FlexAttention backward on a CPU
+    assert variant.supports(w, ENV) is None
+    x = w.make_inputs().with_grad()
+    truth = documents_gradients_fp64(w, x.q, x.k, x.v, x.grad_out)
+    out = variant.forward(x)
+    out.backward(variant.grad_out(x))
+    leaves = "packed" if variant.packing(w) == "block" else variant.packing(w)  # views of the packed leaves
+    for name, leaf in zip(("dq", "dk", "dv"), variant.leaves(x)):
+        got = x.as_reference(leaf.grad, leaves).double()
+        assert (got - truth[name]).abs().max().item() < 1e-5, (key, name)
+
+
+def test_the_app_s_reference_is_the_oracle_s():
+    from profiling.accuracy import Reference
+
+    w = packed(passes="fwd+bwd", kv_heads=2)
+    x = w.make_inputs()
+    ref = Reference(x)
+    assert (ref.out - documents_fp64(w, x.q, x.k, x.v)).abs().max().item() < 1e-12
+    truth = documents_gradients_fp64(w, x.q, x.k, x.v, x.grad_out)
+    assert all((ref.grads[n] - truth[n]).abs().max().item() < 1e-12 for n in truth)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_wasted_pairs_of_padding_are_the_masks_counted(causal):
+    """Counted from masks built here: what a padded B×S batch computes (every row's pairs as long as the longest, the
+    causal ones under the flag), what the documents attend (a block-diagonal mask over the T tokens)."""
+    w = packed(causal=causal)
+    square = torch.ones(w.seq_len, w.seq_len, dtype=torch.bool)
+    padded = (square.tril() if causal else square).sum().item() * w.batch
+    document = torch.repeat_interleave(torch.arange(w.batch), torch.tensor(w.lengths))
+    block = document[:, None] == document[None, :]
+    if causal:
+        block &= torch.ones(w.tokens, w.tokens, dtype=torch.bool).tril()
+    attended = block.sum().item()
+    assert (w.attended_pairs, w.padded_pairs, w.wasted_pairs) == (attended, padded, padded - attended)
+    assert w.flops == 4 * w.heads * w.head_dim * attended
+    assert w.replace(lengths=None, batch=3, seq_len=8).wasted_pairs == 0
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"lengths": (0, 4)}, "between 1 and 131072"),
+    ({"lengths": (4,) * 65}, "at most 64 numbers"),
+    ({"lengths": (70000, 70000)}, "140000 tokens: at most 131072"),
+    ({"lengths": "4, x"}, "whole number"),
+    ({"q_len": 2}, "leave q_len empty"),
+    ({"gpus": 2}, "choose gpus=1"),
+    ({"rank": 3}, "choose rank 4"),
+    ({"mask": "bool"}, "choose mask=flag"),
+    ({"mask": "window", "window": 4}, "choose mask=flag"),
+])
+def test_what_packed_documents_cannot_be_is_refused_naming_the_field(changes, says):
+    with pytest.raises(Refusal) as caught:
+        packed(**changes)
+    assert caught.value.field == "lengths" and says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_b_and_s_follow_from_the_lengths_and_are_said_so():
+    w = packed(batch=99, seq_len=3)
+    assert (w.batch, w.seq_len, w.tokens) == (4, 17, 35)
+    assert w.words().startswith("B=4, H=4, S=17, documents 5, 17, 1, 12 packed")
+    assert packed(lengths=tuple(range(1, 21))).words().count("20 documents of 1…20 packed, 210 tokens") == 1
+
+
+def test_varlen_says_why_it_cannot_run_here():
+    reason = VARIANTS["varlen"].supports(packed(), ENV)
+    assert reason and ("no CPU kernel" in reason or "has no torch.nn.attention.varlen" in reason)
+
+
+def test_lengths_go_through_the_link_the_api_and_the_command_line():
+    request = Request.build("live", "sdpa_flash", "varlen", {"lengths": "512, 1536,1024", "heads": 2, "head_dim": 8,
+                                                             "dtype": "fp32"}, "cpu")
+    assert request.workload.lengths == (512, 1536, 1024) and request.workload.batch == 3
+    assert request.to_query()["lengths"] == "512,1536,1024"
+    again, problems = Request.from_query(request.to_query(), "cpu", RECORDING)
+    assert again == request and problems == []
+    values = dict(zip(KEYS, request.values()))                          # the API's values, in order
+    assert values["lengths"] == "512,1536,1024"
+    assert Request.from_values(values, "cpu") == request
+    assert Request.from_values({**values, "lengths": [512, 1536, 1024]}, "cpu") == request
+    _, problems = Request.from_query({"lengths": "512,0"}, "cpu", RECORDING)
+    assert problems and problems[0][0] == "lengths=512,0"
+    parser = argparse.ArgumentParser()
+    Request.add_arguments(parser)
+    args = parser.parse_args(["naive", "sdpa_docmask", "--lengths", "64,128", "--dtype", "fp32"])
+    assert Request.from_args(args, "cpu").workload.lengths == (64, 128)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["a", "b", "--lengths", "64,1_0"])
+
+
+# -- the notes, on recorded H200 runs made packed (the numbers each states are checked against the run by `apply`) -----
+def _packed_run(variant: str, key: str, mask: str = "flag"):
+    import dataclasses
+
+    from explain_helpers import recorded
+    run = recorded(variant, mask=mask)
+    lengths = (1024, 512, 256, 128, 1024, 64, 32, 1000)
+    return dataclasses.replace(run, variant=key, workload=Workload.blog(lengths=lengths))
+
+
+def test_padding_waste_states_the_pairs_the_lengths_give():
+    import dataclasses
+
+    from explain_helpers import apply
+
+    from profiling.explain import packed_rules
+    run = _packed_run("sdpa_flash", "sdpa_flash")
+    note = apply(packed_rules.padding_waste, run)
+    lengths, s = run.workload.lengths, max(run.workload.lengths)
+    padded, real = len(lengths) * s * (s + 1) // 2, sum(n * (n + 1) // 2 for n in lengths)
+    assert note.facts["wasted"].value == padded - real and note.facts["share"].value == (padded - real) / padded
+    assert len(f"{note.title} {note.body}".split()) <= 60
+    assert apply(packed_rules.padding_waste, _packed_run("sdpa_flash", "varlen")) is None   # a packed way pads nothing
+    assert apply(packed_rules.padding_waste, dataclasses.replace(run, workload=Workload.blog())) is None  # no documents
+
+
+def test_the_mask_build_is_the_share_its_kernels_take():
+    from explain_helpers import apply
+
+    from profiling.explain import packed_rules
+    from profiling.results import Kernel, Launch, share_by_phase
+    run = _packed_run("sdpa_auto", "sdpa_docmask", mask="bool")
+    built = Kernel("elementwise_kernel<eq>", "elementwise [eq]", "elementwise", 1, 7.5,
+                   launched_by=[Launch(["aten::eq"], 1, 7.5)])
+    run.kernels = share_by_phase(run.kernels + [built])
+    note = apply(packed_rules.mask_build, run)
+    forward = run.kernels_of("forward")
+    where = sum(k.us_per_forward for k in forward if any("aten::where" in launch.ops for launch in k.launched_by or []))
+    assert where > 0  # the recorded run's own conversion of its bool mask: SDPA's, on every call
+    assert abs(note.facts["share"].value - (7.5 + where) / sum(k.us_per_forward for k in forward)) < 1e-12
+    assert note.facts["grid"].value == run.workload.tokens ** 2 and built.name in note.kernels
+    assert len(f"{note.title} {note.body}".split()) <= 60
+
+
+def test_the_host_note_says_a_packed_way_s_python_path_when_it_costs_the_host():
+    import dataclasses
+
+    from explain_helpers import apply
+
+    from profiling.explain import packed_rules
+    run = _packed_run("sdpa_auto", "sdpa_nested")
+    heavy = dataclasses.replace(run, host_cost=dataclasses.replace(run.host_cost, median_ms=2 * run.warm_call_ms))
+    note = apply(packed_rules.packed_host, heavy)
+    assert abs(note.facts["ratio"].value - 2) < 1e-9 and len(f"{note.title} {note.body}".split()) <= 60
+    light = dataclasses.replace(run, host_cost=dataclasses.replace(run.host_cost, median_ms=0.1 * run.warm_call_ms))
+    assert apply(packed_rules.packed_host, light) is None
+
+
+def test_a_call_s_bytes_count_what_each_way_holds():
+    """A padded way moves B×S rows (and without the causal flag its [B, S] key-padding mask); a packed way the T real
+    tokens, over one sequence with its [T, T] block-diagonal mask."""
+    from profiling.explain.facts import moved_bytes
+
+    w = packed(dtype="bf16")
+    rows = w.heads * w.head_dim * 2                                   # bytes of one token's q (or k, v, out)
+    assert moved_bytes(w, "forward") == 4 * w.batch * w.seq_len * rows
+    assert moved_bytes(w.replace(causal=False), "forward") == 4 * w.batch * w.seq_len * rows + w.batch * w.seq_len
+    assert moved_bytes(w, "forward", "packed") == 4 * sum(w.lengths) * rows
+    assert moved_bytes(w, "forward", "block") == 4 * sum(w.lengths) * rows + sum(w.lengths) ** 2
+
+
+def test_a_sweep_of_packed_documents_is_refused_naming_lengths():
+    from profiling import session
+
+    request = Request.build("live", "naive", "sdpa_docmask", {"lengths": "8,16", "heads": 2, "dtype": "fp32"}, "cpu",
+                            (32, 64))
+    with pytest.raises(Refusal) as caught:
+        session.plan(request, sweep=True)
+    assert caught.value.field == "lengths" and "a sweep varies S" in str(caught.value)
+
+
+def test_the_page_draws_the_documents_block_diagonal():
+    from profiling import figures
+
+    fig = figures.mask_figure(packed())
+    (axes,) = fig.axes
+    cells = axes.images[0].get_array()
+    assert axes.get_title() == "causal within 4 documents" and cells.shape[0] == cells.shape[1]
+    assert not cells[-1, 0] and cells[-1, -1]  # the last token sees its own document only
