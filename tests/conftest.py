@@ -67,9 +67,10 @@ def served():
     host.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
-    """One headless Chromium for every browser test of the session."""
+    """A headless Chromium for a module's browser tests, closed at its end: Playwright's sync API holds an event loop
+    on this thread while it runs, and a later test's asyncio.run would find it running."""
     playwright = pytest.importorskip("playwright.sync_api")
     with playwright.sync_playwright() as p:
         launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
