@@ -17,6 +17,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
+# The lines the app's log may hold (test_browser.py reads the served app's; bench/h200/quiet_log_check.py a GPU's):
+OWN_LINES = (r"\* Running on local URL: +http://\S+",  # gradio's start-up: where the app listens (an operator's)
+             r"\* To create a public link, set `share=True` in `launch\(\)`\.",  # gradio's, printed at every start
+             r"refused: .+")  # the app's own: a request refused for what it asked (serving.refused, RequestGuard)
 
 
 class Probes:

@@ -8,6 +8,7 @@ as registerClient". Prints a short table; writes the log to $OUT/app.log.
 """
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -16,8 +17,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-from test_browser import OWN_LINES  # noqa: E402  (the CPU test's own list of the lines that may appear)
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from background import OWN_LINES  # noqa: E402  (the CPU test's own list of the lines that may appear)
 
 out = Path(os.environ.get("OUT", "."))
 out.mkdir(parents=True, exist_ok=True)
@@ -25,8 +26,9 @@ with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
 log_path = out / "app.log"
+REQUEST_TIMEOUT_S = 120
 process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
-                           env={**os.environ, "PORT": str(port), "PYTHONUNBUFFERED": "1"})
+                           env={**os.environ, "PORT": str(port), "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"})
 url = f"http://127.0.0.1:{port}/"
 deadline = time.monotonic() + 300
 while True:
@@ -44,10 +46,24 @@ rows = []
 for name, api, extra in (("live compare (cold)", "/compare", {}), ("live compare (warm)", "/compare", {}),
                          ("live sweep", "/sweep", {"seq_lens": "1024,2048"})):
     started = time.monotonic()
-    answer = client.predict(source="live", a="sdpa_flash", b="sdpa_cudnn", api_name=api, **extra)
+    job = client.submit(source="live", a="sdpa_flash", b="sdpa_cudnn", api_name=api, **extra)
+    try:
+        job.result(timeout=REQUEST_TIMEOUT_S)
+    except Exception as error:
+        if not isinstance(error, TimeoutError):
+            print(f"{name}: {type(error).__name__}: {error}", flush=True)
+            continue
+        # a hang: every thread's stack into the log (faulthandler, on SIGABRT), and stop
+        print(f"{name}: no answer after {time.monotonic() - started:.0f} s ({type(error).__name__}); the server's "
+              f"threads, as faulthandler dumped them, are in {log_path}", flush=True)
+        process.send_signal(signal.SIGABRT)
+        process.wait(timeout=30)
+        print("\n".join(log_path.read_text().splitlines()[-80:]))
+        sys.exit(1)
     foreign = [line for line in log_path.read_text().splitlines() if line.strip()
                and not any(re.fullmatch(p, line) for p in OWN_LINES)]
     rows.append((name, f"{time.monotonic() - started:.1f} s", len(foreign)))
+    print(*rows[-1], flush=True)
 process.terminate()
 process.wait(timeout=30)
 print(f"{'request':<22} {'wall':>8} {'foreign log lines so far':>26}")
