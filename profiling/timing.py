@@ -498,13 +498,13 @@ def pin_cost_ms(variant: Variant) -> float | None:
 
 
 # -- beside the timings: the clocks under load, the copy ceiling ---------------------------------------------
-_clock_read_s: list[float | None] = [0.3]  # how long the last read took (nvidia-smi: ~0.1-0.3 s); None: no source
+_clock_read_s: list[float | None] = [0.02]  # how long the last read took (NVML: µs; nvidia-smi: ~0.1-0.3 s); None: none
 
 
 def clocks_under_load() -> Clocks | None:
     """The GPU's clocks read while it spins on a parked kernel (an idle GPU drops its clocks: an H200 idles at 345
-    MHz), parked a little longer than the last read took (nvidia-smi's run is the cost: ~0.1 s a read, two a
-    measurement); None where neither NVML nor nvidia-smi answers."""
+    MHz), parked a little longer than the last read took (NVML's library: microseconds; nvidia-smi's run: ~0.1 s;
+    two a measurement); None where neither NVML nor nvidia-smi answers."""
     if _clock_read_s[0] is None:
         return None
     _park_gpu(1.2 * _clock_read_s[0] + 0.01)

@@ -396,3 +396,53 @@ def test_a_failing_nvidia_smi_reads_no_clocks(monkeypatch):
         raise OSError("nvidia-smi: no devices were found")
     monkeypatch.setattr(environment.subprocess, "run", fails)
     assert environment.read_clocks(0) is None
+
+
+class FakeNVML:
+    """libnvidia-ml as ctypes sees it: each function writes through its pointer arguments and returns NVML's code
+    (0 success, 3 not supported). The clocks of one H200 under load, at the PCI address 0000:17:00.0."""
+    def __init__(self, mig_supported=True):
+        self.asked, self.mig_supported = [], mig_supported
+
+    @staticmethod
+    def _put(pointer, value):
+        import ctypes
+        ctypes.cast(pointer, ctypes.POINTER(type(pointer._obj))).contents.value = value
+
+    def nvmlDeviceGetHandleByPciBusId_v2(self, bus_id, handle):
+        self.asked.append(bus_id)
+        return 0 if bus_id == b"00000000:17:00.0" else 6  # NVML_ERROR_NOT_FOUND
+
+    def nvmlDeviceGetClockInfo(self, handle, kind, value):
+        self._put(value, {1: 1980, 2: 3201}[kind])        # NVML_CLOCK_SM, NVML_CLOCK_MEM
+        return 0
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, kind, value):
+        self._put(value, 1980)
+        return 0
+
+    def nvmlDeviceGetMigMode(self, handle, current, pending):
+        if not self.mig_supported:
+            return 3
+        self._put(current, 1)
+        return 0
+
+
+def test_the_clocks_are_read_through_nvmls_library_by_the_gpus_pci_address(monkeypatch):
+    fake = FakeNVML()
+    monkeypatch.setattr(environment, "_nvml_library", lambda: fake)
+    assert environment._nvml((0, 0x17, 0)) == {"sm": 1980, "mem": 3201, "max_sm": 1980, "mig": True}
+    assert environment._nvml((0, 0x18, 0)) is None and fake.asked == [b"00000000:17:00.0", b"00000000:18:00.0"]
+    monkeypatch.setattr(environment, "_nvml_library", lambda: FakeNVML(mig_supported=False))
+    assert environment._nvml((0, 0x17, 0))["mig"] is None   # a GPU without MIG: not known, not "off"
+    monkeypatch.setattr(environment, "_nvml_library", lambda: None)
+    assert environment._nvml((0, 0x17, 0)) is None          # no library here: nvidia-smi is asked instead
+
+
+def test_no_nvml_library_on_this_machine_is_none_not_a_failure():
+    environment._nvml_library.cache_clear()
+    try:
+        library = environment._nvml_library()
+    finally:
+        environment._nvml_library.cache_clear()
+    assert library is None or hasattr(library, "nvmlDeviceGetClockInfo")  # there or not; never an exception
