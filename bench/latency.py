@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -36,6 +37,7 @@ GPU_PAIRS = {"fused": ("sdpa_flash", "sdpa_cudnn"), "naive": ("naive", "naive_in
 CPU_PAIRS = {"fused": ("sdpa_flash", "sdpa_auto"), "naive": ("naive", "naive_inplace")}
 GPU_SWEEP = tuple(128 * 2**i for i in range(9))     # 128 … 32,768
 CPU_SWEEP = (128, 256, 512, 1024)
+REQUEST_TIMEOUT_S = 120  # a request with no answer by then is a hang: the bench stops and says which
 TARGETS_S = {"server start → first answer": 6.0, "first live, fused pair": 2.0, "warm fused pair": 0.15,
              "warm naive pair": 0.4, "live sweep": 8.0, "replay": 0.1}  # the issue's, on the H200 through the API
 
@@ -120,7 +122,7 @@ class Server:
         url = f"http://127.0.0.1:{port}/"
         started = now()
         self.process = subprocess.Popen([sys.executable, __file__, "--serve", str(port), str(self.record_path)],
-                                        cwd=ROOT, env=os.environ | {"GRADIO_ANALYTICS_ENABLED": "False"})
+                                        cwd=ROOT, env=os.environ | {"GRADIO_ANALYTICS_ENABLED": "False", "PYTHONFAULTHANDLER": "1"})
         while True:
             try:
                 urllib.request.urlopen(url + "config", timeout=5).read()
@@ -176,13 +178,14 @@ def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) 
                 walls, parts = [], []
                 for _ in range(repeats):
                     t0 = now()
-                    client.predict(**values, **extra, api_name=api)
+                    client.submit(**values, **extra, api_name=api).result(timeout=REQUEST_TIMEOUT_S)
                     walls.append(now() - t0)
                     parts.append(parts_of(server.records()[-1], walls[-1]))
                 middle = walls.index(statistics.median_low(walls))
                 rows.append((name + (f" (median of {repeats})" if repeats > 1 else ""), "API", walls[middle],
                              parts[middle]))
                 facts[name] = walls[middle]
+                print(f"{rows[-1][0]}: {rows[-1][2]:.3f} s", file=sys.stderr, flush=True)  # as it goes
 
             timed("replay", "/replay", server.replay, 3 if quick else 10)
             warmed = [e for e in server.records() if "warmed" in e]
@@ -192,7 +195,7 @@ def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) 
             timed("first live, fused pair", "/compare", live)
             timed("warm fused pair", "/compare", live, 3 if quick else 5)
             naive = values_of("live", *pairs["naive"], device)
-            client.predict(**naive, api_name="/compare")  # its first call's one-off costs
+            client.submit(**naive, api_name="/compare").result(timeout=REQUEST_TIMEOUT_S)  # its first call's costs
             timed("warm naive pair", "/compare", naive, 3 if quick else 5)
             lengths = (GPU_SWEEP if device == "cuda" else CPU_SWEEP[:2] if quick else CPU_SWEEP)
             timed("live sweep", "/sweep", live, seq_lens=",".join(map(str, lengths)), axis="seq_len")
@@ -201,6 +204,10 @@ def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) 
             if warmed:  # its steps as they ran (those a live request dropped are not there)
                 rows.insert(2, ("start-up warm-up (background)", "API", sum(warmed[0]["warm_up_s"].values()),
                                 warmed[0]["warm_up_s"]))
+        except TimeoutError:  # a hang: the server's threads as faulthandler dumps them (its stderr is ours)
+            print(f"no answer after {REQUEST_TIMEOUT_S} s: the server's threads follow", file=sys.stderr, flush=True)
+            server.process.send_signal(signal.SIGABRT)
+            raise
         finally:
             server.stop()
 
@@ -341,7 +348,9 @@ def main() -> None:
     if args.serve:
         return serve(int(args.serve[0]), args.serve[1])
     if args.front_door:
-        return front_door(args.quick, args.front_door, args.host_rounds)
+        front_door(args.quick, args.front_door, args.host_rounds)
+        import handlers
+        handlers.end_process()  # its answer is printed: on a GPU the interpreter's own exit hangs (see end_process)
     yardstick_s = import_yardstick(1 if args.quick else 3)
     import torch
     from profiling.environment import detect

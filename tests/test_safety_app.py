@@ -804,3 +804,18 @@ def test_the_folders_a_process_makes_are_locked_while_it_lives(tmp_path, monkeyp
                              cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert cleaned.returncode == 0 and cleaned.stdout == "[]\n", cleaned.stderr
     assert views.is_dir() and traces.is_dir()
+
+
+def test_a_closed_server_ends_its_process_with_its_output_flushed(monkeypatch, capsys):
+    """app.py's main ends with handlers.end_process once the server has closed (on the H200 the interpreter's own exit
+    hung after the profiler's start-up): what was printed is out, the log handlers are shut, the code is the one given."""
+    import logging
+
+    ended, shut = [], []
+    monkeypatch.setattr(handlers.os, "_exit", ended.append)
+    monkeypatch.setattr(logging, "shutdown", lambda: shut.append(True))
+    print("the last line", end="")
+    handlers.end_process(3)
+    assert ended == [3] and shut == [True] and capsys.readouterr().out == "the last line"
+    source = Path(app.__file__).read_text()
+    assert source.index("demo.block_thread()") < source.index("handlers.end_process()")

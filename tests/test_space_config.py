@@ -81,11 +81,15 @@ def test_app_serves_on_the_port_the_host_gives_and_without_ssr(monkeypatch):
 
     import gradio as gr
 
-    launched = {}
+    import handlers
+
+    launched, ended = {}, []
     monkeypatch.setattr(gr.Blocks, "launch", lambda self, **kwargs: launched.update(kwargs))
+    monkeypatch.setattr(handlers, "end_process", lambda code=0: ended.append(code))  # its os._exit would end pytest
     monkeypatch.setenv("PORT", "8123")
     runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
     assert launched["server_port"] == 8123 and launched["ssr_mode"] is False
+    assert ended == [0]  # the server closed (here: never started): the process ends, whatever its exit would do
 
 
 def test_readme_names_the_ci_test_command():
