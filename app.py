@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import handlers  # noqa: F401  (first: it imports ZeroGPU's `spaces` before anything touches CUDA)
 
+import base64
+import io
 import os
 import shutil
 import time
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
+from gradio.components.plot import PlotData
 from starlette.middleware import Middleware
 
 from attention_variants import VARIANTS, guess_for
@@ -192,10 +195,23 @@ def sweep_plan(source) -> str:
 
 
 # -- rendering a kept result ---------------------------------------------------------------------------
-def shown(figure) -> dict:
-    """A chart for one of the page's plots, shown (hidden when there is none). An update, not a gr.Plot: a Plot made
-    here would draw the figure once in its constructor, for nothing, before gradio draws it for the page."""
-    return gr.update(value=figure, visible=figure is not None)
+def png(figure) -> bytes | None:
+    """A figure drawn once, as the PNG both the page and the download show (None for no figure)."""
+    if figure is None:
+        return None
+    with io.BytesIO() as drawn:
+        figure.savefig(drawn, format="png")
+        return drawn.getvalue()
+
+
+def shown(drawn: bytes | None) -> dict:
+    """A drawn chart (`png`) for one of the page's plots, shown (hidden when there is none): handed to gradio as the
+    data URL its Plot would make of the figure, so no chart is drawn twice. An update, not a gr.Plot (whose
+    constructor would draw)."""
+    if drawn is None:
+        return gr.update(value=None, visible=False)
+    return gr.update(value=PlotData(type="matplotlib", plot="data:image/png;base64," + base64.b64encode(drawn).decode()),
+                     visible=True)
 
 
 def show(result_id, http: gr.Request) -> list:
@@ -207,7 +223,7 @@ def show(result_id, http: gr.Request) -> list:
     with other_work():
         request, comparison, explanation = data.answer.request, data.answer.result, data.answer.explanation
         measured = data.answer.measured  # said on every figure, as in the JSON: a saved PNG still says what it is
-        chart = figures.caption(figures.timing_figure(comparison, dark=None), measured, dark=None)  # light or dark
+        chart = png(figures.caption(figures.timing_figure(comparison, dark=None), measured, dark=None))  # light or dark
         folder = scratch.view_folder()
         files = reports.export(data.text, comparison, chart, folder)
         for side, run in (("a", comparison.a), ("b", comparison.b)):
@@ -216,10 +232,10 @@ def show(result_id, http: gr.Request) -> list:
                 files[f"{side}_trace"] = Path(shutil.copy(trace, folder / f"{side}_{trace.name}"))
         try:
             ta, tb = run_timeline(comparison.a), run_timeline(comparison.b)
-            lanes = figures.caption(figures.timeline_figure(ta, tb, dark=None), measured, dark=None)
+            lanes = png(figures.caption(figures.timeline_figure(ta, tb, dark=None), measured, dark=None))
             caption = reports.timeline_caption(ta, tb)
             files["timeline"] = folder / f"timeline_{comparison.a.variant}_vs_{comparison.b.variant}.png"
-            lanes.savefig(files["timeline"], format="png")
+            files["timeline"].write_bytes(lanes)
         except ValueError:  # a side that did not run, or a trace pruned since
             lanes, caption = None, "No timeline: a side has no trace (it did not run, or its trace is gone)."
         a, w = comparison.a, comparison.a.workload
@@ -231,7 +247,7 @@ def show(result_id, http: gr.Request) -> list:
         return [link, view_links(link), "", where,
                 reports.verdict_markdown(explanation, reports.comparison_table(comparison)),
                 reports.present_markdown(explanation, measured), shown(chart),
-                shown(figures.caption(figures.present_figure(comparison), measured, dark=None)), caption,
+                shown(png(figures.caption(figures.present_figure(comparison), measured, dark=None))), caption,
                 shown(lanes),
                 gr.DownloadButton(value=files.get("timeline"), visible="timeline" in files),
                 *side_a.render(comparison, explanation, files), *side_b.render(comparison, explanation, files),
@@ -252,16 +268,16 @@ def show_sweep(result_id, http: gr.Request) -> list:
     data = kept(result_id, "sweep")
     with other_work():
         result, explanation, measured = data.answer.result, data.answer.explanation, data.answer.measured
-        chart = figures.caption(figures.sweep_figure(result, dark=None), measured, dark=None)
+        chart = png(figures.caption(figures.sweep_figure(result, dark=None), measured, dark=None))
         folder = scratch.view_folder()
         name = f"sweep_{result.a}_vs_{result.b}"
         files = {"json": folder / f"{name}.json", "png": folder / f"{name}.png"}
         files["json"].write_text(data.text)
-        chart.savefig(files["png"], format="png")
+        files["png"].write_bytes(chart)
         link = share_link(http, data.answer.request, mode="sweep")  # the request as asked: its S stays the tab's
         return [link, view_links(link), reports.sweep_markdown(explanation, result.axis, measured),
                 reports.present_markdown(explanation, measured), shown(chart),
-                shown(figures.caption(figures.present_sweep_figure(result), measured, dark=None)),
+                shown(png(figures.caption(figures.present_sweep_figure(result), measured, dark=None))),
                 gr.Dataframe(reports.sweep_table(result), visible=True),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
 
@@ -602,3 +618,4 @@ if __name__ == "__main__":
     demo.launch(server_port=int(port) if port else None, prevent_thread_lock=True, **LAUNCH)
     from profiling import figures  # noqa: F401, E402  (the charts' matplotlib: imported once the server answers)
     demo.block_thread()
+    handlers.end_process()  # the server has closed (Ctrl-C): see end_process for why not the interpreter's own exit

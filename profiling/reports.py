@@ -407,8 +407,8 @@ def visible_words(explanation: Explanation) -> int:
 
 
 # -- files to download --------------------------------------------------------------------------
-def export(answer_json: str, comparison: Comparison, figure, directory: str | Path) -> dict[str, Path]:
-    """Write the kernel tables (CSV), the answer (its JSON, as the API returns it) and the chart (PNG) into
+def export(answer_json: str, comparison: Comparison, chart_png: bytes, directory: str | Path) -> dict[str, Path]:
+    """Write the kernel tables (CSV), the answer (its JSON, as the API returns it) and the chart (its PNG, drawn) into
     `directory`."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -420,7 +420,7 @@ def export(answer_json: str, comparison: Comparison, figure, directory: str | Pa
     files["json"] = directory / f"comparison_{comparison.a.variant}_vs_{comparison.b.variant}.json"
     files["json"].write_text(answer_json)
     files["png"] = directory / f"chart_{comparison.a.variant}_vs_{comparison.b.variant}.png"
-    figure.savefig(files["png"], format="png")
+    files["png"].write_bytes(chart_png)
     return files
 
 
