@@ -25,24 +25,29 @@ def tiny(device: str, **changes) -> Workload:
 
 
 def steps(device: str, keys: list[str] | None = None) -> list[tuple[str, Callable[[], None]]]:
-    """The warm-up's steps on `device`, in order, each (name, call): the variants of `keys` (all by default) that can
-    run here, the plain ones together (a forward, then a training step where they take one), then each compiling one
-    alone."""
+    """The warm-up's steps on `device`, in order, each (name, call), each as short as it can be: a live request that
+    arrives waits for the step in progress only. First the page's default pair (its forward pays CUDA, the profiler's
+    first session and the trace reader), then every other variant of `keys` (all by default) that runs here, each
+    alone: the forwards, then the training steps where they take one (variants of packed documents after the rest),
+    then each compiling one alone (the longest steps, last)."""
     from . import session
+    from .request import DEFAULT_A, DEFAULT_B
 
     w = tiny(device)
     env = detect(device)
     can = why_not([VARIANTS[k] for k in keys or VARIANTS], w, env)
-    runnable = [VARIANTS[k] for k, reason in can.items() if reason is None]
+    runnable = sorted((VARIANTS[k] for k, reason in can.items() if reason is None),
+                      key=lambda v: (v.key not in (DEFAULT_A, DEFAULT_B), v.packed_only))
     plain = [v.key for v in runnable if not (v.compiled or v.jit_s)]
     step = tiny(device, passes="fwd+bwd")
     trainable = [k for k, reason in why_not([VARIANTS[k] for k in plain], step, env).items() if reason is None]
+    first = [k for k in plain if k in (DEFAULT_A, DEFAULT_B)] or plain[:1]
     found = []
-    if plain:
+    if first:
         found.append(("CUDA, libraries, profiler" if device == "cuda" else "libraries, profiler",
-                      lambda: session.measure(w, plain)))
-    if trainable:
-        found.append(("a training step", lambda: session.measure(step, trainable)))
+                      lambda: session.measure(w, first)))
+    found += [(key, lambda key=key: session.measure(w, [key])) for key in plain if key not in first]
+    found += [(f"{key}: a training step", lambda key=key: session.measure(step, [key])) for key in trainable]
     for v in runnable:
         if v.compiled or v.jit_s:
             name = f"{v.key}: {'compile' if v.compiled else 'JIT'}"
