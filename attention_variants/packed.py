@@ -77,16 +77,17 @@ def naive_block_diagonal(x: Inputs) -> torch.Tensor:
 
 
 def _naive_block_scratch(w: Workload, env: Environment) -> int:
-    """The [T, T] mask and the comparison or-ed into it, then naive's own over one sequence of the T tokens (its
-    score matrices are H·T×T)."""
+    """The [T, T] mask, kept through the call; beside it first the comparison or-ed into it (freed once or-ed), then
+    naive's own over one sequence of the T tokens (its score matrices are H·T×T)."""
     from .naive import _scratch
-    return 2 * w.tokens ** 2 + _scratch(one_sequence(w), env)
+    return w.tokens ** 2 + max(w.tokens ** 2, _scratch(one_sequence(w), env))
 
 
 def _block_scratch(w: Workload, env: Environment) -> int:
-    """The [T, T] bool mask and the comparison it is and-ed with, then SDPA's own over one sequence of T tokens given
-    a dense bool mask (its additive copy, and what the backend it takes keeps)."""
-    return 2 * w.tokens ** 2 + _auto_scratch(one_sequence(w, causal=True, mask="bool"), env)
+    """The [T, T] bool mask, kept through the call; beside it first the comparison it is and-ed with (freed once
+    and-ed), then SDPA's own over one sequence of T tokens given a dense bool mask (its additive copy, and what the
+    backend it takes keeps)."""
+    return w.tokens ** 2 + max(w.tokens ** 2, _auto_scratch(one_sequence(w, causal=True, mask="bool"), env))
 
 
 # -- nested jagged tensors ----------------------------------------------------------------------------------
@@ -131,6 +132,7 @@ def _nested_refusal(device: str, dtype: str, causal: bool, heads: int, kv_heads:
             said.append(record.getMessage().strip())
     logger, heard = logging.getLogger("torch.nested._internal.sdpa"), Heard()
     logger.addHandler(heard)
+    propagates, logger.propagate = logger.propagate, False  # heard here, said in the refusal: not in the server's log
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # each disabled backend warns as it is skipped: this call only asks
@@ -147,6 +149,7 @@ def _nested_refusal(device: str, dtype: str, causal: bool, heads: int, kv_heads:
         return "; ".join(dict.fromkeys(reasons)) + f" → {str(error).splitlines()[0]}" if reasons else str(error)
     finally:
         logger.removeHandler(heard)
+        logger.propagate = propagates
     return None
 
 
@@ -154,6 +157,8 @@ def _nested_check(w: Workload, env: Environment) -> str | None:
     reason = _documents_only(w)
     if reason:
         return f"nested tensors: {reason}"
+    if env.torch_version != torch.__version__ or (w.device == "cuda" and not torch.cuda.is_available()):
+        return None  # another machine's run (a recording): asked of this torch, the answer would be this one's
     refusal = _nested_refusal(w.device, w.dtype, w.causal, w.heads, w.kv_head_count, w.head_dim, w.training)
     return f"torch {env.torch_version} refuses nested jagged tensors here: {refusal}" if refusal else None
 

@@ -37,7 +37,8 @@ class Reference:
         for f in FIELDS:
             spec, here, there = f.metadata["spec"], getattr(workload, f.name), getattr(self.workload, f.name)
             if here != there:
-                said.append(f"{f.name} {spec.spell(here) or 'empty'} vs {spec.spell(there) or 'empty'}")
+                spelled = [spec.spell(v) or "empty" for v in (here, there)]
+                said.append(f"{f.name} " + " vs ".join(v if len(v) <= 24 else v[:20] + "…" for v in spelled))
         return said
 
     def matches(self, workload: Workload) -> bool:

@@ -98,8 +98,8 @@ def test_the_rules_predict_every_recorded_h200_outcome():
     checked = 0
     for run in RUNS:
         variant = VARIANTS[run.variant]
-        if variant.sdpa_backend is None or run.variant == "sdpa_fa4":  # FA4's route refuses by its own rules
-            continue
+        if variant.sdpa_backend is None or run.variant in ("sdpa_fa4", "sdpa_nested"):
+            continue  # FA4's route refuses by its own rules; nested tensors choose in torch/nested/_internal/sdpa.py
         where = f"{run.variant} · {run.workload.words()}"
         own = variant.supports(run.workload, run.environment)  # the app's own refusal (a paged cache), not SDPA's
         if own is not None:
@@ -116,5 +116,6 @@ def test_the_rules_predict_every_recorded_h200_outcome():
                          if dispatch.known_refusal(b, run.workload, run.environment) is None)
             assert dispatch.backend_key(run.backend) == first, where
         checked += 1
-    # every workload × (4 pinned + auto), less sdpa_math's decode step whose trace lost its GPU work (dropped)
+    # every workload × (4 pinned + auto; packed documents: 3 pinned, auto and the block-diagonal mask), less
+    # sdpa_math's decode step whose trace lost its GPU work (dropped)
     assert checked == 5 * len({r.workload for r in RUNS}) - 1

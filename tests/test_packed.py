@@ -246,3 +246,37 @@ def test_the_page_draws_the_documents_block_diagonal():
     cells = axes.images[0].get_array()
     assert axes.get_title() == "causal within 4 documents" and cells.shape[0] == cells.shape[1]
     assert not cells[-1, 0] and cells[-1, -1]  # the last token sees its own document only
+
+
+def test_asking_whether_nested_tensors_run_here_writes_nothing_to_the_log(caplog):
+    """torch logs each SDPA backend's reason as it refuses nested tensors: the question's answer is the refusal the
+    app shows; none of its lines reaches the server's log (the quiet-log rule)."""
+    import logging
+
+    from attention_variants import packed
+
+    packed._nested_refusal.cache_clear()
+    with caplog.at_level(logging.DEBUG):
+        packed._nested_refusal("cpu", "fp32", True, 2, 2, 16, False)
+    assert [r for r in caplog.records if r.name.startswith("torch.nested")] == []
+    assert logging.getLogger("torch.nested._internal.sdpa").propagate
+
+
+def test_on_the_recorded_h200_runs_the_mask_build_speaks_of_the_forward_and_never_in_a_backward_view():
+    """Every recorded block-diagonal run (SDPA's and the hand-written one, forward, step and backward view): the share
+    the note states is its mask-building kernels' time over the forward's, re-derived from the trace's kernels; a
+    backward view, whose table is the backward, has no such note (the mask is built in the forward)."""
+    from explain_helpers import RUNS, apply
+
+    from profiling.explain import packed_rules
+    block = [r for r in RUNS if r.ok and r.workload.lengths and r.variant in ("sdpa_docmask", "naive_docmask")]
+    assert {r.workload.passes for r in block} == {"fwd", "fwd+bwd", "bwd"}
+    for run in block:
+        note = apply(packed_rules.mask_build, run)
+        if run.workload.passes == "bwd":
+            assert note is None, run.workload.words()
+            continue
+        forward = run.kernels_of("forward")
+        built = sum(k.us_per_forward for k in forward if k.name in note.kernels)
+        assert abs(note.facts["share"].value - built / sum(k.us_per_forward for k in forward)) < 1e-9
+        assert note.facts["share"].of == "the forward" and "of the forward" in note.title

@@ -19,8 +19,8 @@ def _blog_fused(key: str) -> bool:
 
 def _unlike_blog(run: Run) -> str:
     differences = BLOG.differences(run.workload)
-    if len(differences) > 2:
-        differences = differences[:2] + [f"{len(differences) - 2} more"]
+    if len(differences) > 3:  # the first two in full, the others by name: every difference is named
+        differences = differences[:2] + ["also " + ", ".join(d.split(" ")[0] for d in differences[2:])]
     return f" (This workload differs from the blog's: {', '.join(differences)}.)" if differences else ""
 
 

@@ -101,6 +101,8 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
     if not on_gpu(run) or pinned(run) != "auto" or ran(run) is None:
         return None
     env, chosen = run.environment, ran(run)
+    # sdpa_auto is "auto"; another unpinned SDPA call (a variant given a mask, packed documents) is named as itself
+    who, it = ("Auto", "auto") if run.variant == "sdpa_auto" else (label(run), "SDPA")
     priority = dispatch.priority(env, run.workload)
     order = priority.order
     skipped = order[:order.index(chosen)] if chosen in order else list(order)
@@ -118,9 +120,9 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
         for b, why in refusals.items():
             by_reason.setdefault(why or "a check PyTorch reports only when no backend runs", []).append(b)
         result = " " + "; ".join(f"{_and(bs)} refused it: {why}" for why, bs in by_reason.items()) \
-            + f". So auto ran {chosen}."
+            + f". So {it} ran {chosen}."
     else:
-        result = f" {chosen} accepted this input, so auto ran it."
+        result = f" {chosen} accepted this input, so {it} ran it."
     facts, weight = {}, 0.25
     faster = [p for p in peers.values() if pinned(p) not in (None, "auto") and p.gpu_ms and run.gpu_ms
               and p.timing.max_ms < run.timing.min_ms]
@@ -130,7 +132,7 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
                                 measured(best, "timing.median_ms", "ms", f"peers[{best.variant}]"))}
         result += f" It is not the fastest {text.on_device(env)}: {label(best)} is {{ratio}} faster."
         weight = 0.45
-    title = f"Auto ran {chosen}, " + (f"first in SDPA's order {text.on_device(env)}" if not skipped else
+    title = f"{who} ran {chosen}, " + (f"first in SDPA's order {text.on_device(env)}" if not skipped else
                                         f"the first of {' → '.join(order)} to accept this input")
     return note("auto_choice", "environment", title,
                 f"SDPA tries {order[0]} first {text.on_device(env)}: {priority.rule}." + result,

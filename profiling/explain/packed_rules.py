@@ -52,11 +52,11 @@ def padding_waste(run: Run, peers: Peers) -> Note | None:
              "rows": measured(run, "workload.batch", "count"), "longest": measured(run, "workload.seq_len", "count"),
              "tokens": measured(run, "workload.tokens", "count")}
     facts["share"] = _share_of_pairs(facts["wasted"], facts["padded"], "the pairs computed")
-    how = ("under the causal flag the padding keys lie after every real query, and the padding rows' own pairs are "
-           "computed" if w.causal else "the key-padding mask hides the padding keys, yet a dense mask skips no tile")
+    how = ("the causal flag puts padding keys after every real query, yet the padding rows' pairs are computed"
+           if w.causal else "the key-padding mask hides the padding keys, yet a dense mask skips no tile")
     return note("padding_waste", "guess", "Padding wastes {share}: {wasted} pairs a head",
-                "The {tokens} tokens are padded to {rows} rows of {longest}: " + how + ", {padded} pairs a head for "
-                "{real} real ones (Σ pairs(S) − pairs(Lᵢ), from the lengths).",
+                "The {tokens} tokens are padded to {rows} rows of {longest}: " + how + ": {padded} pairs a head for "
+                "{real} real ones (Σ pairs(S) − pairs(Lᵢ)).",
                 weight=0.6 * facts["share"].value, facts=facts)
 
 
@@ -65,6 +65,8 @@ def mask_build(run: Run, peers: Peers) -> Note | None:
     new lengths), and for SDPA made additive (its `where`): the share of the forward they take, and the T² pairs then
     computed, a dense mask telling no kernel which tiles are empty."""
     if _packing(run) != "block" or not VARIANTS[run.variant].packed_only:  # flex's block mask is built in setup
+        return None
+    if run.workload.passes == "bwd":  # a backward view: the mask is built in the forward, not in what it shows
         return None
     forward = run.kernels_of("forward")
     built = [k for k in forward if k.name in MASK_BUILD_OPS or launched_under(k, *MASK_BUILD_OPS)]
@@ -134,6 +136,8 @@ def packed_host(run: Run, peers: Peers) -> Note | None:
     python = _python_ops(run)
     evidence = [f"{h.name} · {text.us(h.self_us_per_forward)} self per call" for h in python]
     if on_gpu(run) and run.host_cost is not None and run.warm_call_ms:
+        if run.bound == "host":  # the host-bound note says these figures, and what the trace shows of the cause
+            return None
         facts = {"host": measured(run, "host_cost.median_ms", "ms"), "gpu": call_gpu(run)}
         facts["ratio"] = ratio(facts["host"], facts["gpu"])
         if facts["ratio"].value < 0.5:

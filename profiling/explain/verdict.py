@@ -202,6 +202,9 @@ def _reasons(fast: Run, slow: Run, path: str, side: dict) -> tuple[list[str], di
         if slow.call_gpu_ms < fast.back_to_back.median_ms:  # the slow side's GPU work fits in the fast one's pace
             return reasons, facts
     gpu, more = _gpu_reasons(fast, slow, side)
+    if reasons and len(gpu) > 1:  # the loop's reason first; of the GPU's, the first (one note stays readable)
+        gpu = gpu[:1]
+        more = {k: v for k, v in more.items() if "{" + k + "}" in gpu[0]}
     return reasons + gpu, facts | more
 
 
