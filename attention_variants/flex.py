@@ -213,12 +213,17 @@ def _scratch_bytes(w: Workload, env: Environment) -> int:
     log-sum-exp and row max per query row; its backward an fp32 delta per row besides, and no dK, dV at every query
     head for grouped-query attention. Under 128 queries on a GPU flex may take its decoding kernel, which keeps an fp32
     partial output, row max and sum per split of the keys (two splits per SM over B·Hkv: at most 320 for 160 SMs)
-    for a combine after it. The block mask is built in `setup`, before the call (`_setup_bytes`)."""
+    for a combine after it. The block mask is built in `setup`, before the call (`_setup_bytes`).
+    A training step over packed documents ([1, H, T, D] views of the [T, H, D] tokens): the recorded H200 peak (torch
+    2.11) is one [T, H, D] tensor over the rest of this model (15.5 of 16 MiB at T=8,192, H=16, D=64, bf16), a copy
+    that the compiled backward makes of a tensor in the views' layout (which one the trace does not say): budgeted as
+    that one copy."""
     rows = w.heads * (w.tokens if w.lengths is not None else w.batch * w.queries)
     splits = 0
     if w.device == "cuda" and w.queries < 128:
         splits = max(1, 320 // (w.batch * w.kv_head_count))
-    return (12 if w.training else 8) * rows + splits * rows * (w.head_dim + 2) * 4 + SMALL
+    relaid = w.tokens * w.heads * w.head_dim * w.element_bytes if w.lengths is not None and w.training else 0
+    return (12 if w.training else 8) * rows + splits * rows * (w.head_dim + 2) * 4 + relaid + SMALL
 
 
 FLEX = Variant(

@@ -17,11 +17,25 @@ REFERENCE_CHUNK_BYTES = 256 * 2**20  # the fp64 accuracy check keeps its scores 
 
 
 # -- memory: everything a measurement allocates, bounded before anything is -------------------------
-def forward_bytes(workload: Workload, scratch_bytes: int) -> int:
+ALLOCATOR_SMALL_BYTES = 2**20  # PyTorch's CUDA caching allocator: requests up to this are its small pool's
+
+
+def forward_bytes(workload: Workload, scratch_bytes: int, packing: str = "padded") -> int:
     """One call's peak beyond q, k, v: its output and the variant's scratch (`Variant.scratch_bytes`); a training
-    step's gradients of q, k and v too (each as large as what it is the gradient of)."""
-    grads = workload.q_bytes + workload.kv_bytes if workload.training else 0
-    return workload.output_bytes + scratch_bytes + grads
+    step's gradients of q, k and v too (each as large as what it is the gradient of). A variant that lays packed
+    documents out as their T tokens (`Variant.packing`: "block" or "packed") writes an output and gradients of T rows
+    where a padded one writes B·S.
+    On a GPU, beside a call whose output is past 1 MiB, the caching allocator's rounding: it hands out a cached
+    large-pool block whole when splitting it would leave 1 MiB or less (`should_split`, kSmallSize, in
+    c10/cuda/CUDACachingAllocator.cpp), and counts the whole block as allocated."""
+    w = workload
+    if packing == "padded":
+        out, grads = w.output_bytes, w.q_bytes + w.kv_bytes
+    else:
+        out = w.tokens * w.heads * w.head_dim * w.element_bytes
+        grads = out + 2 * w.tokens * w.kv_head_count * w.head_dim * w.element_bytes
+    unsplit = ALLOCATOR_SMALL_BYTES if w.device == "cuda" and out > ALLOCATOR_SMALL_BYTES else 0
+    return out + scratch_bytes + (grads if w.training else 0) + unsplit
 
 
 def _attention_slice_bytes(workload: Workload, element_bytes: int, rows: int) -> int:
@@ -89,19 +103,39 @@ def reference_bytes(workload: Workload, scratch_bytes: int) -> int:
     return measure_bytes(workload, scratch_bytes) - measure_bytes(workload, scratch_bytes, reference_ready=True)
 
 
+def malloc_arenas() -> int:
+    """The glibc malloc arenas a CPU measurement may spread its allocations over: one per allocating thread, torch's
+    intra-op threads, the caller's and the profiler's own."""
+    import torch
+
+    return torch.get_num_threads() + 2
+
+
+@functools.cache
+def cap_malloc_arenas() -> bool:
+    """Cap glibc's arenas at `malloc_arenas()` for this process (mallopt M_ARENA_MAX, -8 in malloc.h): a thread that
+    finds its arena locked opens another, up to 8 per core, so on a loaded machine the count, and each arena's
+    slack, grew with the load (a fresh process on a loaded 2-core box grew 62 MiB past its bound). False where the C
+    library has no mallopt (not glibc): the bound then assumes the arenas the threads make unloaded."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL("libc.so.6").mallopt(-8, malloc_arenas()) == 1
+    except (OSError, AttributeError):
+        return False
+
+
 def fixed_bytes(device: str, compiled: bool = False) -> int:
     """What a measurement holds whatever its size. On CPU: the allocator's slack (glibc keeps freed blocks under its
     mmap threshold, at most 32 MiB, in each thread's arena until 64 MiB are free at its top: the process was seen to
-    grow 50-90 MiB past the profiler's live count) in an arena per allocating thread: torch's intra-op threads, the
-    caller's, and the profiler's own (a fresh 2-thread process on a loaded 2-core box grew 5 MiB past the count
-    without it); and a process's first measurement (libraries, the profiler's first session: a fresh process grew
+    grow 50-90 MiB past the profiler's live count) in each of `malloc_arenas()` arenas (capped so:
+    `cap_malloc_arenas`; a fresh 2-thread process on a loaded 2-core box grew 5 MiB past the count without the
+    profiler's); and a process's first measurement (libraries, the profiler's first session: a fresh process grew
     160 MB at S=64), and torch.compile's (flex grew 111 MB more). On a GPU the caching allocator rounds each block
     up: a few MiB."""
-    import torch
-
     if device != "cpu":
         return 16 * 2**20
-    return 64 * 2**20 * (torch.get_num_threads() + 2) + 192 * 2**20 + (128 * 2**20 if compiled else 0)
+    return 64 * 2**20 * malloc_arenas() + 192 * 2**20 + (128 * 2**20 if compiled else 0)
 
 
 def available_bytes(device: str) -> int:

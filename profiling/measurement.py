@@ -31,7 +31,7 @@ from attention_variants import Variant, reasons as why_not
 
 from . import capture, text, timing, trace as trace_mod
 from .accuracy import Reference
-from .budget import compile_clock, forward_bytes
+from .budget import cap_malloc_arenas, compile_clock
 from .dispatch import clean_warning, refusals
 from .environment import Environment, detect
 from .phases import spent
@@ -389,6 +389,8 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
     if workload.device == "cuda" and not torch.cuda.is_available():
         raise Refusal("device", "cuda", "no CUDA GPU is visible to this process")
     env = env or detect(workload.device)
+    if workload.device == "cpu":
+        cap_malloc_arenas()  # the memory bound's arenas (budget.fixed_bytes), whatever the load
     reasons = reasons if reasons is not None else why_not(variants, workload, env)
     guard = guard or Guard()
     session = uuid.uuid4().hex[:12]
@@ -398,7 +400,7 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
             with spent("copy ceiling"):
                 env = dataclasses.replace(env, copy_bytes_per_s=timing.copy_ceiling())
         subjects = [_Subject(v, Run(variant=v.key, workload=workload, environment=env, session=session,
-                                    estimated_extra_bytes=forward_bytes(workload, v.scratch_bytes(workload, env))))
+                                    estimated_extra_bytes=v.call_bytes(workload, env)))
                     for v in variants]
         n = len(subjects)
         names = [f"{label} · " if label else "" for label in (labels or [""] * n)]

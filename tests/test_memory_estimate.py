@@ -50,6 +50,20 @@ def test_the_estimate_bounds_the_process_peak_of_every_cpu_variant(probed):
         assert row["forward_peak"] <= row["forward_estimate"], what
 
 
+def test_a_cpu_measurement_caps_the_malloc_arenas_its_bound_counts(monkeypatch):
+    """The CPU bound counts one allocator arena per allocating thread (`budget.malloc_arenas`); glibc opens more under
+    contention, so a measurement caps them first (M_ARENA_MAX through mallopt) on a glibc machine like this one."""
+    import platform
+
+    from profiling import measurement
+    asked = []
+    monkeypatch.setattr(measurement, "cap_malloc_arenas", lambda: asked.append(True))
+    measurement.measure_runs([], Workload(batch=1, heads=1, seq_len=16, head_dim=8, dtype="fp32", device="cpu"))
+    assert asked == [True]
+    if platform.libc_ver()[0] == "glibc":
+        assert budget.cap_malloc_arenas() is True
+
+
 def test_the_estimate_is_not_loose_where_s_squared_rules(probed):
     """Where the S×S terms dominate (> 200 MiB), the estimate stays within 2x of the peak plus the slack."""
     slack = budget.fixed_bytes("cpu")
@@ -69,7 +83,7 @@ def test_the_forward_estimate_bounds_every_recorded_h200_peak_within_twice():
     process runs). The worst ratio per variant is printed."""
     worst: dict[str, float] = {}
     for run in RECORDED_PEAKS:
-        estimate = forward_bytes(run.workload, VARIANTS[run.variant].scratch_bytes(run.workload, run.environment))
+        estimate = VARIANTS[run.variant].call_bytes(run.workload, run.environment)
         where = f"{run.variant} · {run.workload.words()}: estimate {estimate:,} B, peak {run.peak_extra_bytes:,} B"
         peak = run.peak_extra_bytes
         assert peak <= estimate <= max(2 * peak, peak + 2**20), where
