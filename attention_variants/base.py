@@ -64,11 +64,6 @@ class Variant:
         g = x.packed().grad_out
         return g.transpose(0, 1).unsqueeze(0) if packing == "block" else g
 
-    def call_bytes(self, workload: Workload, env: Environment) -> int:
-        """One call's peak beyond q, k and v, in this variant's layout (`profiling.budget.forward_bytes`)."""
-        from profiling.budget import forward_bytes
-        return forward_bytes(workload, self.scratch_bytes(workload, env), self.packing(workload))
-
     def supports(self, workload: Workload, env: Environment) -> str | None:
         """None when this variant can run here, else the reason it cannot."""
         return self.check(workload, env)

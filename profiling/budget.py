@@ -38,6 +38,11 @@ def forward_bytes(workload: Workload, scratch_bytes: int, packing: str = "padded
     return out + scratch_bytes + (grads if w.training else 0) + unsplit
 
 
+def call_bytes(variant, workload: Workload, env) -> int:
+    """One call of `variant` (an attention_variants.Variant): its peak beyond q, k and v, in its own layout."""
+    return forward_bytes(workload, variant.scratch_bytes(workload, env), variant.packing(workload))
+
+
 def _attention_slice_bytes(workload: Workload, element_bytes: int, rows: int) -> int:
     """Peak temporaries of `accuracy.attention` in a dtype of `element_bytes` over `rows` query rows: per slice of
     B·H heads, the scores and their scaled copy (then scores and softmax) live together, rows×S each, beside the

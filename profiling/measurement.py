@@ -31,7 +31,7 @@ from attention_variants import Variant, reasons as why_not
 
 from . import capture, text, timing, trace as trace_mod
 from .accuracy import Reference
-from .budget import cap_malloc_arenas, compile_clock
+from .budget import call_bytes, cap_malloc_arenas, compile_clock
 from .dispatch import clean_warning, refusals
 from .environment import Environment, detect
 from .phases import spent
@@ -400,7 +400,7 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
             with spent("copy ceiling"):
                 env = dataclasses.replace(env, copy_bytes_per_s=timing.copy_ceiling())
         subjects = [_Subject(v, Run(variant=v.key, workload=workload, environment=env, session=session,
-                                    estimated_extra_bytes=v.call_bytes(workload, env)))
+                                    estimated_extra_bytes=call_bytes(v, workload, env)))
                     for v in variants]
         n = len(subjects)
         names = [f"{label} · " if label else "" for label in (labels or [""] * n)]

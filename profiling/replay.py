@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 from . import text
+from .budget import call_bytes
 from .results import Run, Sweep
 from .workload import Workload
 
@@ -27,7 +28,7 @@ def load_recorded(directory: str | Path) -> list[Run]:
     runs = [Run.from_dict(d) for d in json.loads((directory / "runs.json").read_text())]
     for run in runs:
         if run.variant in VARIANTS:
-            run.estimated_extra_bytes = VARIANTS[run.variant].call_bytes(run.workload, run.environment)
+            run.estimated_extra_bytes = call_bytes(VARIANTS[run.variant], run.workload, run.environment)
         if run.trace_path:
             run.trace_path = str(directory / run.trace_path)
     return runs

@@ -15,7 +15,7 @@ import time
 from attention_variants import Variant
 
 from . import text
-from .budget import available_bytes, memory_refusal, reference_bytes
+from .budget import available_bytes, call_bytes, memory_refusal, reference_bytes
 from .environment import Environment
 from .measurement import Guard, Progress, Stopped, measure_runs
 from .results import DOES_NOT_FIT, STOPPED, Run, Sweep
@@ -41,7 +41,7 @@ def fitting(variants: list[Variant], workload: Workload, env: Environment, free:
             continue
         scratch = v.scratch_bytes(workload, env)
         refused.append(Run(v.key, workload, env, status=DOES_NOT_FIT, reason=refusal.limit,
-                           estimated_extra_bytes=v.call_bytes(workload, env), needed_bytes=refusal.needed,
+                           estimated_extra_bytes=call_bytes(v, workload, env), needed_bytes=refusal.needed,
                            available_bytes=refusal.available, reference_bytes=reference_bytes(workload, scratch)))
     return fit, refused
 

@@ -11,7 +11,7 @@ import json
 import sys
 
 from profiling import measurement
-from profiling.budget import measure_bytes
+from profiling.budget import call_bytes, measure_bytes
 from profiling.environment import detect
 from profiling.workload import Workload
 
@@ -40,7 +40,7 @@ def main(a: str, b: str, batch: str, heads: str, seq: str, head_dim: str, dtype:
         (run,) = measurement.measure_runs([variant], w)
         rows.append({"variant": key, "ready": ready, "status": run.status, "grew": status("VmHWM") - before,
                      "estimate": estimate, "forward_peak": run.peak_extra_bytes,
-                     "forward_estimate": variant.call_bytes(w, ENV)})
+                     "forward_estimate": call_bytes(variant, w, ENV)})
     print(json.dumps(rows))
 
 

@@ -150,12 +150,13 @@ def test_a_held_out_decode_step_stays_within_its_estimate_and_splits_as_flash_sa
     """Every SDPA variant's decode peak within its estimate (and not over 2x it, or 1 MiB); flash's split count the
     one gpu_paths re-states from flash_api.cpp; auto takes the backend the lower-right order gives."""
     from profiling import gpu_paths
+    from profiling.budget import call_bytes
     env = detect()
     runs = measure_runs([VARIANTS[k] for k in ("sdpa_flash", "sdpa_cudnn", "sdpa_math", "sdpa_auto")], w)
     for run in runs:
         if not run.ok:
             continue
-        estimate = VARIANTS[run.variant].call_bytes(w, env)
+        estimate = call_bytes(VARIANTS[run.variant], w, env)
         peak = run.peak_extra_bytes
         assert peak <= estimate <= max(2 * peak, peak + 2**20), (run.variant, peak, estimate)
     flash = runs[0]

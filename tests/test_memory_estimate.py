@@ -3,7 +3,6 @@ memory at its peak, measured in a fresh process per pair), and on the H200 (the 
 on a GPU, blocks the caching allocator holds but no tensor uses count as free."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -83,7 +82,7 @@ def test_the_forward_estimate_bounds_every_recorded_h200_peak_within_twice():
     process runs). The worst ratio per variant is printed."""
     worst: dict[str, float] = {}
     for run in RECORDED_PEAKS:
-        estimate = VARIANTS[run.variant].call_bytes(run.workload, run.environment)
+        estimate = budget.call_bytes(VARIANTS[run.variant], run.workload, run.environment)
         where = f"{run.variant} · {run.workload.words()}: estimate {estimate:,} B, peak {run.peak_extra_bytes:,} B"
         peak = run.peak_extra_bytes
         assert peak <= estimate <= max(2 * peak, peak + 2**20), where

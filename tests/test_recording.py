@@ -72,6 +72,7 @@ def test_a_recording_is_read_back_as_written_with_todays_memory_model(tmp_path):
     """`record` on a tiny CPU workload: runs.json and a gzipped trace per run that ran; read back, every run is the
     one measured (its trace made absolute, its estimate today's model's) and its trace parses to its stored table."""
     from attention_variants import VARIANTS
+    from profiling.budget import call_bytes
     from profiling.trace import load_trace, summarize_trace
 
     said = []
@@ -83,7 +84,7 @@ def test_a_recording_is_read_back_as_written_with_todays_memory_model(tmp_path):
     back = replay.load_recorded(tmp_path)
     for measured, loaded in zip(made, back):
         assert dataclasses.replace(loaded, trace_path=measured.trace_path) == measured
-        assert loaded.estimated_extra_bytes == VARIANTS[loaded.variant].call_bytes(TINY, loaded.environment)
+        assert loaded.estimated_extra_bytes == call_bytes(VARIANTS[loaded.variant], TINY, loaded.environment)
         if measured.ok:
             assert measured.trace_path == f"traces/{Path(loaded.trace_path).name}"
             assert Path(loaded.trace_path) == tmp_path / measured.trace_path and loaded.trace_path.endswith(".json.gz")
