@@ -310,6 +310,32 @@ def test_the_pages_event_keeps_the_answer_it_returns_and_show_renders_that_resul
     assert card_a.startswith("### A · Naive (masked_fill) `naive`")
 
 
+def test_a_replay_shown_again_is_served_the_charts_drawn_the_first_time_and_another_answer_draws_its_own(
+        app_url, monkeypatch):
+    """The same recorded answer, shown twice (the same JSON): its charts are drawn once, and the second showing sends
+    the same PNGs; another answer's are drawn for it, never served from the first's."""
+    drawn = []
+    for name in ("timing_figure", "present_figure", "timeline_figure"):
+        real = getattr(figures, name)
+        monkeypatch.setattr(figures, name, lambda *a, real=real, name=name, **k: drawn.append(name) or real(*a, **k))
+    session_hash = "drawn-" + str(time.monotonic_ns())
+
+    def shown(seq_len: int) -> tuple[list, list]:
+        ran = queued(app_url, fn_index("run_compare_replay"), values(RECORDING, "naive", "sdpa_flash",
+                                                                     seq_len=seq_len), session_hash)
+        before = len(drawn)
+        out = queued(app_url, fn_index("show"), [ran["output"]["data"][1]], session_hash)["output"]["data"]
+        return [out[6]["value"]["plot"], out[7]["value"]["plot"], out[9]["value"]["plot"]], drawn[before:]
+
+    figures.DRAWN._drawn.clear()
+    first, drew = shown(4096)
+    assert sorted(drew) == ["present_figure", "timeline_figure", "timing_figure"]
+    again, drew = shown(4096)
+    assert again == first and drew == []
+    other, drew = shown(1024)
+    assert len(drew) == 3 and not set(other) & set(first)
+
+
 # -- prefill from a link, and the link that reproduces a result ----------------------------------------------------
 def test_a_links_query_prefills_the_controls():
     query = {"source": RECORDING, "a": "naive", "b": "sdpa_flash", "batch": "2", "heads": "16", "seq": "4096",
@@ -560,7 +586,7 @@ def test_every_face_the_theme_declares_holds_every_letter_the_page_writes():
 
 
 # -- what an answer is of, on every surface it travels to ----------------------------------------------------------
-def test_the_workload_gpu_and_source_travel_with_the_answer_to_every_surface():
+def test_the_workload_gpu_and_source_travel_with_the_answer_to_every_surface(monkeypatch):
     """The present view, every PNG, the JSON download and a link's preview say where it ran (recorded: which
     recording), the workload and its pass: one line, re-derived here from the request and the recording's runs."""
     request = Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {"passes": "fwd+bwd"}, "cpu")
@@ -569,8 +595,6 @@ def test_the_workload_gpu_and_source_travel_with_the_answer_to_every_surface():
     line = (f"Recorded on {env.device_name} · torch {env.torch_version.split('+')[0]} (recording {RECORDING}) · "
             f"{request.workload.words()}")
     assert answer["measured"] == line and "forward + backward" in line and "H200" in line
-    shown = app.show(kept_id, fake_request())
-    assert reports._md(line) in shown[5]  # the present view's answer
     captured = {}
 
     def keep(figure, *args, **kwargs):
@@ -579,11 +603,11 @@ def test_the_workload_gpu_and_source_travel_with_the_answer_to_every_surface():
 
     from matplotlib.figure import Figure
     original = Figure.savefig
-    Figure.savefig = keep
-    try:
-        app.show(kept_id, fake_request())
-    finally:
-        Figure.savefig = original
+    monkeypatch.setattr(figures, "DRAWN", figures.Drawn(kept=8))  # nothing drawn before: every chart drawn here
+    monkeypatch.setattr(Figure, "savefig", keep)
+    shown = app.show(kept_id, fake_request())
+    monkeypatch.undo()
+    assert reports._md(line) in shown[5]  # the present view's answer
     assert len(captured) >= 2 and set(captured.values()) == {line}, captured  # the chart's PNG and the timeline's
     json_file = next(o.value["path"] for o in shown if isinstance(o, gr.DownloadButton) and o.value
                      and o.value["path"].endswith(".json"))
