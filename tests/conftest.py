@@ -6,31 +6,40 @@ import json
 import os
 import re
 import socket
-import sys
 
 import httpx
 import pytest
 import torch
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which names each test's group in its id
 def pytest_collection_modifyitems(config, items):
-    """GPU tests run where there is a GPU; elsewhere they are deselected (and counted), not skipped."""
-    if torch.cuda.is_available():
-        return
-    gpu = [item for item in items if item.get_closest_marker("gpu")]
-    if gpu:
-        config.hook.pytest_deselected(items=gpu)
-        items[:] = [item for item in items if not item.get_closest_marker("gpu")]
+    """GPU tests run where there is a GPU; elsewhere they are deselected (and counted), not skipped.
+    A run over processes (pyproject's addopts: pytest-xdist, --dist loadgroup) hands out a module at a time, so that
+    a module's fixtures are made once, in one process; the browser tests' two modules (one app served for both) as
+    one unit, handed out first: they wait on the page more than they use the CPU, and the rest fills the other
+    process meanwhile."""
+    if not torch.cuda.is_available():
+        gpu = [item for item in items if item.get_closest_marker("gpu")]
+        if gpu:
+            config.hook.pytest_deselected(items=gpu)
+            items[:] = [item for item in items if not item.get_closest_marker("gpu")]
+    for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    items.sort(key=lambda item: item.get_closest_marker("xdist_group").args[0] != "browser")  # stable
 
 
 def pytest_collection_finish(session):
-    """Start, in other processes, the slow work the selected tests will take (background.py): the memory probes,
-    and the app for the browser tests, so that both overlap the tests that run before theirs."""
+    """Start, in another process, the slow work the selected tests will take (background.py): the app for the
+    browser tests, so that its start-up overlaps the tests that run before theirs. Not in a worker of a run spread
+    over processes (pytest-xdist: every worker collects every test and runs only some): there the browser tests'
+    worker starts it when they first ask."""
     import background
 
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     wants = {name for item in session.items for name in item.fixturenames}
-    if "probed" in wants:
-        background.started["probes"] = background.Probes(sys.modules["test_memory_estimate"].PROBES)
     if "served" in wants and os.path.exists(CHROMIUM):
         background.started["app"] = background.App(free_port())
 

@@ -51,7 +51,8 @@ HEADLINE_IN_VIEW = """([a, b]) => {
 }"""
 NO_SIDEWAYS_SCROLL = "document.documentElement.scrollWidth <= window.innerWidth"
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}")
+pytestmark = [pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}"),
+              pytest.mark.xdist_group("browser")]
 
 
 @pytest.fixture

@@ -28,7 +28,8 @@ IFRAME = {"width": 760, "height": 1400}  # the README's embed, in a blog's 760 p
 LINK = "?source=h200-torch2.11&a=sdpa_flash&b=sdpa_cudnn"
 HEADLINE = "() => !!document.querySelector('#verdict strong') && !!document.querySelector('#chart img')"
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}")
+pytestmark = [pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}"),
+              pytest.mark.xdist_group("browser")]
 
 
 @pytest.fixture

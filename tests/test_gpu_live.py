@@ -1,5 +1,6 @@
 """Live GPU behaviour. Collected only where CUDA is available (tests/conftest.py deselects it elsewhere);
-run on the lent H200 with `python -m pytest tests/test_gpu_live.py`."""
+run on the lent H200 with `python -m pytest -o addopts=-ra tests/test_gpu_live.py` (one process: pytest-xdist, which
+the suite's addopts ask for, is not installed there)."""
 import json
 import threading
 
@@ -17,7 +18,7 @@ from profiling.results import HOST_BOUND
 from profiling.timing import MIN_SAMPLES, host_rounds
 from profiling.workload import Refusal, Workload
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("gpu")]  # one process at a time on the GPU
 BLOG = Workload.blog()
 TORCH_RELEASE = torch_release()
 
