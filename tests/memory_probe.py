@@ -1,7 +1,8 @@
-"""Run by tests/test_memory_estimate.py in a fresh process: measure A then B on one CPU workload and print,
-as JSON, how far the process's resident memory rose at its peak during each against `measure_bytes`.
+"""Run by tests/test_memory_estimate.py in a fresh process: measure the variants in turn on one CPU workload (the
+first fresh, the others on its inputs) and print, as JSON, how far the process's resident memory rose at its peak
+during each against `measure_bytes`.
 
-    python tests/memory_probe.py A B BATCH HEADS SEQ HEAD_DIM DTYPE [PASS]
+    python tests/memory_probe.py A,B[,C...] BATCH HEADS SEQ HEAD_DIM DTYPE [PASS]
 
 The peak is the kernel's own high-water mark (VmHWM), reset just before each measurement
 (/proc/self/clear_refs), less the resident size just before: everything the measurement touched,
@@ -31,13 +32,14 @@ def status(field: str) -> int:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field))
 
 
-def main(a: str, b: str, batch: str, heads: str, seq: str, head_dim: str, dtype: str, passes: str = "fwd") -> None:
+def main(variants: str, batch: str, heads: str, seq: str, head_dim: str, dtype: str, passes: str = "fwd") -> None:
     w = Workload(batch=int(batch), heads=int(heads), seq_len=int(seq), head_dim=int(head_dim), dtype=dtype,
                  passes=passes, device="cpu")
-    # no warm-up: A is this process's first measurement (libraries, the profiler's first session), as a fresh
-    # server's first request is; B then runs on A's inputs
+    # no warm-up: the first is this process's first measurement (libraries, the profiler's first session), as a
+    # fresh server's first request is; the others then run on its inputs
     rows = []
-    for key, ready in ((a, False), (b, True)):
+    for i, key in enumerate(variants.split(",")):
+        ready = i > 0
         variant = get_variant(key)
         estimate = measure_bytes(w, variant.scratch_bytes(w, ENV), inputs_ready=ready, reference_ready=ready,
                                  setup_bytes=variant.setup_bytes(w, ENV))
