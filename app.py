@@ -16,6 +16,7 @@ from __future__ import annotations
 import handlers  # noqa: F401  (first: it imports ZeroGPU's `spaces` before anything touches CUDA)
 
 import base64
+import functools
 import os
 import shutil
 import time
@@ -213,8 +214,8 @@ def show(result_id, http: gr.Request) -> list:
     with other_work():
         request, comparison, explanation = data.answer.request, data.answer.result, data.answer.explanation
         measured = data.answer.measured  # said on every figure, as in the JSON: a saved PNG still says what it is
-        chart = figures.DRAWN.png(data.text, "chart", lambda: figures.caption(figures.timing_figure(comparison, dark=None),
-                                                                      measured, dark=None))  # light or dark
+        drawn = functools.partial(figures.DRAWN.png, data.text)  # each chart drawn once per answer (light or dark)
+        chart = drawn("chart", lambda: figures.caption(figures.timing_figure(comparison, dark=None), measured, dark=None))
         folder = scratch.view_folder()
         files = reports.export(data.text, comparison, chart, folder)
         for side, run in (("a", comparison.a), ("b", comparison.b)):
@@ -223,8 +224,8 @@ def show(result_id, http: gr.Request) -> list:
                 files[f"{side}_trace"] = Path(shutil.copy(trace, folder / f"{side}_{trace.name}"))
         try:
             ta, tb = run_timeline(comparison.a), run_timeline(comparison.b)
-            lanes = figures.DRAWN.png(data.text, "timeline", lambda: figures.caption(figures.timeline_figure(ta, tb, dark=None),
-                                                                             measured, dark=None))
+            lanes = drawn("timeline", lambda: figures.caption(figures.timeline_figure(ta, tb, dark=None), measured,
+                                                              dark=None))
             caption = reports.timeline_caption(ta, tb)
             files["timeline"] = folder / f"timeline_{comparison.a.variant}_vs_{comparison.b.variant}.png"
             files["timeline"].write_bytes(lanes)
@@ -239,8 +240,8 @@ def show(result_id, http: gr.Request) -> list:
         return [link, view_links(link), "", where,
                 reports.verdict_markdown(explanation, reports.comparison_table(comparison)),
                 reports.present_markdown(explanation, measured), shown(chart),
-                shown(figures.DRAWN.png(data.text, "present", lambda: figures.caption(figures.present_figure(comparison),
-                                                                              measured, dark=None))), caption,
+                shown(drawn("present", lambda: figures.caption(figures.present_figure(comparison), measured, dark=None))),
+                caption,
                 shown(lanes),
                 gr.DownloadButton(value=files.get("timeline"), visible="timeline" in files),
                 *side_a.render(comparison, explanation, files), *side_b.render(comparison, explanation, files),
@@ -261,8 +262,8 @@ def show_sweep(result_id, http: gr.Request) -> list:
     data = kept(result_id, "sweep")
     with other_work():
         result, explanation, measured = data.answer.result, data.answer.explanation, data.answer.measured
-        chart = figures.DRAWN.png(data.text, "sweep", lambda: figures.caption(figures.sweep_figure(result, dark=None), measured,
-                                                                      dark=None))
+        drawn = functools.partial(figures.DRAWN.png, data.text)  # each chart drawn once per answer
+        chart = drawn("sweep", lambda: figures.caption(figures.sweep_figure(result, dark=None), measured, dark=None))
         folder = scratch.view_folder()
         name = f"sweep_{result.a}_vs_{result.b}"
         files = {"json": folder / f"{name}.json", "png": folder / f"{name}.png"}
@@ -271,8 +272,8 @@ def show_sweep(result_id, http: gr.Request) -> list:
         link = share_link(http, data.answer.request, mode="sweep")  # the request as asked: its S stays the tab's
         return [link, view_links(link), reports.sweep_markdown(explanation, result.axis, measured),
                 reports.present_markdown(explanation, measured), shown(chart),
-                shown(figures.DRAWN.png(data.text, "present sweep", lambda: figures.caption(
-                    figures.present_sweep_figure(result), measured, dark=None))),
+                shown(drawn("present sweep", lambda: figures.caption(figures.present_sweep_figure(result), measured,
+                                                                     dark=None))),
                 gr.Dataframe(reports.sweep_table(result), visible=True),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
 

@@ -11,12 +11,10 @@ the allocator's slack included, not only what the profiler counts.
 import json
 import sys
 
-from profiling import measurement
+from profiling import measurement, timing
 from profiling.budget import call_bytes, measure_bytes
 from profiling.environment import detect
 from profiling.workload import Workload
-
-from profiling import timing
 
 ENV = detect("cpu")
 from attention_variants import get_variant
