@@ -24,10 +24,26 @@ def pytest_collection_modifyitems(config, items):
         if gpu:
             config.hook.pytest_deselected(items=gpu)
             items[:] = [item for item in items if not item.get_closest_marker("gpu")]
+            if hasattr(config, "workeroutput"):  # a worker's deselections never reach the summary: say them there
+                config.workeroutput["gpu_deselected"] = len(gpu)
     for item in items:
         if not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     items.sort(key=lambda item: item.get_closest_marker("xdist_group").args[0] != "browser")  # stable
+
+
+GPU_DESELECTED: dict[str, int] = {}  # by worker, in a run over processes
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: this file loads without it too
+def pytest_testnodedown(node, error):
+    """A worker's end (pytest-xdist, in the process that spread the run): what it deselected for want of a GPU."""
+    GPU_DESELECTED[node.gateway.id] = getattr(node, "workeroutput", {}).get("gpu_deselected", 0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if GPU_DESELECTED and max(GPU_DESELECTED.values()):
+        terminalreporter.write_line(f"{max(GPU_DESELECTED.values())} GPU tests deselected: no CUDA GPU here")
 
 
 def pytest_collection_finish(session):
