@@ -29,7 +29,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-    items.sort(key=lambda item: item.get_closest_marker("xdist_group").args[0] != "browser")  # stable
+    if hasattr(config, "workerinput"):  # in one process the app starts at collection, beside the tests before them
+        items.sort(key=lambda item: item.get_closest_marker("xdist_group").args[0] != "browser")  # stable
 
 
 GPU_DESELECTED: dict[str, int] = {}  # by worker, in a run over processes
