@@ -89,7 +89,8 @@ def served():
             time.sleep(0.2)
     config = json.load(urllib.request.urlopen(host.url + "config"))
     events = {d["api_name"]: d["id"] for d in config["dependencies"] if d.get("api_name")}
-    yield type("Served", (), {"url": host.url, "stale": host.stale, "events": events, "log": host.log.name})
+    yield type("Served", (), {"url": host.url, "stale": host.stale, "events": events, "log": host.log.name,
+                             "pid": host.process.pid})
     host.stop()
 
 

@@ -819,3 +819,14 @@ def test_a_closed_server_ends_its_process_with_its_output_flushed(monkeypatch, c
     assert ended == [3] and shut == [True] and capsys.readouterr().out == "the last line"
     source = Path(app.__file__).read_text()
     assert source.index("demo.block_thread()") < source.index("handlers.end_process()")
+
+
+def test_the_queue_polls_at_the_apps_pace_and_a_gradio_without_those_knobs_is_left_as_it_is():
+    """The pace is set on the app's own queue (test_browser measures what it saves); a gradio release that renames or
+    drops the attributes gets nothing set on it, and the app still starts."""
+    from serving import QUEUE_POLL_S, quiet_queue
+
+    assert {name: getattr(app.demo._queue, name) for name in QUEUE_POLL_S} == QUEUE_POLL_S
+    bare = SimpleNamespace(sleep_when_free=None)
+    assert quiet_queue(bare) == [] and bare.sleep_when_free is None
+    assert not hasattr(bare, "progress_update_sleep_when_free")
