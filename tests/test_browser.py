@@ -32,8 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
 RECORDING = "h200-torch2.11"
 SIZES = {"1280x720": {"width": 1280, "height": 720}, "1024x768": {"width": 1024, "height": 768},
-         "iframe-760": {"width": 800, "height": 1000}, "phone-390x844": {"width": 390, "height": 844}}
-IFRAME = {"width": 760, "height": 1400}  # the README's embed, in a blog's 760 px column
+         "phone-390x844": {"width": 390, "height": 844}}
 LINK = "?source=h200-torch2.11&a=sdpa_flash&b=sdpa_cudnn"
 LINK_BOX = "#link textarea, #link input"
 ROWS = "rows => rows.map(r => Array.from(r.querySelectorAll('[role=gridcell]')).map(c => c.innerText.trim()))"
@@ -64,20 +63,6 @@ def browser(chromium):
         context.close()
 
 
-def open_page(browser, served, size: str, query: str = ""):
-    """The page at `size`: a browser tab of that viewport, or, for the iframe size, a blog page holding the app
-    in a 760×1400 iframe. Returns (page, surface): the surface is where the app's own document is."""
-    page = browser.new_page(viewport=SIZES[size])
-    if size.startswith("iframe"):
-        page.set_content(f'<body style="margin:0"><iframe src="{served.url}{query}" width="{IFRAME["width"]}" '
-                         f'height="{IFRAME["height"]}" style="border:0"></iframe></body>')
-        surface = page.wait_for_selector("iframe").content_frame()
-    else:
-        page.goto(served.url + query)
-        surface = page
-    return page, surface
-
-
 def answer_to(link: str, sweep: bool = False) -> session.Answer:
     """What the core answers for the request a link names: what the page must show for it."""
     params = dict(parse_qsl(urlsplit(link).query, keep_blank_values=True))
@@ -93,15 +78,6 @@ def is_join(request) -> bool:
 
 def headline(surface, selector: str = "#verdict strong") -> str:
     return " ".join(surface.inner_text(selector).split())
-
-
-def chart_text_px(surface, selector: str) -> float:
-    """The smallest chart text as drawn on screen: its size on the PNG (points at the figure's dpi) times the
-    scale the page shows the PNG at."""
-    from profiling.figures import DPI, SMALL_PT
-    scale = surface.evaluate(f"(() => {{ const i = document.querySelector('{selector} img'); "
-                             "return i.getBoundingClientRect().width / i.naturalWidth; })()")
-    return SMALL_PT * DPI / 72 * scale
 
 
 # -- the first impression --------------------------------------------------------------------------------------
@@ -251,14 +227,21 @@ def test_a_crafted_link_shows_its_text_as_text_and_fetches_nothing(served, brows
 
 # -- the views: a talk, a blog -----------------------------------------------------------------------------------
 def test_the_presentation_view_fits_one_screen_in_large_type(served, browser):
+    """At 1280x720, the size a projector gets: the stage view's checks (test_the_stage_view_fits_one_screen...: no
+    scroll, every text at 18 px or more, the chart's own text too), the explainer's headline word for word in large
+    type, what was measured said on the stage, the full page's parts hidden, and the presets at work in the view."""
     page = browser.new_page(viewport=SIZES["1280x720"])
     started = time.perf_counter()
     page.goto(served.url + LINK + "&view=present")
     page.wait_for_function("document.querySelector('#present h2')?.innerText.includes('cuDNN')", timeout=30_000)
     page.wait_for_selector("#present-chart img")
     print(f"\npage load to headline, presentation view at 1280x720: {time.perf_counter() - started:.2f} s")
+    on_stage(page, "1280x720", "compare")
     expected = answer_to(page.url.split("&view=")[0])
     assert headline(page, "#present h2") == expected.explanation.headline.title
+    shown = page.inner_text("#present")  # what was measured: the machine, recorded or live, the workload and pass
+    assert "H200" in shown and "h200-torch2.11" in shown and "Recorded" in shown, shown
+    assert "B=8, H=16, S=1024, D=64, bf16" in shown and "forward" in shown, shown
     page.evaluate("window.scrollTo(0, 0)")
     for selector in ("#present h2", "#present-chart img", "#pick-a", "#preset-0", "#run"):
         box = page.locator(selector).first.bounding_box()
@@ -270,21 +253,6 @@ def test_the_presentation_view_fits_one_screen_in_large_type(served, browser):
     page.click("#preset-1")  # math vs flash: the presets work in the view
     page.wait_for_function("document.querySelector('#present h2')?.innerText.includes('SDPA · math [A]')",
                            timeout=30_000)
-
-
-def test_the_embed_view_puts_the_answer_first_in_a_760_px_column(served, browser):
-    page, surface = open_page(browser, served, "iframe-760", LINK + "&view=embed")
-    surface.wait_for_function(HEADLINE_IN_VIEW, arg=["sdpa_flash", "sdpa_cudnn"], timeout=30_000)
-    surface.wait_for_selector("#chart img")
-    assert surface.evaluate(NO_SIDEWAYS_SCROLL)
-    assert not surface.locator("#machine").is_visible()  # no header
-    answer, controls = surface.locator("#verdict").bounding_box(), surface.locator("#pick-a").bounding_box()
-    assert answer["y"] < controls["y"], "the answer comes after the controls in the embed view"
-    assert chart_text_px(surface, "#chart") >= 12
-    hrefs = surface.eval_on_selector_all("#full-page a", "links => links.map(a => a.href)")
-    assert any("a=sdpa_flash&b=sdpa_cudnn" in h and "view=" not in h for h in hrefs)  # the details: the full page
-    assert not surface.locator("#timeline").is_visible()  # the full page's (test_browser_guest: the embed is short)
-    page.screenshot(path=ARTIFACTS / "view-embed-iframe-760.png", full_page=True)
 
 
 # -- the sweep tab ---------------------------------------------------------------------------------------------------
@@ -444,12 +412,18 @@ def test_a_live_runs_progress_is_drawn_where_the_eye_is(served, browser):
                            timeout=60_000)
 
 
-@pytest.mark.parametrize("size", ["1280x720", "1024x768"])
-@pytest.mark.parametrize("mode", ["compare", "sweep"])
+@pytest.mark.parametrize("size, mode", [("1024x768", "compare"), ("1280x720", "sweep"), ("1024x768", "sweep")])
 def test_the_stage_view_fits_one_screen_with_every_text_at_18_px(served, browser, size, mode):
-    from profiling.figures import DPI, PRESENT_PT
+    """(The compare view at 1280x720 is the presentation view's test, on its page.)"""
     page = browser.new_page(viewport=SIZES[size])
     page.goto(served.url + LINK + f"&view=present&mode={mode}")
+    on_stage(page, size, mode)
+
+
+def on_stage(page, size: str, mode: str) -> None:
+    """The stage view at `size` once its chart and heading are drawn: it does not scroll; every text on screen,
+    the chart's own included, is 18 px or more; the heading, the chart, both pickers, Run and the presets in view."""
+    from profiling.figures import DPI, PRESENT_PT
     chart = "#present-chart" if mode == "compare" else "#sweep-present-chart"
     heading = "#present h2" if mode == "compare" else "#sweep-present h2"
     page.wait_for_selector(f"{chart} img", timeout=40_000)

@@ -5,7 +5,8 @@ artifacts/guest-*.png for a person to look at.
 - a bad combination is flagged as it is typed and Run is off, the reason beside it; the result on screen stays,
   marked stale, never under an "Error" pill;
 - the bold text is drawn in one complete face (glyph widths of "SDPA GiB Run A vs B", bold against regular);
-- what was measured (machine, recorded or live, workload and pass) is on the page, the present view and the embed;
+- what was measured (machine, recorded or live, workload and pass) is on the page and the embed (the present view:
+  test_browser.py's presentation test, on its page);
 - the embed holds the answer, the A/B pickers and the presets within its frame, and never scrolls itself.
 """
 from __future__ import annotations
@@ -61,6 +62,15 @@ def opened(tab, url: str, size: str, query: str = LINK):
     return page, surface
 
 
+def chart_text_px(surface, selector: str) -> float:
+    """The smallest chart text as drawn on screen: its size on the PNG (points at the figure's dpi) times the
+    scale the page shows the PNG at."""
+    from profiling.figures import DPI, SMALL_PT
+    scale = surface.evaluate(f"(() => {{ const i = document.querySelector('{selector} img'); "
+                             "return i.getBoundingClientRect().width / i.naturalWidth; })()")
+    return SMALL_PT * DPI / 72 * scale
+
+
 def type_into(surface, field: str, value: str) -> None:
     box = surface.locator(f"#field-{field} input")
     box.fill(value)
@@ -104,37 +114,45 @@ BOLD_WIDTHS = """async () => {
 }"""
 
 
-@pytest.mark.parametrize("size", ["1280x720", "embed"])
-def test_bold_text_is_drawn_in_one_complete_face(url, tab, size):
+def test_bold_text_is_drawn_in_one_complete_face(url, tab):
+    """At 1280x720 (the embed's is checked on the embed's own page, below)."""
+    page, surface = opened(tab, url, "1280x720")
+    bold_face(page, surface, "1280x720")
+
+
+def bold_face(page, surface, name: str) -> None:
     """Each letter of "SDPA GiB Run A vs B" at weight 600 measures the same whatever the fallback family (so the
     page's own face drew it, not a fallback), and at least as wide as the regular face's (a bold face, not the
     regular one again); the headline and the Run button use that weight."""
-    page, surface = opened(tab, url, size)
     for glyph in surface.evaluate(BOLD_WIDTHS):
         assert glyph["bold_mono"] == pytest.approx(glyph["bold_serif"], abs=0.01), glyph  # no letter falls back
         assert glyph["bold_mono"] >= glyph["regular"] - 0.01, glyph
     assert any(g["bold_mono"] > g["regular"] + 0.2 for g in surface.evaluate(BOLD_WIDTHS))
     weight = surface.evaluate("getComputedStyle(document.querySelector('#verdict strong')).fontWeight")
     assert int(weight) >= 600
-    surface.locator("#verdict").screenshot(path=ARTIFACTS / f"guest-bold-{size}.png")
+    surface.locator("#verdict").screenshot(path=ARTIFACTS / f"guest-bold-{name}.png")
 
 
-# -- 4. what was measured, on the page, the present view and the embed --------------------------------------------
-@pytest.mark.parametrize("size, view", [("1280x720", "present"), ("1024x768", "page"), ("embed", "embed"),
-                                        ("phone-390x844", "page")])
-def test_every_view_says_the_workload_gpu_and_source(url, tab, size, view):
-    query = LINK + ("&view=present" if view == "present" else "")
-    page, surface = opened(tab, url, size, query)
-    shown = surface.locator("#present" if view == "present" else "#measured-on").inner_text()
-    assert "H200" in shown and "h200-torch2.11" in shown and "Recorded" in shown, shown
-    assert "B=8, H=16, S=1024, D=64, bf16" in shown, shown
-    if view == "present":
-        assert "forward" in shown
-    page.screenshot(path=ARTIFACTS / f"guest-measured-{view}-{size}.png")
+# -- 4. what was measured, on the page (the present view's is its own test's, test_browser.py) --------------------
+@pytest.mark.parametrize("size", ["1024x768", "phone-390x844"])
+def test_every_view_says_the_workload_gpu_and_source(url, tab, size):
+    page, surface = opened(tab, url, size)
+    says_what_was_measured(surface, f"page-{size}")
+    page.screenshot(path=ARTIFACTS / f"guest-measured-page-{size}.png")
 
 
-# -- 6. the embed: short, and never scrolling itself --------------------------------------------------------------
-def test_the_embed_holds_the_answer_the_pickers_and_the_presets_within_its_frame(url, tab):
+def says_what_was_measured(surface, name: str) -> None:
+    shown = surface.locator("#measured-on").inner_text()
+    assert "H200" in shown and "h200-torch2.11" in shown and "Recorded" in shown, (name, shown)
+    assert "B=8, H=16, S=1024, D=64, bf16" in shown, (name, shown)
+
+
+# -- 6. the embed: the answer first, short, never scrolling itself ------------------------------------------------
+def test_the_embed_puts_the_answer_first_and_holds_it_the_pickers_and_the_presets_within_its_frame(url, tab):
+    """The README's embed (a 760×1400 iframe in a blog's column): the answer above the controls, no header, nothing
+    wider than the column, the chart's text 12 px or more on screen; the headline, the A/B pickers, Run and the presets
+    within the frame, which does not scroll; the full page's details (timeline, kernel tables) left to a link to the
+    full page; what was measured said; the bold face whole (test_bold_text_is_drawn_in_one_complete_face)."""
     page, surface = opened(tab, url, "embed")
     height = surface.evaluate("document.documentElement.scrollHeight")
     boxes = {name: surface.locator(selector).first.bounding_box() for name, selector in
@@ -145,14 +163,21 @@ def test_the_embed_holds_the_answer_the_pickers_and_the_presets_within_its_frame
     for name, box in boxes.items():
         assert box["y"] + box["height"] <= IFRAME["height"], (name, box, height)
     assert height <= IFRAME["height"] + 8, height
+    assert surface.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert not surface.locator("#machine").is_visible()  # no header
+    assert chart_text_px(surface, "#chart") >= 12
     assert not surface.locator("#timeline").is_visible() and not surface.locator("#a-table").is_visible()
     assert "full page" in surface.locator("#full-page").inner_text()
+    hrefs = surface.eval_on_selector_all("#full-page a", "links => links.map(a => a.href)")
+    assert any("a=sdpa_flash&b=sdpa_cudnn" in h and "view=" not in h for h in hrefs)  # the details: the full page
+    says_what_was_measured(surface, "embed")
+    bold_face(page, surface, "embed")
 
 
 def test_a_preset_in_the_embed_never_scrolls_the_frame_or_the_host(url, tab):
-    page, surface = opened(tab, url, "embed")
     """The reader scrolls the blog to the presets and clicks one: neither the frame nor the host page moves when
     the new result lands (the frame fits its content: it has nowhere to scroll)."""
+    page, surface = opened(tab, url, "embed")
     page.evaluate("document.body.style.height = '4000px'")
     before = surface.locator("#verdict strong").first.inner_text()
     preset = surface.locator("#presets button", has_text="training step")
