@@ -392,7 +392,11 @@ def scroll_to(*selectors: str) -> str:
 CSS = (Path(__file__).parent / "page.css").read_text()
 HEAD = (Path(__file__).parent / "page_head.html").read_text()
 
-with gr.Blocks(title="Attention Profiler", delete_cache=(1800, 3600)) as demo:  # gradio's copies of downloads
+# delete_cache: gradio's copies of downloads. analytics_enabled=False: gradio would otherwise fetch its latest version
+# from api.gradio.app as the page is built and post usage data at launch; this app reaches nothing beyond its own host.
+BLOCKS = dict(title="Attention Profiler", delete_cache=(1800, 3600), analytics_enabled=False)
+
+with gr.Blocks(**BLOCKS) as demo:
     gr.Markdown("# Attention Profiler\nTwo attention implementations, the same inputs, under `torch.profiler`: "
                 "what the trace shows against the guess.  \n" + machine_line(),
                 elem_id="machine", elem_classes="page-only")

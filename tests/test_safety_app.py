@@ -830,3 +830,31 @@ def test_the_queue_polls_at_the_apps_pace_and_a_gradio_without_those_knobs_is_le
     bare = SimpleNamespace(sleep_when_free=None)
     assert quiet_queue(bare) == [] and bare.sleep_when_free is None
     assert not hasattr(bare, "progress_update_sleep_when_free")
+
+
+def test_building_the_page_reaches_no_host_but_its_own(monkeypatch):
+    """gradio's defaults fetch its latest version from api.gradio.app as a Blocks is built (a thread) and post usage
+    at launch; the app's Blocks reach nothing (every name looked up and every connection is recorded while one is
+    built and its threads end). Planted: gradio's default, analytics on, is caught."""
+    import socket
+
+    def looked_up(settings: dict) -> list:
+        asked = []
+        real = socket.getaddrinfo
+
+        def getaddrinfo(host, *args, **kwargs):
+            asked.append(host)
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                raise socket.gaierror("no network in this test")
+            return real(host, *args, **kwargs)
+        monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+        before = set(threading.enumerate())
+        with gr.Blocks(**settings):
+            gr.Markdown("x")
+        for thread in set(threading.enumerate()) - before:
+            thread.join(10)
+        monkeypatch.undo()
+        return asked
+
+    assert looked_up(app.BLOCKS) == []
+    assert "api.gradio.app" in looked_up({**app.BLOCKS, "analytics_enabled": True})
