@@ -5,8 +5,8 @@ artifacts/guest-*.png for a person to look at.
 - a bad combination is flagged as it is typed and Run is off, the reason beside it; the result on screen stays,
   marked stale, never under an "Error" pill;
 - the bold text is drawn in one complete face (glyph widths of "SDPA GiB Run A vs B", bold against regular);
-- what was measured (machine, recorded or live, workload and pass) is on the page and the embed (the present view:
-  test_browser.py's presentation test, on its page);
+- what was measured (machine, recorded or live, workload and pass) is on every page opened here, at every size and in
+  the embed (the present view's: test_browser.py's presentation test);
 - the embed holds the answer, the A/B pickers and the presets within its frame, and never scrolls itself.
 """
 from __future__ import annotations
@@ -48,7 +48,8 @@ def tab(chromium):
 
 
 def opened(tab, url: str, size: str, query: str = LINK):
-    """(page, surface): the app at `size`; for "embed", a blog page holding it in the README's iframe."""
+    """(page, surface): the app at `size`; for "embed", a blog page holding it in the README's iframe. Every page a
+    guest opens here says what was measured, once its answer is drawn (`says_what_was_measured`)."""
     if size == "embed":
         page = tab.new_context(viewport={"width": 800, "height": 1000}).new_page()
         page.set_content(f'<body style="margin:0"><iframe src="{url}{query}&view=embed" width="{IFRAME["width"]}" '
@@ -59,7 +60,16 @@ def opened(tab, url: str, size: str, query: str = LINK):
         page.goto(url + query)
         surface = page
     surface.wait_for_function(HEADLINE, timeout=60_000)
+    says_what_was_measured(surface, size)
     return page, surface
+
+
+def says_what_was_measured(surface, name: str) -> None:
+    """The machine, recorded or live, the recording and the workload, on the page and in the embed (the present
+    view's: test_browser.py's presentation test)."""
+    shown = surface.locator("#measured-on").inner_text()
+    assert "H200" in shown and "h200-torch2.11" in shown and "Recorded" in shown, (name, shown)
+    assert "B=8, H=16, S=1024, D=64, bf16" in shown, (name, shown)
 
 
 def chart_text_px(surface, selector: str) -> float:
@@ -133,26 +143,12 @@ def bold_face(page, surface, name: str) -> None:
     surface.locator("#verdict").screenshot(path=ARTIFACTS / f"guest-bold-{name}.png")
 
 
-# -- 4. what was measured, on the page (the present view's is its own test's, test_browser.py) --------------------
-@pytest.mark.parametrize("size", ["1024x768", "phone-390x844"])
-def test_every_view_says_the_workload_gpu_and_source(url, tab, size):
-    page, surface = opened(tab, url, size)
-    says_what_was_measured(surface, f"page-{size}")
-    page.screenshot(path=ARTIFACTS / f"guest-measured-page-{size}.png")
-
-
-def says_what_was_measured(surface, name: str) -> None:
-    shown = surface.locator("#measured-on").inner_text()
-    assert "H200" in shown and "h200-torch2.11" in shown and "Recorded" in shown, (name, shown)
-    assert "B=8, H=16, S=1024, D=64, bf16" in shown, (name, shown)
-
-
 # -- 6. the embed: the answer first, short, never scrolling itself ------------------------------------------------
 def test_the_embed_puts_the_answer_first_and_holds_it_the_pickers_and_the_presets_within_its_frame(url, tab):
     """The README's embed (a 760×1400 iframe in a blog's column): the answer above the controls, no header, nothing
     wider than the column, the chart's text 12 px or more on screen; the headline, the A/B pickers, Run and the presets
     within the frame, which does not scroll; the full page's details (timeline, kernel tables) left to a link to the
-    full page; what was measured said; the bold face whole (test_bold_text_is_drawn_in_one_complete_face)."""
+    full page; the bold face whole (test_bold_text_is_drawn_in_one_complete_face)."""
     page, surface = opened(tab, url, "embed")
     height = surface.evaluate("document.documentElement.scrollHeight")
     boxes = {name: surface.locator(selector).first.bounding_box() for name, selector in
@@ -170,7 +166,6 @@ def test_the_embed_puts_the_answer_first_and_holds_it_the_pickers_and_the_preset
     assert "full page" in surface.locator("#full-page").inner_text()
     hrefs = surface.eval_on_selector_all("#full-page a", "links => links.map(a => a.href)")
     assert any("a=sdpa_flash&b=sdpa_cudnn" in h and "view=" not in h for h in hrefs)  # the details: the full page
-    says_what_was_measured(surface, "embed")
     bold_face(page, surface, "embed")
 
 
@@ -194,11 +189,12 @@ def test_a_preset_in_the_embed_never_scrolls_the_frame_or_the_host(url, tab):
 
 
 # -- 5. a training step, as the reader sees it ---------------------------------------------------------------------
-@pytest.mark.parametrize("size", ["1280x720", "phone-390x844"])
-def test_a_training_step_is_labelled_per_step(url, tab, size):
-    page, surface = opened(tab, url, size, LINK + "&pass=fwd%2Bbwd")
-    surface.wait_for_function("() => (document.querySelector('#measured-on')?.innerText || '')"
-                              ".includes('forward + backward')", timeout=60_000)
-    assert "per step" in surface.locator("#a-table").inner_text() or \
-        "per step" in surface.locator("#a-table").evaluate("e => e.closest('.block')?.innerText || ''")
-    surface.locator("#chart").screenshot(path=ARTIFACTS / f"guest-step-chart-{size}.png")
+def test_a_training_step_is_labelled_per_step(url, tab):
+    """At 1280x720, then the same page narrowed to a phone's width (what is read does not change with the width)."""
+    page, surface = opened(tab, url, "1280x720", LINK + "&pass=fwd%2Bbwd")
+    assert "forward + backward" in surface.locator("#measured-on").inner_text()
+    for size in ("1280x720", "phone-390x844"):
+        page.set_viewport_size(SIZES[size])
+        assert "per step" in surface.locator("#a-table").inner_text() or \
+            "per step" in surface.locator("#a-table").evaluate("e => e.closest('.block')?.innerText || ''")
+        surface.locator("#chart").screenshot(path=ARTIFACTS / f"guest-step-chart-{size}.png")
