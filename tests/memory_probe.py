@@ -47,7 +47,10 @@ def main(variants: str, batch: str, heads: str, seq: str, head_dim: str, dtype: 
         (run,) = measurement.measure_runs([variant], w)
         rows.append({"variant": key, "ready": ready, "status": run.status, "grew": status("VmHWM") - before,
                      "estimate": estimate, "forward_peak": run.peak_extra_bytes,
-                     "forward_estimate": call_bytes(variant, w, ENV)})
+                     "forward_estimate": call_bytes(variant, w, ENV),
+                 "estimate_without_holes": measure_bytes(w, variant.scratch_bytes(w, ENV), inputs_ready=ready,
+                                                         reference_ready=ready, setup_bytes=variant.setup_bytes(w, ENV),
+                                                         holes=False)})
     print(json.dumps(rows))
 
 

@@ -45,8 +45,8 @@ def test_the_probes_cover_every_variant_this_cpu_runs_live_and_each_fresh_but_au
 def test_the_estimate_bounds_the_process_peak_and_is_not_loose_where_s_squared_rules(probe):
     """The variants in turn, in a fresh process (a peak is per process: tests/memory_probe.py): what the process grew
     at its peak within the estimate, the forward alone (as the profiler counts it) within the forward's own estimate
-    (the card shows both); and where the S×S terms dominate (> 200 MiB), the estimate within 2x of the peak plus
-    the slack."""
+    (the card shows both); and where the S×S terms dominate (> 200 MiB), the estimate less its allowance for the
+    allocator's holes (budget.measure_bytes) within 2x of the peak plus the slack."""
     process = subprocess.run([sys.executable, "tests/memory_probe.py", *map(str, probe)], cwd=ROOT, text=True,
                              capture_output=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert process.returncode == 0, process.stderr[-2000:]
@@ -57,8 +57,8 @@ def test_the_estimate_bounds_the_process_peak_and_is_not_loose_where_s_squared_r
         assert row["grew"] <= row["estimate"], (
             f"{what}: grew {row['grew'] / MiB:.0f} MiB, estimated {row['estimate'] / MiB:.0f} MiB")
         assert row["forward_peak"] <= row["forward_estimate"], what
-        if row["grew"] > 200 * MiB:
-            assert row["estimate"] <= 2 * row["grew"] + slack, row
+        if row["grew"] > 200 * MiB:  # the holes apart: a process keeps them or not (480-780 MiB for the same work)
+            assert row["estimate_without_holes"] <= 2 * row["grew"] + slack, row
 
 
 def test_a_cpu_measurement_caps_the_malloc_arenas_its_bound_counts(monkeypatch):
