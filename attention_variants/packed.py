@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from profiling.environment import Environment
-from profiling.workload import Inputs, Workload
+from profiling.workload import MAX_TOKENS, Inputs, Workload
 
 from .base import Variant
 from .sdpa import SMALL, _auto_scratch, _fused_scratch, _math_scratch
@@ -41,6 +41,9 @@ def _documents_only(w: Workload) -> str | None:
         return f"it sets each document's pattern itself, causal or not: choose mask=flag, not mask={w.mask}"
     if w.rank == 3:
         return "it reads [tokens, H, D]: choose rank 4"
+    if w.tokens > MAX_TOKENS:  # B equal sequences past what one packed sequence may hold (documents are held to it)
+        return (f"it reads the batch as one sequence of B·S = {w.tokens:,} tokens, more than the {MAX_TOKENS:,} one "
+                f"sequence may hold: choose a smaller B or S")
     return None
 
 
@@ -160,7 +163,7 @@ def _nested_check(w: Workload, env: Environment) -> str | None:
     if env.torch_version != torch.__version__ or (w.device == "cuda" and not torch.cuda.is_available()):
         return None  # another machine's run (a recording): asked of this torch, the answer would be this one's
     refusal = _nested_refusal(w.device, w.dtype, w.causal, w.heads, w.kv_head_count, w.head_dim, w.training)
-    return f"torch {env.torch_version} refuses nested jagged tensors here: {refusal}" if refusal else None
+    return f"torch {env.torch_version} refuses nested jagged tensors for this input: {refusal}" if refusal else None
 
 
 def _nested_scratch(w: Workload, env: Environment) -> int:

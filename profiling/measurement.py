@@ -400,8 +400,8 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
             with spent("copy ceiling"):
                 env = dataclasses.replace(env, copy_bytes_per_s=timing.copy_ceiling())
         subjects = [_Subject(v, Run(variant=v.key, workload=workload, environment=env, session=session,
-                                    estimated_extra_bytes=call_bytes(v, workload, env)))
-                    for v in variants]
+                                    estimated_extra_bytes=None if reasons.get(v.key) else call_bytes(v, workload, env)))
+                    for v in variants]  # one that cannot run is not priced (its memory model may not hold for it)
         n = len(subjects)
         names = [f"{label} · " if label else "" for label in (labels or [""] * n)]
 

@@ -228,6 +228,27 @@ def test_a_call_s_bytes_count_what_each_way_holds():
     assert moved_bytes(w, "forward", "block") == 4 * sum(w.lengths) * rows + sum(w.lengths) ** 2
 
 
+@pytest.mark.parametrize("changes", [dict(batch=64, seq_len=8192), dict(batch=64, seq_len=8192, q_len=1)],
+                         ids=["B·S past one sequence", "a decode step of that batch"])
+def test_a_batch_past_what_one_packed_sequence_holds_is_a_reason_never_a_refusal_of_a_field_the_user_did_not_set(
+        changes):
+    """B equal sequences of 524,288 tokens in all: the packed ways (one sequence of every token) say why they cannot
+    run it; every other way is priced. On the H200, timed cold, this raised "seq_len=524288 is not allowed" from a
+    packed way's memory model and stopped a recording (a value nobody typed, for a field nobody set)."""
+    from attention_variants import reasons
+    from profiling.budget import call_bytes
+    from test_timing_modes import GPU
+
+    w = Workload(heads=32, kv_heads=8, head_dim=128, dtype="bf16", timing="cold", **changes)
+    why = reasons(list(VARIANTS.values()), w, GPU)
+    for key in ("sdpa_docmask", "naive_docmask", "sdpa_nested", "varlen"):
+        assert why[key], key
+    assert "524,288 tokens" in why["sdpa_docmask"] or "q_len" in why["sdpa_docmask"]
+    for key, variant in VARIANTS.items():
+        if not why[key]:
+            assert call_bytes(variant, w, GPU) > 0, key
+
+
 def test_a_sweep_of_packed_documents_is_refused_naming_lengths():
     from profiling import session
 
