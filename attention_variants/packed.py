@@ -94,6 +94,18 @@ def _block_scratch(w: Workload, env: Environment) -> int:
 
 
 # -- nested jagged tensors ----------------------------------------------------------------------------------
+class _FxTracingNotice(logging.Filter):
+    """torch.nested.nested_tensor_from_jagged asks `is_fx_tracing()`, which logs once a process that the function is
+    deprecated in favour of others: torch's note to torch's own callers (seen in the H200 server's log at the warm-up's
+    first nested call), no operator's concern. Only that line is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("is_fx_tracing will return true")
+
+
+logging.getLogger("torch.fx._symbolic_trace").addFilter(_FxTracingNotice())
+
+
 def _jagged(t: torch.Tensor, p, shortest: int) -> torch.Tensor:
     """[T, H, D] values as a nested jagged tensor [B, H, j, D], the shortest and longest documents' lengths given up
     front (without them SDPA's jagged path reads them back from the device, a sync each call)."""

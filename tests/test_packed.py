@@ -283,6 +283,34 @@ def test_asking_whether_nested_tensors_run_here_writes_nothing_to_the_log(caplog
     assert logging.getLogger("torch.nested._internal.sdpa").propagate
 
 
+def test_making_nested_tensors_writes_nothing_to_the_log():
+    """nested_tensor_from_jagged asks torch.fx whether it is tracing, and torch.fx logs a deprecation notice the first
+    time in a process (on the H200 it was the one foreign line of the server's log): dropped, and nothing else."""
+    import logging
+
+    from torch.fx import _symbolic_trace
+
+    import attention_variants.packed  # noqa: F401  (its filter)
+
+    class Heard(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.DEBUG)
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    logger, heard = logging.getLogger("torch.fx._symbolic_trace"), Heard()
+    logger.addHandler(heard)
+    try:
+        _symbolic_trace.is_fx_tracing_warning.cache_clear()
+        torch.nested.nested_tensor_from_jagged(torch.zeros(5, 2), torch.tensor([0, 2, 5]))
+        logger.warning("another line of torch.fx's")
+    finally:
+        logger.removeHandler(heard)
+    assert heard.lines == ["another line of torch.fx's"]
+
+
 def test_on_the_recorded_h200_runs_the_mask_build_speaks_of_the_forward_and_never_in_a_backward_view():
     """Every recorded block-diagonal run (SDPA's and the hand-written one, forward, step and backward view): the share
     the note states is its mask-building kernels' time over the forward's, re-derived from the trace's kernels; a
