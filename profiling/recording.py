@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import json
 import shutil
 from pathlib import Path
 
 from . import text
-from .results import Run, Sweep
+from .results import RUNS_FILE, SWEEPS_FILE, Run, Sweep, read_stored, write_stored
 from .workload import Workload
 
 # What `record` runs on a GPU: the blog workload and the variations the notes are about. A training step is
@@ -31,16 +30,15 @@ MATRIX = (
     BLOG.replace(mask="window", window=256),  # a sliding window
     BLOG.replace(mask="window", window=256, passes="fwd+bwd"),
 )
-# Timed cold and in a CUDA graph (each run carries its warm figure and host figures too) where the mode changes the
-# answer: cold where the working set is near the L2's size (the blog's forward and step: 64 and 128 MiB against the
-# H200's L2), graphs where kernels of 0.06-0.3 ms are host-bound one launch at a time (flex, FA4: the blog's forward
-# and step, the window of 256). All workloads in all three modes would take ~15 min on the H200.
-TIMED = (
-    BLOG.replace(timing="cold"), BLOG.replace(timing="graph"),
-    BLOG.replace(passes="fwd+bwd", timing="cold"), BLOG.replace(passes="fwd+bwd", timing="graph"),
-    BLOG.replace(mask="window", window=256, timing="graph"),
-    BLOG.replace(mask="window", window=256, passes="fwd+bwd", timing="graph"),
-)
+
+
+def timed(workloads) -> tuple[Workload, ...]:
+    """Each workload timed cold (the L2 flushed before every call) and in a CUDA graph; each such run carries its warm
+    figure and host figures too, so a recorded workload has all three."""
+    return tuple(w.replace(timing=mode) for w in workloads for mode in ("cold", "graph"))
+
+
+TIMED = timed(MATRIX)
 GPU_MATRIX = MATRIX + TIMED
 
 
@@ -72,8 +70,9 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
             runs += [run, backward_view(run)] if workload.passes == "fwd+bwd" else [run]
             gpu = text.ms(run.gpu_ms) if run.gpu_ms else run.status
             progress(f"{workload.words():60s} {run.variant:15s} {gpu}")
+        write_stored(out_dir / RUNS_FILE, runs)  # after each workload: a recording cut short keeps what it measured
     shutil.rmtree(out_dir / "raw", ignore_errors=True)
-    (out_dir / "runs.json").write_text(json.dumps([r.to_dict() for r in runs], indent=1))
+    write_stored(out_dir / RUNS_FILE, runs)
     return runs
 
 
@@ -117,7 +116,7 @@ DECODE_FAMILIES = (
 
 def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print, kept: list[Sweep] = ()) -> list[Sweep]:
     """Each family over its axis' values, every variant stopping at its first point that does not fit; written to
-    out_dir/sweeps.json after each family, after the sweeps `kept` (no traces: a sweep keeps numbers and kernel
+    out_dir/sweeps.json.gz after each family, after the sweeps `kept` (no traces: a sweep keeps numbers and kernel
     names)."""
     import time
 
@@ -137,7 +136,7 @@ def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print, kept: lis
             progress(f"  {text.point(axis, result.value(run)):9s} {run.variant:15s} {run.status:13s} "
                      + (text.ms(run.gpu_ms) if run.gpu_ms else (run.reason or "")[:60]))
         sweeps.append(result)
-        (out_dir / "sweeps.json").write_text(json.dumps([s.to_dict() for s in sweeps], indent=1))
+        write_stored(out_dir / SWEEPS_FILE, sweeps)
     return sweeps
 
 
@@ -161,13 +160,16 @@ PACKERS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_auto", "sdpa_docm
 # fits in one call of a lent GPU (≤ 10 min on the H200).
 PARTS = {
     "matrix": (MATRIX, ()),                                  # ~5 min on the H200
-    "timing": (TIMED, COLD_FAMILIES),                        # ~3 min
-    "sweeps": ((), RECORDED_FAMILIES[:-len(COLD_FAMILIES)]),  # ~2.5 min
+    "cold": (TIMED[0::2], ()),                               # the matrix cold
+    "graph": (TIMED[1::2], ()),                              # the matrix in CUDA graphs
+    "sweeps": ((), RECORDED_FAMILIES),                       # ~3.5 min, the blog's cold sweep among them
     "decode": (DECODE_MATRIX, DECODE_FAMILIES),              # ~3.5 min
-    "packed": (PACKED_MATRIX, ()),                           # ~5 min (estimated: not yet recorded)
-    "packed_unequal": (UNEQUAL, ()),                         # ~3 min (estimated)
+    "decode_timing": (timed(DECODE_MATRIX), ()),
+    "packed": (PACKED_MATRIX, ()),                           # ~1 min (FA4 not installed)
+    "packed_unequal": (UNEQUAL, ()),                         # ~0.5 min
+    "packed_timing": (timed(PACKED_MATRIX), ()),
 }
-PART_VARIANTS = {"packed": PACKERS, "packed_unequal": PACKERS}  # a part's variants where not every one
+PART_VARIANTS = {"packed": PACKERS, "packed_unequal": PACKERS, "packed_timing": PACKERS}  # where not every variant
 
 
 def _step_of(workload: Workload) -> tuple:
@@ -187,7 +189,7 @@ def record_part(out_dir, name: str, progress=print, variants=None) -> tuple[list
     variants = variants or PART_VARIANTS.get(name)
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
-    held = json.loads((out_dir / "runs.json").read_text()) if (out_dir / "runs.json").exists() else []
+    held = read_stored(out_dir / RUNS_FILE)
     replaced = {_step_of(w) for w in workloads}
     kept = [r for r in map(Run.from_dict, held) if _step_of(r.workload) not in replaced]
     runs = record(out_dir, workloads, variants, progress=progress, kept=kept) if workloads else kept
@@ -195,7 +197,7 @@ def record_part(out_dir, name: str, progress=print, variants=None) -> tuple[list
     for trace in (out_dir / "traces").glob("*.gz") if (out_dir / "traces").is_dir() else ():
         if trace.name not in held_traces:  # a replaced run's trace
             trace.unlink()
-    swept = json.loads((out_dir / "sweeps.json").read_text()) if (out_dir / "sweeps.json").exists() else []
+    swept = read_stored(out_dir / SWEEPS_FILE)
     own = {(base.problem(free=(axis,)), axis) for base, _, _, axis in families}
     kept_sweeps = [s for s in map(Sweep.from_dict, swept) if (s.workload.problem(free=(s.axis,)), s.axis) not in own]
     if variants:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import math
 from pathlib import Path
 
 from . import text
 from .budget import call_bytes
-from .results import Run, Sweep
+from .results import RUNS_FILE, SWEEPS_FILE, UNSUPPORTED, Run, Sweep, read_stored
 from .workload import Workload
 
 RECORDED_DIR = Path(__file__).parent / "recorded"
@@ -25,9 +24,9 @@ def load_recorded(directory: str | Path) -> list[Run]:
     from attention_variants import VARIANTS
 
     directory = Path(directory)
-    runs = [Run.from_dict(d) for d in json.loads((directory / "runs.json").read_text())]
+    runs = [Run.from_dict(d) for d in read_stored(directory / RUNS_FILE)]
     for run in runs:
-        if run.variant in VARIANTS:
+        if run.variant in VARIANTS and run.status != UNSUPPORTED:  # one that cannot run is not priced
             run.estimated_extra_bytes = call_bytes(VARIANTS[run.variant], run.workload, run.environment)
         if run.trace_path:
             run.trace_path = str(directory / run.trace_path)
@@ -36,7 +35,7 @@ def load_recorded(directory: str | Path) -> list[Run]:
 
 def recordings() -> dict[str, Path]:
     """Name -> folder of every recording shipped with the app."""
-    return {p.name: p for p in sorted(RECORDED_DIR.iterdir()) if (p / "runs.json").exists()} \
+    return {p.name: p for p in sorted(RECORDED_DIR.iterdir()) if (p / RUNS_FILE).exists()} \
         if RECORDED_DIR.exists() else {}
 
 
@@ -57,19 +56,26 @@ def recorded_workloads(name: str) -> list[Workload]:
     return list(dict.fromkeys(run.workload for run in recorded_runs(name)))
 
 
-_INDEXES: dict[str, tuple[tuple[Run, ...], dict[tuple[Workload, str], Run]]] = {}
+_INDEXES: dict[str, tuple[tuple[Run, ...], dict[tuple[Workload, str], Run], dict[Workload, set[str]]]] = {}
 
 
-def _index(name: str) -> dict[tuple[Workload, str], Run]:
-    """(problem, variant) -> the first recorded run of it, in the recording `name`: built once per loaded recording
-    (each request looks runs up by problem, and a problem is a dataclass that checks itself when made)."""
+def _indexes(name: str) -> tuple[dict[tuple[Workload, str], Run], dict[Workload, set[str]]]:
+    """(problem, variant) -> the first recorded run of it, and problem -> the variants run on it (in recording
+    order), in the recording `name`: built once per loaded recording (each request looks runs up by problem, and a
+    problem is a dataclass that checks itself when made)."""
     runs = recorded_runs(name)
     if name not in _INDEXES or _INDEXES[name][0] is not runs:
         index: dict[tuple[Workload, str], Run] = {}
+        held: dict[Workload, set[str]] = {}
         for run in runs:
             index.setdefault((_problem(run.workload), run.variant), run)
-        _INDEXES[name] = (runs, index)
-    return _INDEXES[name][1]
+            held.setdefault(_problem(run.workload), set()).add(run.variant)
+        _INDEXES[name] = (runs, index, held)
+    return _INDEXES[name][1], _INDEXES[name][2]
+
+
+def _index(name: str) -> dict[tuple[Workload, str], Run]:
+    return _indexes(name)[0]
 
 
 def find_recorded(name: str, variant: str, workload: Workload) -> Run | None:
@@ -79,11 +85,8 @@ def find_recorded(name: str, variant: str, workload: Workload) -> Run | None:
 
 
 def _held(name: str) -> dict[Workload, set[str]]:
-    """The problems the recording `name` holds, in recording order, each with the variants run on it."""
-    held: dict[Workload, set[str]] = {}
-    for problem, variant in _index(name):
-        held.setdefault(problem, set()).add(variant)
-    return held
+    """The problems the recording `name` holds, in recording order, each with the variants run on it (read-only)."""
+    return _indexes(name)[1]
 
 
 def _log2_distance(a: Workload, b: Workload) -> float:
@@ -94,7 +97,8 @@ def nearest_recorded(name: str, workload: Workload, variants=(), n: int = 3) -> 
     """The `n` workloads of the recording `name` closest to `workload`'s problem, best first: those holding a
     run of every one of `variants` (keys) before the others, then the fewest fields of the problem that differ
     (how it was timed is not the problem: the same timing first among equals), then the smallest sum of |log2|
-    ratios of S, B, H and D (S=2048 is as near 1024 as 4096 is), then recording order."""
+    ratios of S, B, H and D (S=2048 is as near 1024 as 4096 is), then recording order. One problem is named once:
+    in the request's timing where it is recorded so (a workload recorded warm, cold and in a graph is one answer)."""
     wanted, held = _problem(workload), _held(name)
 
     def distance(problem: Workload) -> tuple:
@@ -102,7 +106,10 @@ def nearest_recorded(name: str, workload: Workload, variants=(), n: int = 3) -> 
         return (not set(variants) <= held[problem], differing, problem.timing != wanted.timing,
                 _log2_distance(problem, wanted))
 
-    return sorted(held, key=distance)[:n]
+    nearest = {}
+    for problem in sorted(held, key=distance):
+        nearest.setdefault(problem.problem(free=("timing",)), problem)
+    return list(nearest.values())[:n]
 
 
 def unrecorded_message(name: str, workload: Workload, variants=()) -> str | None:
@@ -123,12 +130,11 @@ def unrecorded_message(name: str, workload: Workload, variants=()) -> str | None
 # -- recorded sweeps ----------------------------------------------------------------------------
 @functools.cache
 def recorded_sweeps(name: str) -> tuple[Sweep, ...]:
-    """Every sweep of the recording `name` (its sweeps.json, written by `record`), loaded once."""
+    """Every sweep of the recording `name` (its sweeps, written by `record`), loaded once."""
     folders = {p.name: p for p in RECORDED_DIR.iterdir() if p.is_dir()} if RECORDED_DIR.exists() else {}
-    if name not in folders or not (folders[name] / "sweeps.json").exists():  # a name, never a path
+    if name not in folders:  # a name, never a path
         return ()
-    path = folders[name] / "sweeps.json"
-    return tuple(Sweep.from_dict(d) for d in json.loads(path.read_text()))
+    return tuple(Sweep.from_dict(d) for d in read_stored(folders[name] / SWEEPS_FILE))
 
 
 def find_recorded_sweep(name: str, a: str, b: str, workload: Workload, axis: str = "seq_len") -> Sweep | None:

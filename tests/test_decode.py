@@ -155,7 +155,7 @@ def test_pytorchs_split_kv_is_named_with_its_splits_from_the_grid_and_its_combin
     note = apply(decode_rules.decode_kernels, run)
     assert note.facts["splits"].value == 4 and note.facts["splits"].source == "run.kernels[0].grid[1]"
     assert note.facts["merge"].value == pytest.approx(3 / 33) and note.facts["merge"].of == "the forward"
-    assert "flash_fwd_splitkv_kernel" in note.title and "in 4 splits" in note.title and "combine" in note.title
+    assert "flash_fwd_splitkv_kernel" in note.title and "in 4 splits" in note.title and "the combine merges them" in note.body
     assert note.kernels == [k.name for k in SPLIT]
     packed = apply(decode_rules.gqa_packing, run)   # grid[2] = B·Hkv = 64, not B·H = 256
     assert packed.facts["grid"].value == 64 and "4 query heads" in packed.title

@@ -116,6 +116,7 @@ def test_the_rules_predict_every_recorded_h200_outcome():
                          if dispatch.known_refusal(b, run.workload, run.environment) is None)
             assert dispatch.backend_key(run.backend) == first, where
         checked += 1
-    # every workload × (4 pinned + auto; packed documents: 3 pinned, auto and the block-diagonal mask), less
-    # sdpa_math's decode step whose trace lost its GPU work (dropped)
-    assert checked == 5 * len({r.workload for r in RUNS}) - 1
+    # every workload × at least (4 pinned + auto; packed documents: 3 pinned, auto and the block-diagonal mask; the
+    # block-diagonal mask beside the rest where it was recorded later), less sdpa_math's decode step whose trace
+    # lost its GPU work (dropped)
+    assert checked >= 5 * len({r.workload for r in RUNS}) - 1

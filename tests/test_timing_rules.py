@@ -101,7 +101,7 @@ def test_cold_says_what_the_flush_changed_against_the_warm_figure():
     assert note.title.startswith(f"With the L2 flushed, a forward takes {text.ms(run.timing.median_ms)}: 1.3× the "
                                  f"warm {text.ms(run.warm_timing.median_ms)}")
     assert note.facts["flush"].value == 2 * L2 and "twice the 57.2 MiB L2" in note.body
-    assert "is larger than the L2" in note.body                                      # 64 MiB against 57.2 MiB
+    assert "exceeds the L2" in note.body                                             # 64 MiB against 57.2 MiB
     level = apply(timing_rules.cold_l2, moded(recorded("sdpa_flash"), "cold", scale=1.01))
     assert level.title.startswith("Flushing the L2 changed a forward by under 3%")
     assert level.weight < note.weight

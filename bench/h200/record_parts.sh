@@ -1,17 +1,18 @@
 # On the lent H200: record the named parts of the recording (python -m profiling record --part ...) into a copy of
 # profiling/recorded/h200-torch2.11, each in place, and bring the folder back as $OUT/rec.tar.gz (untar it over the
-# recording here). A part is skipped when less than its time is left of the call's 10 minutes.
-#   bash bench/h200/record_parts.sh decode timing
+# recording here). A part is skipped when less than its time is left of the call's 10 minutes (BUDGET s, 560 unless
+# set: less when the call ran something first).
+#   bash bench/h200/record_parts.sh decode cold
 export PYTHONUNBUFFERED=1
 set -o pipefail
 rec=/tmp/rec
 [ -d $rec ] || cp -r profiling/recorded/h200-torch2.11 $rec
-declare -A need=([matrix]=330 [timing]=240 [sweeps]=200 [decode]=260 [packed]=200)
+declare -A need=([matrix]=200 [cold]=200 [graph]=200 [sweeps]=220 [decode]=220 [decode_timing]=200 [packed]=90 [packed_unequal]=60 [packed_timing]=150)
 for part in "$@"; do
-  left=$((560 - SECONDS))
+  left=$((${BUDGET:-560} - SECONDS))
   if [ "$left" -lt "${need[$part]:-200}" ]; then echo "skipped $part: ${left} s left"; continue; fi
   timeout $((left - 20)) python3 -m profiling record --out $rec --part "$part" > "$OUT/record_$part.log" 2>&1
   echo "$part: rc=$? after $SECONDS s"; grep -E "^part |Traceback|Error" "$OUT/record_$part.log" | head -5
 done
-(cd $rec && tar czf "$OUT/rec.tar.gz" runs.json sweeps.json traces)
+(cd $rec && tar czf "$OUT/rec.tar.gz" runs.json.gz sweeps.json.gz traces)
 ls -la "$OUT"

@@ -84,6 +84,9 @@ def explain(comparison: Comparison) -> Explanation:
         n.side = "both" if twin else "a"
         if twin:
             b_notes.remove(twin)
+            if twin.kernels != n.kernels:  # the same words of other kernels: the note lists both sides' (each line
+                n.kernels += [k for k in twin.kernels if k not in n.kernels]            # names its kernel)
+                n.evidence += [line for line in twin.evidence if line not in n.evidence]
         notes.append(n)
     for n in b_notes:
         n.side = "b"

@@ -92,12 +92,11 @@ def decode_kernels(run: Run, peers: Peers) -> Note | None:
         facts["merge"] = share_of(run, path.combine, "forward")
         names["combine"] = ", ".join(dict.fromkeys(text.kernel(k) for k in path.combine))
     if path.kind == "split-kv":
-        title = "{who} split the keys: `{main}`" + (" in {splits} splits" if path.splits_at else "") + \
-            (", then `{combine}`" if path.combine else "")
+        title = "{who} split the keys: `{main}`" + (" in {splits} splits" if path.splits_at else "")
         facts["fill"] = _split_rule()
-        body = ("With q_len {queries} against {keys} keys the (batch, head, query block) tiles fill under {fill}, "
-                "so PyTorch's flash splits each head's keys across blocks (num_splits_heuristic), each writing an fp32 "
-                "partial output" + ("; the combine merges them: {merge}." if path.combine else "."))
+        body = ("Against {keys} keys, q_len {queries} gives too few (batch, head, query block) tiles to fill {fill}, "
+                "so PyTorch's flash (num_splits_heuristic) splits each head's keys into fp32 partial outputs"
+                + ("; the combine merges them: {merge}." if path.combine else "."))
         weight = 0.3
     elif path.kind == "flex decoding":
         title = "flex took its decoding kernel: `{main}` over {splits} key splits, then a combine"

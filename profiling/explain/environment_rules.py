@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from .. import dispatch, text
-from ..results import Note, Run
+from ..results import DOES_NOT_FIT, Note, Run
 from .facts import Peers, label, measured, note, on_gpu, pinned, ran, ratio, sdpa_op
 
 
@@ -71,6 +71,14 @@ def pinned_refused(run: Run, peers: Peers) -> Note | None:
     """A pinned backend that cannot take this input fails instead of falling back; PyTorch's warnings say why."""
     if run.ok:
         return None
+    if run.status == DOES_NOT_FIT and None not in (run.needed_bytes, run.available_bytes):
+        facts = {"needed": measured(run, "needed_bytes", "bytes"), "available": measured(run, "available_bytes", "bytes")}
+        body = "Refused before a byte was allocated for it; nothing was measured."
+        if run.reference_bytes:  # the fp64 accuracy check's inputs and output, counted in what it needs
+            facts["reference"] = measured(run, "reference_bytes", "bytes")
+            body = "The fp64 accuracy check's {reference} is counted in. " + body
+        return note("does_not_fit", "environment", f"{label(run)} does not fit {text.on_device(run.environment)}: "
+                    "needs {needed}, {available} free", body, weight=1.0, facts=facts, evidence=[run.status])
     why, cause, quoted = refusal(run)
     backend = pinned(run)
     reasons = dispatch.refusal_reasons(backend, run.pytorch_warnings) if backend else []
@@ -119,8 +127,7 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
         by_reason: dict[str, list[str]] = {}
         for b, why in refusals.items():
             by_reason.setdefault(why or "a check PyTorch reports only when no backend runs", []).append(b)
-        result = " " + "; ".join(f"{_and(bs)} refused it: {why}" for why, bs in by_reason.items()) \
-            + f". So {it} ran {chosen}."
+        result = " " + "; ".join(f"{_and(bs)} refused it: {why}" for why, bs in by_reason.items()) + "."
     else:
         result = f" {chosen} accepted this input, so {it} ran it."
     facts, weight = {}, 0.25
@@ -133,7 +140,7 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
         result += f" It is not the fastest {text.on_device(env)}: {label(best)} is {{ratio}} faster."
         weight = 0.45
     title = f"{who} ran {chosen}, " + (f"first in SDPA's order {text.on_device(env)}" if not skipped else
-                                        f"the first of {' → '.join(order)} to accept this input")
+                                        f"after {_and(skipped)} refused this input")
     return note("auto_choice", "environment", title,
                 f"SDPA tries {order[0]} first {text.on_device(env)}: {priority.rule}." + result,
                 weight=weight, facts=facts, ops=[sdpa_op(run).name] if sdpa_op(run) else [], evidence=evidence,
