@@ -8,6 +8,7 @@ Nothing here measures or decides; it only writes.
 """
 from __future__ import annotations
 
+import functools
 import re
 import string
 from typing import TYPE_CHECKING, Mapping
@@ -242,6 +243,7 @@ _UNTIL_IT_FITS = (  # (pattern, replacement), one at a time while the name is to
 _ELEMENT_TYPE = re.compile(r"\b(?:c10::|cutlass::)?(BFloat16|bfloat16_t|Half|half_t|float|double|bool)\b")
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of two values, asked again for every note and table row
 def kernel_label(short_name: str, width: int = LABEL_WIDTH) -> str:
     """'vectorized_elementwise_kernel [mul]' -> 'vectorized · mul'; 'nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT'
     -> 'nvjet sm90 64x512 NNT'; 'pytorch_flash::flash_fwd_kernel' -> 'flash_fwd_kernel'."""
