@@ -168,8 +168,9 @@ PARTS = {
     "packed": (PACKED_MATRIX, ()),                           # ~1 min (FA4 not installed)
     "packed_unequal": (UNEQUAL, ()),                         # ~0.5 min
     "packed_timing": (timed(PACKED_MATRIX), ()),
+    "unequal_timing": (timed(UNEQUAL), ()),
 }
-PART_VARIANTS = {"packed": PACKERS, "packed_unequal": PACKERS, "packed_timing": PACKERS}  # where not every variant
+PART_VARIANTS = {name: PACKERS for name in ("packed", "packed_unequal", "packed_timing", "unequal_timing")}
 
 
 def _step_of(workload: Workload) -> tuple:

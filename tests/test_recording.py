@@ -232,7 +232,8 @@ def test_the_parts_are_the_whole_recording_plan():
     assert sorted(map(str, workloads)) == sorted(map(str, recording.GPU_MATRIX + recording.DECODE_MATRIX
                                                    + recording.timed(recording.DECODE_MATRIX)
                                                    + recording.PACKED_MATRIX + recording.UNEQUAL
-                                                   + recording.timed(recording.PACKED_MATRIX)))
+                                                   + recording.timed(recording.PACKED_MATRIX)
+                                                   + recording.timed(recording.UNEQUAL)))
     assert len(set(map(str, workloads))) == len(workloads)
     planned = recording.RECORDED_FAMILIES + recording.DECODE_FAMILIES
     assert sorted(map(str, families)) == sorted(str(f[0].problem() + (f[3],)) for f in planned)
