@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED=1
 set -o pipefail
 rec=/tmp/rec
 [ -d $rec ] || cp -r profiling/recorded/h200-torch2.11 $rec
-declare -A need=([matrix]=200 [cold]=200 [graph]=200 [sweeps]=220 [decode]=220 [decode_timing]=200 [packed]=90 [packed_unequal]=60 [packed_timing]=150 [unequal_timing]=60)
+declare -A need=([matrix]=200 [cold]=200 [graph]=200 [sweeps]=220 [decode]=220 [decode_timing]=120 [packed]=90 [packed_unequal]=60 [packed_timing]=150 [unequal_timing]=40)
 for part in "$@"; do
   left=$((${BUDGET:-560} - SECONDS))
   if [ "$left" -lt "${need[$part]:-200}" ]; then echo "skipped $part: ${left} s left"; continue; fi
