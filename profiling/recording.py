@@ -160,15 +160,15 @@ PACKERS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_auto", "sdpa_docm
 # fits in one call of a lent GPU (≤ 10 min on the H200).
 PARTS = {
     "matrix": (MATRIX, ()),                                  # ~5 min on the H200
-    "cold": (TIMED[0::2], ()),                               # the matrix cold
-    "graph": (TIMED[1::2], ()),                              # the matrix in CUDA graphs
+    "cold": (TIMED[0::2], ()),                               # 3.4 min (FA4 installed: all the H200 times here)
+    "graph": (TIMED[1::2], ()),                              # 1.6 min
     "sweeps": ((), RECORDED_FAMILIES),                       # ~3.5 min, the blog's cold sweep among them
     "decode": (DECODE_MATRIX, DECODE_FAMILIES),              # ~3.5 min
-    "decode_timing": (timed(DECODE_MATRIX), ()),
-    "packed": (PACKED_MATRIX, ()),                           # ~1 min (FA4 not installed)
-    "packed_unequal": (UNEQUAL, ()),                         # ~0.5 min
-    "packed_timing": (timed(PACKED_MATRIX), ()),
-    "unequal_timing": (timed(UNEQUAL), ()),
+    "decode_timing": (timed(DECODE_MATRIX), ()),             # ~2.5 min (estimated from its first four workloads)
+    "packed": (PACKED_MATRIX, ()),                           # 1.5 min
+    "packed_unequal": (UNEQUAL, ()),                         # 0.6 min
+    "packed_timing": (timed(PACKED_MATRIX), ()),             # 1.8 min
+    "unequal_timing": (timed(UNEQUAL), ()),                  # ~1 min (estimated)
 }
 PART_VARIANTS = {name: PACKERS for name in ("packed", "packed_unequal", "packed_timing", "unequal_timing")}
 
