@@ -203,6 +203,18 @@ def _bytes_of_the_tensors(w: Workload) -> int:
     return x.q.nbytes + x.k.nbytes + x.v.nbytes + x.q.nbytes + (x.page_table.nbytes if x.page_table is not None else 0)
 
 
+def test_the_decode_kernel_note_speaks_of_attention_kernels_only():
+    """Every recorded decode step (warm, cold, graph): the fused and compiled ways get the note of the kernel that
+    walks the keys; attention written by hand (naive, SDPA's math) runs GEMMs and elementwise kernels, none of them
+    such a kernel, and gets none (it was told "ran one kernel for q_len 1: `elementwise_kernel [direct_copy]`")."""
+    by_hand = {"naive", "naive_inplace", "sdpa_math"}
+    decode = [r for r in RUNS if r.ok and r.workload.q_len is not None and r.environment.device == "cuda"]
+    assert len(decode) >= 150 and by_hand & {r.variant for r in decode}
+    for run in decode:
+        note = apply(decode_rules.decode_kernels, run)
+        assert (note is None) == (run.variant in by_hand), (run.variant, run.workload.words())
+
+
 @pytest.mark.parametrize("w, ms", [(DECODE.replace(seq_len=1024), 0.010),
                                    (DECODE.replace(seq_len=1024), 0.005),          # faster than HBM: the L2's
                                    (DECODE.replace(seq_len=1024, kv_heads=1, q_len=4), 0.010),
@@ -222,7 +234,18 @@ def test_the_bytes_a_decode_call_moves_are_its_tensors_and_the_rate_is_bytes_ove
     assert note.facts["share"].value == pytest.approx(per_us / ceiling) and "of the copy ceiling" in note.title
     assert ("page table" in note.title) == (w.page_size is not None)
     assert text.size(moved) in note.title and text.bandwidth(per_us) in note.title
-    assert ("Above the ceiling: the L2" in note.body) == (per_us > ceiling)
+    assert ("Above it: the 60.0 MiB L2 served part of its" in note.body) == (per_us > ceiling)  # warm, 32 MiB: fits
+    # above the copy with the L2 flushed, or a working set far past it: HBM reads, not the L2
+    for changed in (dict(timing="cold"), dict(seq_len=131072, batch=1)):
+        past = synthetic("sdpa_flash", SPLIT, w.replace(**changed), ms=ms * moved_ratio(w, w.replace(**changed)))
+        body = apply(timing_rules.memory_traffic, past).body
+        assert "L2 served" not in body
+        assert ("a copy writes what it reads; this mostly reads" in body) == (per_us > ceiling)
+
+
+def moved_ratio(w, other) -> float:
+    """How many times the bytes of `w` another workload's call moves (the same rate at another size)."""
+    return (other.io_bytes + other.page_table_bytes) / (w.io_bytes + w.page_table_bytes)  # both: their tensors
 
 
 def test_without_a_measured_copy_the_rate_is_held_against_the_datasheet_and_said_so():

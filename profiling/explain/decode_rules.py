@@ -50,7 +50,8 @@ def decode_path(run: Run) -> DecodePath | None:
     """The decode kernels of a GPU run's forward: PyTorch's flash split-KV kernel (grid (query blocks, splits,
     B·h), flash_fwd_launch_template.h) and its combine; flex's Triton template with inductor's reductions after it,
     the decoding kernel when its grid is (query blocks, B·Hkv, splits) (flex_decoding.py, flex_decoding_grid), its
-    prefill kernel when (query blocks, B, H); else the forward's longest kernel alone."""
+    prefill kernel when (query blocks, B, H); else the forward's longest kernel alone, where it is an attention
+    kernel."""
     if not (_decoding(run) and on_gpu(run)):
         return None
     w, forward = run.workload, run.kernels_of("forward")
@@ -68,8 +69,8 @@ def decode_path(run: Run) -> DecodePath | None:
         if template.grid[1:] == [w.batch, w.heads]:
             return DecodePath("flex prefill", template, [], heads_at="grid[2]", heads=w.heads)
     k = main_kernel(run, "forward")
-    if k is None:
-        return None
+    if k is None or k.category not in ("fused attention", "triton"):  # attention by hand (naive, math) is many
+        return None                                                   # kernels, none of them one that walks the keys
     if k.short_name == FLASH and k.grid and k.grid[1] == w.batch:  # (query blocks, B, h)
         return DecodePath("one kernel", k, [], heads_at="grid[2]", heads=k.grid[2])
     return DecodePath("one kernel", k, [])

@@ -124,14 +124,14 @@ def profiled_vs_events(run: Run, peers: Peers) -> Note | None:
     if abs(facts["ratio"].value - 1) <= 0.10:
         return None
     events = "warm CUDA events" if warm else "CUDA events"
-    figure = ("the warm CUDA events' median around the {phase} of unprofiled calls (the verdict's is the "
+    figure = ("the events, the warm median of unprofiled calls (the verdict's is the "
               f"{spec_of('timing').said(run.workload.timing)} one)" if warm else
               "the verdict's time is the median of CUDA events around the {phase} of unprofiled calls").format(
                   phase=run.phase)
     return note("profiled_vs_events", "guess", f"Two GPU times of the {run.phase}: {{table}} profiled, {{events}} "
                 f"by {events}",
                 f"The kernel table adds up the {run.phase}'s kernels over {{calls}} profiled calls; {figure}. They "
-                "differ by more than the timings' spread: read ratios from one of them, never across.",
+                "differ beyond the timings' spread: read ratios within one of them, never across.",
                 weight=0.2, facts=facts | {"calls": measured(run, "profiled_forwards", "count")})
 
 
@@ -237,7 +237,7 @@ def memory_traffic(run: Run, peers: Peers) -> Note | None:
     if env.copy_bytes_per_s:
         facts["ceiling"] = ratio(measured(run, "environment.copy_bytes_per_s", "count"),
                                  constant(1e6, "count", "1000000"), "bytes_per_us")
-        ceiling, of = "A device-to-device copy ran at {ceiling} (read + written).", "the copy ceiling"
+        ceiling, of = "A device-to-device copy ran at {ceiling}, read + written.", "the copy ceiling"
     else:  # a recording made before the copy was measured: the datasheet's figure, said so
         facts["ceiling"] = constant(HBM_BYTES_PER_US[hbm], "bytes_per_us", f"hbm[{hbm}]")
         ceiling, of = "The datasheet gives this GPU's HBM {ceiling}.", "the datasheet's HBM bandwidth"
@@ -245,15 +245,23 @@ def memory_traffic(run: Run, peers: Peers) -> Note | None:
     facts["share"] = ratio(facts["rate"], facts["ceiling"], "share")
     facts["share"].of = of
     mode = {"warm": "warm: bytes the L2 kept count too",
-            "cold": "the L2 flushed before each call", "graph": "replayed in a CUDA graph"}[run.workload.timing]
+            "cold": "L2 flushed before each call", "graph": "replayed in a CUDA graph"}[run.workload.timing]
     warm = ""
-    if run.warm_timing is not None and run.phase == run.call:
+    if run.workload.timing == "cold" and run.warm_timing is not None and run.phase == run.call:  # what L2 changed
         facts["warm"] = measured(run, "warm_timing.median_ms", "ms")
         facts["warm_rate"] = ratio(facts["moved"], scaled(facts["warm"], 1000, "us"), "bytes_per_us")
-        warm = " Warm, the same bytes took {warm}: {warm_rate}."
-    over = " Above the ceiling: the L2 served part of it." if facts["share"].value > 1 else ""
+        warm = " Warm: {warm}, {warm_rate}."
+    over = ""
+    if facts["share"].value > 1:  # past what a copy reaches: which of two causes the run allows
+        facts["set"] = working_set(run, run.call)
+        l2 = env.l2_cache_bytes
+        if run.workload.timing == "warm" and l2 and facts["set"].value <= 2 * l2:
+            facts["l2"] = measured(run, "environment.l2_cache_bytes", "bytes")
+            over = " Above it: the {l2} L2 served part of its {set}."
+        else:  # flushed, or far past the L2: HBM itself, read faster than a copy's even mix of reads and writes
+            over = " Above it: a copy writes what it reads; this mostly reads."
     return note("memory_traffic", "guess", f"{_formula(run)} = {{moved}} in {{time}}: {{rate}}, {{share}}",
-                f"The fewest bytes a {run.phase} moves: each tensor once ({mode}). " + ceiling
+                f"The least a {run.phase} moves, each tensor once ({mode}). " + ceiling
                 + warm + over,
                 weight=min(0.5, 0.5 * facts["share"].value), facts=facts)
 
