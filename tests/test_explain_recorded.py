@@ -9,6 +9,7 @@ says "here". And the headline and top three of every pair are a golden file a pe
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -278,8 +279,12 @@ def test_a_replay_names_the_gpu_it_ran_on_never_here(explained):
 
 
 # -- an independent oracle: every share and phase total a note states, against a second reader of the traces -----
-ORACLE = {id(r): trace_oracle.read(r.trace_path) for r in RUNS
-          if r.ok and r.trace_path and r.environment.device == "cuda"}
+@functools.cache
+def oracles() -> dict:
+    """The oracle's reading of every recorded GPU trace, by run: read when a test first asks (not at collection, in
+    every worker)."""
+    return {id(r): trace_oracle.read(r.trace_path) for r in RUNS
+            if r.ok and r.trace_path and r.environment.device == "cuda"}
 _SHARE = re.compile(r"^(launch_)?share\((\w+(?:\[\w+\])?), '(\w+)', ([\d, ]+)\)$")
 _PHASE_TOTAL = re.compile(r"^(\w+(?:\[\w+\])?)\.(gpu_us|launches)\('(\w+)'\)$")
 
@@ -287,6 +292,7 @@ _PHASE_TOTAL = re.compile(r"^(\w+(?:\[\w+\])?)\.(gpu_us|launches)\('(\w+)'\)$")
 def test_every_recorded_runs_phases_are_the_oracles():
     """The parser files each GPU row under the phase the oracle's own rule gives (the launching thread), with the
     same microseconds: the tables every share is read from are right, phase by phase."""
+    ORACLE = oracles()
     assert len(ORACLE) >= 100
     for run in (r for r in RUNS if id(r) in ORACLE):
         oracle, where = ORACLE[id(run)], f"{run.variant} · {run.workload.words()}"
@@ -317,7 +323,7 @@ def test_every_share_and_phase_total_a_note_states_is_the_oracles_for_the_phase_
 
 def check_shares(explained) -> int:
     """The test above on some explained pairs; how many facts it checked."""
-    checked = 0
+    ORACLE, checked = oracles(), 0
     for c, e in explained:
         for note in e.notes:
             for name, q in note.facts.items():
