@@ -614,9 +614,9 @@ LAUNCH = dict(ssr_mode=False, css=CSS, head=HEAD, theme=THEME,
                                          Middleware(LinkPreview)]})
 
 if __name__ == "__main__":
-    handlers.start_warm_up()  # on a GPU, in the background: a visitor's first live run finds the process warm
     port = os.environ.get("PORT")  # Deta Space and most hosts; gradio reads GRADIO_SERVER_PORT itself
     demo.launch(server_port=int(port) if port else None, prevent_thread_lock=True, **LAUNCH)
     from profiling import figures  # noqa: F401, E402  (the charts' matplotlib: imported once the server answers)
+    handlers.start_warm_up()  # in the background, once the server answers: a first live run finds the process warm
     demo.block_thread()
     handlers.end_process()  # the server has closed (Ctrl-C): see end_process for why not the interpreter's own exit

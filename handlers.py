@@ -138,12 +138,13 @@ WARM_UP = WarmUp()
 def start_warm_up(device: str | None = None, keys: list[str] | None = None) -> None:
     """Pay what every first live request pays (`profiling.warmup`) now, in the background on the measurement thread,
     so that no visitor does: on a GPU (`device`, this machine's by default) of our own. Never on ZeroGPU, where the
-    GPU exists only inside `serve_live`, a call in another process that costs the visitor's GPU quota; never on a
-    CPU, whose cores the replays share. A page or a replay never waits for it; a live request waits only for the
-    step in progress (`_drop_warm_up`). Even the steps are chosen on that thread: asking which variants run here
-    imports their libraries (flash_attn.cute: ~2 s), which the server's start must not wait for."""
+    GPU exists only inside `serve_live`, a call in another process that costs the visitor's GPU quota. On a CPU,
+    whose cores the replays share, only the profiler's imports (`capture.prepare_profiler`), no measurement. A page
+    or a replay never waits for it; a live request waits only for the step in progress (`_drop_warm_up`). Even the
+    steps are chosen on that thread: asking which variants run here imports their libraries (flash_attn.cute:
+    ~2 s), which the server's start must not wait for."""
     device = device or ENV.device
-    if device != "cuda" or os.environ.get("SPACES_ZERO_GPU") or WARM_UP.queued:
+    if os.environ.get("SPACES_ZERO_GPU") or WARM_UP.queued:
         return
 
     def step(name, call) -> None:
@@ -157,6 +158,9 @@ def start_warm_up(device: str | None = None, keys: list[str] | None = None) -> N
     def plan() -> None:
         WARM_UP.queued += [LIVE_WORKER.submit(step, name, call) for name, call in warmup.steps(device, keys)]
 
+    if device != "cuda":
+        WARM_UP.queued = [LIVE_WORKER.submit(step, "the profiler's imports", capture.prepare_profiler)]
+        return
     WARM_UP.queued = [LIVE_WORKER.submit(plan)]
 
 

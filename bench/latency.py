@@ -74,11 +74,11 @@ def serve(port: int, record_path: str) -> None:
                 write({"kind": kind, "live": request.live, "handler_s": now() - t0, "phases": spent})
 
     handlers.serve = timed
-    handlers.start_warm_up()  # as app.py's main does, before it launches
     app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **app.LAUNCH)
     marks["launched"] = now()
     write({"marks": marks})
     from profiling import figures  # noqa: F401  (as app.py's main does, once the server answers)
+    handlers.start_warm_up()  # as app.py's main does, then
     if handlers.wait_for_warm_up():  # over: its steps done, or dropped for a live request
         write({"warmed": now(), "warm_up_s": handlers.WARM_UP.steps})
     while True:

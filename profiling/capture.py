@@ -67,11 +67,19 @@ def start_profiler_here() -> None:
     Kineto registers its client as torch loads and runs its init callback at the first profiled session; from any
     other thread (the app's live-measurement thread) that callback logs "ERROR: External init callback must run in
     same thread as registerClient". One empty CPU session here runs it where it belongs; later sessions on other
-    threads log nothing."""
+    threads log nothing. The session is autograd's profiler, the one `torch.profiler.profile` drives: that wrapper's
+    first session imports torch._inductor (to read whether inductor's CUDA graphs are on), 3 s of a server's start
+    that its first measurement pays instead (`prepare_profiler`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with profile(activities=[ProfilerActivity.CPU]):
+        with torch.autograd.profiler.profile(use_cpu=True):
             pass
+
+
+def prepare_profiler() -> None:
+    """What `torch.profiler.profile`'s first session imports (torch._inductor's config), imported now: the start-up's
+    warm-up calls this where no measurement warms it, so that the first click does not pay it."""
+    import torch._inductor.config  # noqa: F401
 
 
 def profile_calls(fn: Callable[[], None], device: str, calls: int, path: Path) -> None:

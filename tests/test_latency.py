@@ -1,11 +1,13 @@
 """Start-up and first answer (issue 29): the warm-up runs on the measurement thread and never holds a replay; a
-live request waits only for the step in progress; nothing warms on a CPU or on ZeroGPU; the phases a request
+live request waits only for the step in progress; nothing warms on ZeroGPU, and a CPU only the profiler's imports
+(which the server's start does not pay); the phases a request
 records are the ones it ran; the compilers' caches go to the app's folder only where the user set none; and the
 machine is read without importing triton; a long call's host figures take the rounds the cost model prices."""
 from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -21,6 +23,7 @@ from profiling.results import Timing
 from test_timing_modes import gpu, subject  # noqa: F401  (gpu: the fake GPU's fixture)
 
 RECORDING = "h200-torch2.11"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def replayed() -> Request:
@@ -92,13 +95,26 @@ def test_a_live_request_waits_for_the_step_in_progress_and_the_rest_give_way(fre
     assert handlers.wait_for_warm_up(30)  # over, a step dropped: nothing raised
 
 
-@pytest.mark.parametrize("device, zero_gpu", [("cpu", None), ("cuda", "true")])
-def test_nothing_warms_on_a_cpu_or_on_zerogpu(fresh_warm_up, monkeypatch, device, zero_gpu):
-    if zero_gpu:
-        monkeypatch.setenv("SPACES_ZERO_GPU", zero_gpu)
+def test_nothing_warms_on_zerogpu(fresh_warm_up, monkeypatch):
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
     monkeypatch.setattr(warmup, "steps", lambda device, keys=None: pytest.fail("a warm-up step was asked for"))
-    handlers.start_warm_up(device)
+    handlers.start_warm_up("cuda")
     assert not handlers.WARM_UP.queued and not handlers.wait_for_warm_up()
+
+
+def test_a_cpu_warms_the_profilers_imports_alone_and_the_start_does_not_pay_them(fresh_warm_up, monkeypatch):
+    """On a CPU no measurement warms (the replays share its cores): only what torch.profiler's first session imports
+    (torch._inductor, ~3 s), after which that session finds it loaded; the server's start no longer pays it
+    (capture.start_profiler_here runs autograd's profiler), checked in a fresh process as a server starts."""
+    monkeypatch.setattr(warmup, "steps", lambda device, keys=None: pytest.fail("a measurement step was asked for"))
+    handlers.start_warm_up("cpu")
+    assert handlers.wait_for_warm_up(120) and list(handlers.WARM_UP.steps) == ["the profiler's imports"]
+    assert "torch._inductor.config" in sys.modules  # torch.profiler's `hasattr(torch, "_inductor")` imports no more
+    probe = ("import sys\nfrom profiling import capture\ncapture.start_profiler_here()\n"
+             "print(sorted(m for m in sys.modules if m.startswith(('torch._inductor', 'torch._dynamo'))))\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_the_warm_up_steps_measure_every_backend_that_runs_here_and_record_their_phases():
