@@ -6,6 +6,7 @@ same objects around. Nothing here measures, explains or formats.
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import statistics
@@ -321,8 +322,8 @@ class Run:
     @classmethod
     def from_dict(cls, data: dict) -> "Run":
         data = {k: v for k, v in data.items() if k in _RUN_FIELDS}
-        data["workload"] = Workload(**data["workload"])
-        data["environment"] = Environment.from_dict(data["environment"])
+        data["workload"] = _workload(json.dumps(data["workload"], sort_keys=True))
+        data["environment"] = _environment(json.dumps(data["environment"], sort_keys=True))
         data["kernels"] = share_by_phase([Kernel.from_dict(k) for k in data.get("kernels", [])])
         data["host_ops"] = [HostOp(**h) for h in data.get("host_ops", [])]
         for key, kind in (("timing", Timing), ("host_cost", Timing), ("back_to_back", Timing), ("accuracy", Accuracy),
@@ -339,6 +340,18 @@ class Run:
 
 
 _RUN_FIELDS = {f.name for f in fields(Run)}
+
+
+# A recording's runs share a few dozen workloads and one machine: each made (and checked) once, by its JSON. Both are
+# frozen, so the runs may share them.
+@functools.lru_cache(maxsize=4096)
+def _workload(spelled: str) -> Workload:
+    return Workload(**json.loads(spelled))
+
+
+@functools.lru_cache(maxsize=64)
+def _environment(spelled: str) -> Environment:
+    return Environment.from_dict(json.loads(spelled))
 
 
 @dataclass
@@ -411,8 +424,8 @@ class Sweep:
     @classmethod
     def from_dict(cls, data: dict) -> "Sweep":
         data = dict(data)
-        data["workload"] = Workload(**data["workload"])
-        data["environment"] = Environment.from_dict(data["environment"])
+        data["workload"] = _workload(json.dumps(data["workload"], sort_keys=True))
+        data["environment"] = _environment(json.dumps(data["environment"], sort_keys=True))
         data["runs"] = [Run.from_dict(r) for r in data["runs"]]
         return cls(**data)
 

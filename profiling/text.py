@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import re
-import string
 from typing import TYPE_CHECKING, Mapping
 
 if TYPE_CHECKING:
@@ -330,12 +329,14 @@ def host_line(h: "HostOp") -> str:
 
 
 # -- sentences from facts ------------------------------------------------------------------------
-class _Words(string.Formatter):
+class _Words(dict):
+    """The values a template names, looked up as `str.format_map` asks for them: a fact in its unit, else a name."""
+
     def __init__(self, facts: Mapping[str, "Quantity"], names: Mapping[str, str]):
         super().__init__()
         self.facts, self.names = facts, names
 
-    def get_value(self, key, args, kwargs):
+    def __missing__(self, key: str) -> str:
         if key in self.facts:
             return quantity(self.facts[key])
         return self.names[key]
@@ -343,7 +344,7 @@ class _Words(string.Formatter):
 
 def fill(template: str, facts: Mapping[str, "Quantity"], names: Mapping[str, str] | None = None) -> str:
     """'{memcpy} takes {share}' with the facts written in their units and the names as given."""
-    return _Words(facts, names or {}).format(template)
+    return template.format_map(_Words(facts, names or {}))
 
 
 def word_count(text: str) -> int:

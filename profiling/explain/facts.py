@@ -470,7 +470,8 @@ def peers_for(run: Run, runs: Iterable[Run]) -> Peers:
     """The runs among `runs` a ratio with `run` means something for: ok, another variant, same workload
     (seed aside), same GPU and torch."""
     def same(other: Run) -> bool:
-        return (other.workload.replace(seed=0) == run.workload.replace(seed=0)
+        a, b = other.workload, run.workload  # (a replace re-checks the workload: only where the seeds differ)
+        return ((a == b or (a.seed != b.seed and a.replace(seed=0) == b.replace(seed=0)))
                 and other.environment.device_name == run.environment.device_name
                 and other.environment.torch_version == run.environment.torch_version)
     return {p.variant: p for p in runs if p.ok and p.variant != run.variant and same(p)}
