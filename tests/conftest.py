@@ -10,6 +10,12 @@ import socket
 import httpx
 import pytest
 
+# Two workers, Chromium and the app share this 2-core machine: PyTorch's OpenMP threads, left to spin between parallel
+# regions as libgomp does by default, burn the cores the other processes wait for (~15 s of a 3-minute run, measured).
+# Passive threads sleep instead. Set before any process of the run loads OpenMP: the workers and every process a test
+# starts inherit it. It changes how idle threads wait, not what any test checks; the app itself keeps the default.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 def pytest_configure(config):
     """pytest looks for unraisable exceptions at the end after five full garbage collections (~0.4 s each in a process

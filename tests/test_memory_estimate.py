@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -41,14 +42,26 @@ def test_the_probes_cover_every_variant_this_cpu_runs_live_and_each_fresh_but_au
     assert {probe[0].split(",")[0] for probe in PROBES} == live - {"sdpa_auto"}
 
 
+def _probe(probe) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "tests/memory_probe.py", *map(str, probe)], cwd=ROOT, text=True,
+                          capture_output=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.fixture(scope="module")
+def probed():
+    """Every probe's process, two at a time (a peak is per process, so they do not disturb each other's; each waits
+    on its own imports and on the other's turn less than alone in a row), started when the first test asks."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield {probe: pool.submit(_probe, probe) for probe in PROBES}
+
+
 @pytest.mark.parametrize("probe", PROBES, ids=lambda p: " ".join(map(str, p)))
-def test_the_estimate_bounds_the_process_peak_and_is_not_loose_where_s_squared_rules(probe):
+def test_the_estimate_bounds_the_process_peak_and_is_not_loose_where_s_squared_rules(probe, probed):
     """The variants in turn, in a fresh process (a peak is per process: tests/memory_probe.py): what the process grew
     at its peak within the estimate, the forward alone (as the profiler counts it) within the forward's own estimate
     (the card shows both); and where the S×S terms dominate (> 200 MiB), the estimate less its allowance for the
     allocator's holes (budget.measure_bytes) within 2x of the peak plus the slack."""
-    process = subprocess.run([sys.executable, "tests/memory_probe.py", *map(str, probe)], cwd=ROOT, text=True,
-                             capture_output=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    process = probed[probe].result()
     assert process.returncode == 0, process.stderr[-2000:]
     slack = budget.fixed_bytes("cpu")
     for row in json.loads(process.stdout.strip().splitlines()[-1]):

@@ -2,7 +2,6 @@
 each chart's bars and marks are the runs' own figures, a sweep's exponents appear only where a fit supports one, a
 crossing only where the verdict's test ranks A and B in opposite orders, and a stopped sweep says why."""
 import io
-from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -11,14 +10,13 @@ from sweep_helpers import run, synthetic
 from profiling import text
 from profiling.explain.curves import crossovers, slopes
 from profiling.figures import DPI, WIDTH_IN, sweep_figure, timeline_figure, timing_figure
-from profiling.replay import load_recorded
+from explain_helpers import RUNS as RECORDED  # the tests' one load of the recording (read-only)
 from profiling.results import DOES_NOT_FIT, Comparison, Sweep
 from profiling.timeline import forward_timeline, run_timeline
 from profiling.trace import load_trace, summarize_trace
 from profiling.workload import Workload
 
-DATA = Path(__file__).parent / "data" / "h200-torch2.11"
-RUNS = {r.variant: r for r in load_recorded(DATA) if r.workload == Workload.blog()}
+RUNS = {r.variant: r for r in RECORDED if r.workload == Workload.blog()}
 
 
 def median_range(path) -> str:

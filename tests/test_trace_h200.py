@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from profiling.replay import load_recorded
+from explain_helpers import RUNS as RECORDED  # the tests' one load of the recording (read-only)
 from profiling.results import RUNS_FILE, HostOp, Kernel, Run, read_stored, share_by_phase
 from profiling.trace import RANGES, load_trace, summarize_trace
 from profiling.workload import Workload
 
 DATA = Path(__file__).parent / "data" / "h200-torch2.11"
-RUNS = load_recorded(DATA)
+RUNS = RECORDED
 TRACED = [r for r in RUNS if r.trace_path]
 
 
@@ -113,6 +113,8 @@ def test_every_recorded_trace_parses_to_its_stored_tables_row_by_row():
         for phase in {k.phase for k in summary.kernels}:  # each phase's shares add up to its whole
             assert abs(sum(k.share for k in summary.kernels if k.phase == phase) - 1) < 1e-6, where
         assert all(k.launched_by for k in summary.kernels), where  # every GPU row knows who launched it
+        if len(found) >= 20:  # enough to read (and a planted fault is caught without parsing every trace)
+            break
     assert found == [], "\n".join(found[:20])
 
 
