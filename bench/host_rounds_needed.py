@@ -1,0 +1,52 @@
+"""Would fewer host-figure rounds do? Read from the H200 recording, no GPU needed (issue 29: the host figures are a
+third of a warm fused pair's wall time; cut them only where measurement shows waste):
+
+    python bench/host_rounds_needed.py        # the table on stdout (bench/host_rounds_needed.txt holds it)
+
+For every recorded run whose host figures took 8 rounds: the bound (`Run.bound`'s rule) and the back-to-back median
+from the first k rounds against those from all 8. A budget of k rounds would answer as the first k do (the rounds are
+taken in order, alternating between the variants).
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from profiling.replay import recorded_runs  # noqa: E402
+from profiling.results import HOST_BOUND  # noqa: E402
+
+RECORDING = "h200-torch2.11"
+
+
+def bound(back_to_back_ms: float, host_ms: float, gpu_ms: float) -> str:
+    if back_to_back_ms <= HOST_BOUND * gpu_ms:
+        return "gpu"
+    return "host" if HOST_BOUND * host_ms >= gpu_ms else "other"
+
+
+def main() -> None:
+    runs = [r for r in recorded_runs(RECORDING) if r.ok and r.back_to_back and r.host_cost and r.warm_call_ms
+            and len(r.back_to_back.samples_ms) == 8]
+    print(f"{len(runs)} recorded runs with 8 rounds of host figures ({RECORDING})")
+    for timing in ("warm", "cold", "graph"):
+        of_timing = [r for r in runs if r.workload.timing == timing]
+        for k in (2, 4, 6):
+            agree, off = 0, []
+            for r in of_timing:
+                loops, host = r.back_to_back.samples_ms, r.host_cost.samples_ms
+                per_round = len(host) // len(loops)
+                full = bound(statistics.median(loops), statistics.median(host), r.warm_call_ms)
+                part = bound(statistics.median(loops[:k]), statistics.median(host[:k * per_round]), r.warm_call_ms)
+                agree += part == full
+                off.append(abs(statistics.median(loops[:k]) / statistics.median(loops) - 1))
+            off.sort()
+            print(f"  {timing:5} first {k} rounds: the same bound in {agree / len(of_timing):6.1%} of {len(of_timing)}; "
+                  f"back-to-back median off by {off[len(off) // 2]:.1%} (median), {off[int(0.95 * len(off))]:.1%} "
+                  f"(95th percentile), {off[-1]:.0%} (worst)")
+
+
+if __name__ == "__main__":
+    main()
