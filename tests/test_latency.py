@@ -110,11 +110,13 @@ def test_a_cpu_warms_the_profilers_imports_alone_and_the_start_does_not_pay_them
     handlers.start_warm_up("cpu")
     assert handlers.wait_for_warm_up(120) and list(handlers.WARM_UP.steps) == ["the profiler's imports"]
     assert "torch._inductor.config" in sys.modules  # torch.profiler's `hasattr(torch, "_inductor")` imports no more
-    probe = ("import sys\nfrom profiling import capture\ncapture.start_profiler_here()\n"
-             "print(sorted(m for m in sys.modules if m.startswith(('torch._inductor', 'torch._dynamo'))))\n")
+    probe = ("import sys\nfrom profiling import capture\nbefore = set(sys.modules)\ncapture.start_profiler_here()\n"
+             "print('imported by the start:', sorted(m for m in set(sys.modules) - before "
+             "if m.startswith(('torch._inductor', 'torch._dynamo'))))\n")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    said = [line for line in done.stdout.splitlines() if line.startswith("imported by the start:")]
+    assert said == ["imported by the start: []"], (done.stdout[-2000:], done.stderr[-2000:])
 
 
 def test_the_warm_up_steps_measure_every_backend_that_runs_here_and_record_their_phases():
