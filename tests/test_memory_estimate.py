@@ -3,13 +3,10 @@ memory at its peak, measured in a fresh process per probe), and on the H200 (the
 on a GPU, blocks the caching allocator holds but no tensor uses count as free."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
 from pathlib import Path
 
+import memory_probe
 import pytest
 import torch
 
@@ -42,17 +39,15 @@ def test_the_probes_cover_every_variant_this_cpu_runs_live_and_each_fresh_but_au
     assert {probe[0].split(",")[0] for probe in PROBES} == live - {"sdpa_auto"}
 
 
-def _probe(probe) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "tests/memory_probe.py", *map(str, probe)], cwd=ROOT, text=True,
-                          capture_output=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
 @pytest.fixture(scope="module")
 def probed():
-    """Every probe's process, two at a time (a peak is per process, so they do not disturb each other's; each waits
-    on its own imports and on the other's turn less than alone in a row), started when the first test asks."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        yield {probe: pool.submit(_probe, probe) for probe in PROBES}
+    """Every probe in a process of its own (a peak is per process), forked from a server that has imported torch and
+    tests/memory_probe.py and run nothing else (it runs no operation, so its children start as a fresh process does
+    after its imports), two at a time, started when the first test asks."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["memory_probe"])
+    with context.Pool(processes=2, maxtasksperchild=1) as pool:
+        yield {probe: pool.apply_async(memory_probe.rows, probe) for probe in PROBES}
 
 
 @pytest.mark.parametrize("probe", PROBES, ids=lambda p: " ".join(map(str, p)))
@@ -61,10 +56,8 @@ def test_the_estimate_bounds_the_process_peak_and_is_not_loose_where_s_squared_r
     at its peak within the estimate, the forward alone (as the profiler counts it) within the forward's own estimate
     (the card shows both); and where the S×S terms dominate (> 200 MiB), the estimate less its allowance for the
     allocator's holes (budget.measure_bytes) within 2x of the peak plus the slack."""
-    process = probed[probe].result()
-    assert process.returncode == 0, process.stderr[-2000:]
     slack = budget.fixed_bytes("cpu")
-    for row in json.loads(process.stdout.strip().splitlines()[-1]):
+    for row in probed[probe].get(timeout=600):
         what = f"{row['variant']} ({'inputs ready' if row['ready'] else 'fresh'})"
         assert row["status"] == "ok", row
         assert row["grew"] <= row["estimate"], (
