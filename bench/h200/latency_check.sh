@@ -1,5 +1,6 @@
 # On the H200 (issue 29): where a request's time goes, through the API and the front door, and what a cold compile
-# cache costs. gradio's wheels come from a carried folder wh/ (nothing is downloaded):
+# cache costs. gradio's wheels come from a carried folder wh/ (nothing is downloaded; installed without resolving
+# dependencies, so that hf_xet, which only huggingface_hub's Xet downloads use, may stay out of the carried tree):
 #
 #     bash bench/h200/latency_check.sh        # ~5 min; writes $OUT/latency.txt, $OUT/latency_cache.txt
 #
@@ -12,7 +13,7 @@
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-.}
 if [ -d wh ]; then
-    python3 -m pip install -q --no-index --find-links wh gradio spaces gradio_client 2>&1 | tail -2
+    python3 -m pip install -q --no-index --no-deps wh/*.whl 2>&1 | tail -2
 fi
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 python3 -c "import torch, gradio; print('torch', torch.__version__, 'gradio', gradio.__version__)"
