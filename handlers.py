@@ -138,13 +138,12 @@ WARM_UP = WarmUp()
 def start_warm_up(device: str | None = None, keys: list[str] | None = None) -> None:
     """Pay what every first live request pays (`profiling.warmup`) now, in the background on the measurement thread,
     so that no visitor does: on a GPU (`device`, this machine's by default) of our own. Never on ZeroGPU, where the
-    GPU exists only inside `serve_live`, a call in another process that costs the visitor's GPU quota. First the
-    profiler's imports (`capture.prepare_profiler`); on a CPU, whose cores the replays share, nothing more. A page
-    or a replay never waits for it; a live request waits only for the step in progress (`_drop_warm_up`). Even the
-    steps are chosen on that thread: asking which variants run here imports their libraries (flash_attn.cute:
-    ~2 s), which the server's start must not wait for."""
+    GPU exists only inside `serve_live`, a call in another process that costs the visitor's GPU quota, nor on a CPU,
+    whose cores the replays share. A page or a replay never waits for it; a live request waits only for the step in
+    progress (`_drop_warm_up`). Even the steps are chosen on that thread: asking which variants run here imports their
+    libraries (flash_attn.cute: ~2 s), which the server's start must not wait for."""
     device = device or ENV.device
-    if os.environ.get("SPACES_ZERO_GPU") or WARM_UP.queued:
+    if os.environ.get("SPACES_ZERO_GPU") or WARM_UP.queued or device != "cuda":
         return
 
     def step(name, call) -> None:
@@ -158,10 +157,7 @@ def start_warm_up(device: str | None = None, keys: list[str] | None = None) -> N
     def plan() -> None:
         WARM_UP.queued += [LIVE_WORKER.submit(step, name, call) for name, call in warmup.steps(device, keys)]
 
-    # first what every live request's profiler needs (3-4 s on the H200): a click soon after the page waits least
-    WARM_UP.queued = [LIVE_WORKER.submit(step, "the profiler's imports", capture.prepare_profiler)]
-    if device == "cuda":
-        WARM_UP.queued.append(LIVE_WORKER.submit(plan))
+    WARM_UP.queued = [LIVE_WORKER.submit(plan)]
 
 
 def wait_for_warm_up(timeout_s: float | None = None) -> bool:

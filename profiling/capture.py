@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.autograd.profiler import record_function
 
 from attention_variants import Variant
 
@@ -67,35 +67,46 @@ def start_profiler_here() -> None:
     Kineto registers its client as torch loads and runs its init callback at the first profiled session; from any
     other thread (the app's live-measurement thread) that callback logs "ERROR: External init callback must run in
     same thread as registerClient". One empty CPU session here runs it where it belongs; later sessions on other
-    threads log nothing. The session is autograd's profiler, the one `torch.profiler.profile` drives: that wrapper's
-    first session imports torch._inductor (to read whether inductor's CUDA graphs are on), 3 s of a server's start
-    that its first measurement pays instead (`prepare_profiler`)."""
+    threads log nothing."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.autograd.profiler.profile(use_cpu=True):
             pass
 
 
-def prepare_profiler() -> None:
-    """What `torch.profiler.profile`'s first session imports (torch._inductor's config), imported now: the start-up's
-    warm-up calls this where no measurement warms it, so that the first click does not pay it."""
-    import torch._inductor.config  # noqa: F401
-
-
 def profile_calls(fn: Callable[[], None], device: str, calls: int, path: Path) -> None:
-    """`calls` calls of `fn` under the profiler, each in its own named range, after one unrecorded warm-up; the
-    Chrome trace goes to `path`."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    """`calls` calls of `fn` under the profiler, each in its own named range, after one unrecorded warm-up call with
+    the profiler already on (what `torch.profiler.schedule(warmup=1)` does: the warm-up absorbs its start-up); the
+    Chrome trace goes to `path`.
+
+    The session is autograd's profiler, driven as `torch.profiler.profile` drives it (prepare, warm-up step, start,
+    stop, export). That wrapper's first session in a process imports torch._inductor to read one flag
+    (`hasattr(torch, "_inductor")`: whether inductor's CUDA graphs are on, pytorch/pytorch#155243): 1 s on this
+    2-core machine, 3-4 s on the H200's host, paid by a process's first measurement (a server's first click, the
+    command line's only one). Nothing here reads that flag."""
+    session = torch.autograd.profiler.profile(use_cpu=True, use_device="cuda" if device == "cuda" else None,
+                                              profile_memory=device == "cpu", use_kineto=True)
+
+    def one(i: int) -> None:
+        with record_function(f"{trace_mod.CALL_RANGE}#{i}"):
+            fn()
+        sync(device)
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the profiler's own chatter is not the user's business
-        with profile(activities=activities, profile_memory=device == "cpu",
-                     schedule=schedule(wait=0, warmup=1, active=calls, repeat=1),
-                     on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
-            for i in range(calls + 1):  # one unrecorded warm-up step, then the active ones
-                with record_function(f"{trace_mod.CALL_RANGE}#{i}"):
-                    fn()
-                sync(device)
-                prof.step()
+        session._prepare_trace()  # on, recording nothing yet: torch.profiler's warm-up step
+        started = False
+        try:
+            one(0)
+            session._start_trace()
+            started = True
+            for i in range(1, calls + 1):
+                one(i)
+        finally:
+            if not started:  # as torch.profiler does after a failed warm-up step: started, so that it stops
+                session._start_trace()
+            session.__exit__(None, None, None)
+    session.export_chrome_trace(str(path))
 
 
 def trace_path(key: str, w: Workload, trace_dir: str | Path | None) -> Path:
