@@ -397,7 +397,7 @@ HEAD = (Path(__file__).parent / "page_head.html").read_text()
 BLOCKS = dict(title="Attention Profiler", delete_cache=(1800, 3600), analytics_enabled=False)
 
 with gr.Blocks(**BLOCKS) as demo:
-    gr.Markdown("# Attention Profiler\nTwo attention implementations, the same inputs, under `torch.profiler`: "
+    gr.Markdown("# Attention Profiler\nTwo attention implementations, the same inputs, under PyTorch's profiler: "
                 "what the trace shows against the guess.  \n" + machine_line(),
                 elem_id="machine", elem_classes="page-only")
 
