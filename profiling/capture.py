@@ -84,9 +84,6 @@ def profile_calls(fn: Callable[[], None], device: str, calls: int, path: Path) -
     (`hasattr(torch, "_inductor")`: whether inductor's CUDA graphs are on, pytorch/pytorch#155243): 1 s on this
     2-core machine, 3-4 s on the H200's host, paid by a process's first measurement (a server's first click, the
     command line's only one). Nothing here reads that flag."""
-    session = torch.autograd.profiler.profile(use_cpu=True, use_device="cuda" if device == "cuda" else None,
-                                              profile_memory=device == "cpu", use_kineto=True)
-
     def one(i: int) -> None:
         with record_function(f"{trace_mod.CALL_RANGE}#{i}"):
             fn()
@@ -94,6 +91,8 @@ def profile_calls(fn: Callable[[], None], device: str, calls: int, path: Path) -
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the profiler's own chatter is not the user's business
+        session = torch.autograd.profiler.profile(use_cpu=True, use_device="cuda" if device == "cuda" else None,
+                                                  profile_memory=device == "cpu", use_kineto=True)
         session._prepare_trace()  # on, recording nothing yet: torch.profiler's warm-up step
         started = False
         try:
