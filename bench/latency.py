@@ -10,7 +10,8 @@ phases the code marks (`profiling.phases`: plan, copy ceiling (the first CUDA al
 first call (library handles, compiles), accuracy, warm-up, timing rounds, host figures, memory, profiling (the first
 one starts the profiler), trace, pin cost, replay lookup, explain, serialize); the wait for the measurement thread
 (a start-up warm-up in progress); rendering (the page's); and transfer (the client's wall time less the server's
-handler). "other" is what no phase holds. The scenarios: server start to its first replayed answer, a replay, the
+handler). "other" is what no phase holds. The scenarios: server start to its first replayed answer, a replay (and
+the same replay over plain HTTP: gradio_client's message loop polls every 50 ms, a floor no server can lower), the
 first live comparison of a fused pair, the same warm, a warm naive pair, a live sweep (9 lengths on a GPU; a
 CPU-sized one on a CPU); and the time of `import torch, gradio` in a fresh interpreter, the yardstick of start-up.
 """
@@ -119,7 +120,7 @@ class Server:
         self.record_path = Path(folder) / f"record-{now()}.jsonl"
         self.record_path.touch()
         port = free_port()
-        url = f"http://127.0.0.1:{port}/"
+        url = self.url = f"http://127.0.0.1:{port}/"
         started = now()
         self.process = subprocess.Popen([sys.executable, __file__, "--serve", str(port), str(self.record_path)],
                                         cwd=ROOT, env=os.environ | {"GRADIO_ANALYTICS_ENABLED": "False", "PYTHONFAULTHANDLER": "1"})
@@ -157,7 +158,28 @@ class Server:
         self.process.wait(timeout=30)
 
 
+def raw_http(client, url: str, api: str, values: dict) -> float:
+    """One request through the same queue as gradio_client's (gradio's /call route: join, then read the event's
+    stream) on `client` (an httpx.Client, its connection kept, as a browser keeps it), without the client library,
+    whose message loop polls every 50 ms (gradio_client.utils.stream_sse_v1plus). Its wall time in seconds."""
+    from profiling.request import KEYS
+    t0 = now()
+    event = client.post(f"{url}gradio_api/call/{api}", json={"data": [values[k] for k in KEYS]})
+    event.raise_for_status()
+    with client.stream("GET", f"{url}gradio_api/call/{api}/{event.json()['event_id']}") as stream:
+        complete = False
+        for line in stream.iter_lines():
+            if line.startswith("event: error"):
+                raise SystemExit(f"{api} over plain HTTP failed")
+            complete = complete or line.startswith("event: complete")
+            if complete and line.startswith("data:"):  # the answer itself, read
+                break
+    return now() - t0
+
+
 def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) -> None:
+    import httpx
+
     pairs = GPU_PAIRS if device == "cuda" else CPU_PAIRS
     with tempfile.TemporaryDirectory() as folder:
         servers = []
@@ -188,6 +210,12 @@ def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) 
                 print(f"{rows[-1][0]}: {rows[-1][2]:.3f} s", file=sys.stderr, flush=True)  # as it goes
 
             timed("replay", "/replay", server.replay, 3 if quick else 10)
+            with httpx.Client(timeout=REQUEST_TIMEOUT_S) as plain:
+                walls = [raw_http(plain, server.url, "replay", server.replay) for _ in range(1 + (3 if quick else 10))]
+            walls = walls[1:]  # the first opened the connection
+            middle = walls.index(statistics.median_low(walls))
+            rows.append((f"replay over plain HTTP (median of {len(walls)})", "API", walls[middle],
+                         parts_of(server.records()[-len(walls) + middle], walls[middle])))
             warmed = [e for e in server.records() if "warmed" in e]
             if warmed:  # before the first live request: it would drop the steps not started
                 facts["warm-up done, after start"] = warmed[0]["warmed"] - server.started
