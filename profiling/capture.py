@@ -80,10 +80,13 @@ def profile_calls(fn: Callable[[], None], device: str, calls: int, path: Path) -
     Chrome trace goes to `path`.
 
     The session is autograd's profiler, driven as `torch.profiler.profile` drives it (prepare, warm-up step, start,
-    stop, export). That wrapper's first session in a process imports torch._inductor to read one flag
-    (`hasattr(torch, "_inductor")`: whether inductor's CUDA graphs are on, pytorch/pytorch#155243): 1 s on this
-    2-core machine, 3-4 s on the H200's host, paid by a process's first measurement (a server's first click, the
-    command line's only one). Nothing here reads that flag."""
+    stop, export). That wrapper's first session in a process imports torch._inductor (`hasattr(torch, "_inductor")`
+    in its prepare step, on purpose since pytorch/pytorch#155243: inductor's lazy start-up, where a workload would
+    trigger it, then runs before the trace instead of inside it; it also reads whether inductor's CUDA graphs are
+    on): 1 s on this 2-core machine, 3-4 s on the H200's host, paid by a process's first measurement (a server's first
+    click, the command line's only one). Here every profiled call has run before its window (the first call, the
+    warm-up calls, the window's own unrecorded one), flex's compile, which imports inductor, among them: nothing is
+    left to start inside the trace."""
     def one(i: int) -> None:
         with record_function(f"{trace_mod.CALL_RANGE}#{i}"):
             fn()

@@ -110,11 +110,11 @@ def test_a_cpu_warms_nothing(fresh_warm_up, monkeypatch):
 
 
 def test_neither_the_start_nor_the_first_profiled_window_imports_a_compiler(tmp_path):
-    """torch.profiler.profile's first session imports torch._inductor (1 s here, 3-4 s on the H200's host) to read
-    one flag; the app's profiler start and its profiled window run autograd's profiler, which does not. Checked in a
+    """torch.profiler.profile's first session imports torch._inductor (1 s here, 3-4 s on the H200's host); the
+    app's profiler start and its profiled window run autograd's profiler, which does not. Checked in a
     fresh process, as a server starts and then profiles its first request; the window records the calls asked for,
     the warm-up call not among them."""
-    probe = ("import sys, json\nfrom pathlib import Path\nimport torch\nfrom profiling import capture, trace\n"
+    probe = ("import sys\nfrom pathlib import Path\nimport torch\nfrom profiling import capture, trace\n"
              "before = set(sys.modules)\ncapture.start_profiler_here()\n"
              f"path = Path({str(tmp_path / 'window.json')!r})\n"
              "capture.profile_calls(lambda: torch.ones(64, 64) @ torch.ones(64, 64), 'cpu', 3, path)\n"
