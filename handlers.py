@@ -130,6 +130,7 @@ class WarmUp:
     """The start-up warm-up's steps as queued on LIVE_WORKER, and the seconds each took once done."""
     queued: list[Future] = field(default_factory=list)
     steps: dict[str, float] = field(default_factory=dict)
+    dropped: bool = False  # a live request came: nothing more is queued (a plan in progress queues nothing)
 
 
 WARM_UP = WarmUp()
@@ -154,8 +155,26 @@ def start_warm_up(device: str | None = None, keys: list[str] | None = None) -> N
             log.warning("warm-up step %r failed: %s", name, str(error).splitlines()[0] if str(error) else error)
         WARM_UP.steps[name] = time.perf_counter() - started
 
+    def queue(found) -> None:
+        if not WARM_UP.dropped:
+            WARM_UP.queued.extend(LIVE_WORKER.submit(step, name, call) for name, call in found)
+
+    def plan_rest(done: set[str]) -> None:
+        """The other steps: asking which variants run here imports their libraries (flash_attn.cute: ~2 s)."""
+        try:
+            queue((name, call) for name, call in warmup.steps(device, keys) if name not in done)
+        except Exception as error:  # no warm-up: every first request pays its own, and says why it cannot run
+            log.warning("the warm-up's plan failed: %s", str(error).splitlines()[0] if str(error) else error)
+
     def plan() -> None:
-        WARM_UP.queued += [LIVE_WORKER.submit(step, name, call) for name, call in warmup.steps(device, keys)]
+        """First the step every live request needs first, chosen from the page's default pair alone; then the rest."""
+        try:
+            first = [] if keys else warmup.first_steps(device)
+        except Exception:  # the rest's plan asks again, and says why
+            first = []
+        queue(first)
+        if not WARM_UP.dropped:
+            WARM_UP.queued.append(LIVE_WORKER.submit(plan_rest, {name for name, _ in first}))
 
     WARM_UP.queued = [LIVE_WORKER.submit(plan)]
 
@@ -173,7 +192,9 @@ def wait_for_warm_up(timeout_s: float | None = None) -> bool:
 
 
 def _drop_warm_up() -> None:
-    """A live request is here: the warm-up's steps not yet started give way to it (it pays what it needs itself)."""
+    """A live request is here: the warm-up's steps not yet started give way to it (it pays what it needs itself), and
+    a plan in progress queues no more."""
+    WARM_UP.dropped = True
     for queued in list(WARM_UP.queued):
         queued.cancel()
 

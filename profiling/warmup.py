@@ -6,7 +6,8 @@ the blog's dtype, head size and mask (the kernels a first request most likely ru
 nothing is warmed that a request would not use, and the runs are thrown away.
 
 The server (handlers.start_warm_up) runs the steps in order on the measurement thread, where every live measurement
-runs; a live request that arrives meanwhile waits for the step in progress, and the steps not started are dropped.
+runs, the first chosen before the rest (`first_steps`); a live request that arrives meanwhile waits for the step in
+progress, and the steps not started are dropped.
 """
 from __future__ import annotations
 
@@ -22,6 +23,23 @@ TINY = {"batch": 1, "heads": 2, "seq_len": 128}  # on the blog's workload: its d
 
 def tiny(device: str, **changes) -> Workload:
     return Workload.blog(**TINY, device=device, **changes)
+
+
+def _first_name(device: str) -> str:
+    return "CUDA, libraries, profiler" if device == "cuda" else "libraries, profiler"
+
+
+def first_steps(device: str) -> list[tuple[str, Callable[[], None]]]:
+    """The first of `steps`, decided by asking the page's default pair alone whether it runs here: asking every
+    variant imports their libraries (flash_attn.cute: ~2 s), which a live click soon after the start would wait for
+    before the step every live request needs first. Nothing where neither runs here (`steps` then picks another)."""
+    from . import session
+    from .request import DEFAULT_A, DEFAULT_B
+
+    w = tiny(device)
+    can = why_not([VARIANTS[DEFAULT_A], VARIANTS[DEFAULT_B]], w, detect(device))
+    first = [k for k, reason in can.items() if reason is None]
+    return [(_first_name(device), lambda: session.measure(w, first))] if first else []
 
 
 def steps(device: str, keys: list[str] | None = None) -> list[tuple[str, Callable[[], None]]]:
@@ -44,8 +62,7 @@ def steps(device: str, keys: list[str] | None = None) -> list[tuple[str, Callabl
     first = [k for k in plain if k in (DEFAULT_A, DEFAULT_B)] or plain[:1]
     found = []
     if first:
-        found.append(("CUDA, libraries, profiler" if device == "cuda" else "libraries, profiler",
-                      lambda: session.measure(w, first)))
+        found.append((_first_name(device), lambda: session.measure(w, first)))
     found += [(key, lambda key=key: session.measure(w, [key])) for key in plain if key not in first]
     found += [(f"{key}: a training step", lambda key=key: session.measure(step, [key])) for key in trainable]
     for v in runnable:

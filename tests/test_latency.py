@@ -35,6 +35,7 @@ def fresh_warm_up(monkeypatch):
     """A warm-up of stand-in steps on a GPU, as the server would start it (this CPU stands in for the GPU)."""
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
     monkeypatch.setattr(handlers, "WARM_UP", handlers.WarmUp())
+    monkeypatch.setattr(warmup, "first_steps", lambda device: [])  # this CPU has no CUDA to ask the real one on
     yield
     for queued in handlers.WARM_UP.queued:  # nothing of the test left on the measurement thread
         queued.cancel()
@@ -93,6 +94,45 @@ def test_a_live_request_waits_for_the_step_in_progress_and_the_rest_give_way(fre
     assert order[0] == "first step" and order[1][0] == "live" and order[1][1].startswith("live-measurement")
     assert "second step" not in order and handlers.WARM_UP.queued[-1].cancelled()
     assert handlers.wait_for_warm_up(30)  # over, a step dropped: nothing raised
+
+
+def test_the_step_every_request_needs_runs_before_the_other_variants_are_asked(fresh_warm_up, monkeypatch):
+    """The page's default pair's step (CUDA, the profiler's first session) is chosen from that pair alone and runs
+    first; only then are the other variants asked whether they run here (which imports their libraries: FA4's, ~2 s),
+    and the step already run is not run again."""
+    order = []
+
+    def rest(device, keys=None):
+        order.append("the rest asked")
+        return [("first", lambda: order.append("first again")), ("second", lambda: order.append("second ran"))]
+    monkeypatch.setattr(warmup, "first_steps", lambda device: [("first", lambda: order.append("first ran"))])
+    monkeypatch.setattr(warmup, "steps", rest)
+    handlers.start_warm_up("cuda")
+    assert handlers.wait_for_warm_up(30)
+    assert order == ["first ran", "the rest asked", "second ran"] and list(handlers.WARM_UP.steps) == ["first", "second"]
+
+
+def test_a_live_request_during_the_plan_leaves_nothing_queued_behind_it(fresh_warm_up, monkeypatch):
+    """A live request that comes while the warm-up is still choosing its steps: the plan queues none (they would run
+    after the request, and hold the next one)."""
+    asked, go = threading.Event(), threading.Event()
+
+    def first_steps(device):
+        asked.set()
+        go.wait(30)
+        return [("first", lambda: pytest.fail("a step ran after a live request came"))]
+    monkeypatch.setattr(warmup, "first_steps", first_steps)
+    monkeypatch.setattr(warmup, "steps", lambda device, keys=None: pytest.fail("the rest was asked for"))
+    handlers.start_warm_up("cuda")
+    assert asked.wait(30)
+    handlers._drop_warm_up()  # as serve does for a live request
+    go.set()
+    assert handlers.wait_for_warm_up(30) and handlers.WARM_UP.steps == {} and len(handlers.WARM_UP.queued) == 1
+
+
+def test_the_first_step_chosen_alone_is_the_one_the_full_plan_names_first():
+    """The rest's plan skips the first step by its name: both name it alike (here, on this CPU)."""
+    assert warmup.first_steps("cpu")[0][0] == warmup.steps("cpu")[0][0] == "libraries, profiler"
 
 
 def test_nothing_warms_on_zerogpu(fresh_warm_up, monkeypatch):
