@@ -5,11 +5,13 @@ export PYTHONUNBUFFERED=1
 steps=${*:-tests record bench notes}
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv
 for step in $steps; do case $step in
-tests) python3 -m pytest -q -p no:cacheprovider -o addopts=-ra tests/test_gpu_live.py tests/test_trace_h200.py tests/test_workload.py \
-         tests/test_measurement_cpu.py tests/test_explanation.py tests/test_cli.py 2>&1 | tee $OUT/pytest.txt | tail -15 ;;
+tests) if [ -d wh ]; then python3 -m pip install -q --no-index --no-deps wh/*.whl 2>&1 | tail -2; fi  # gradio, carried
+       python3 -m pytest -q -p no:cacheprovider -o addopts=-ra tests/test_gpu_live.py tests/test_trace_h200.py \
+         tests/test_latency.py tests/test_session.py tests/test_app.py tests/test_timing_modes.py \
+         tests/test_measurement_cpu.py tests/test_cli.py 2>&1 | tee $OUT/pytest.txt | tail -15 ;;
 record) python3 -m profiling record --out $OUT/rec > $OUT/record.txt 2>&1; tail -3 $OUT/record.txt
         (cd $OUT/rec && tar czf ../rec.tar.gz runs.json.gz sweeps.json.gz traces) && rm -rf $OUT/rec ;;
-bench) python3 bench/bench_compare.py 2>&1 | tee $OUT/bench.txt ;;
+bench) python3 bench/bench_targets.py 2>&1 | tee $OUT/bench.txt ;;
 notes) for pair in "naive naive_inplace" "sdpa_math sdpa_efficient" "sdpa_flash sdpa_cudnn" "sdpa_auto flex"; do
          set -- $pair
          /usr/bin/time -f "wall %e s (cold process)" python3 -m profiling compare $1 $2
