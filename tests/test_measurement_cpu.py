@@ -457,3 +457,23 @@ def test_a_stop_reaches_inside_the_fp64_reference_and_the_warm_up(monkeypatch):
     run = measure("naive", small(), guard=Guard(cancelled=cancelled))
     assert run.status == "stopped" and "cancelled" in run.reason and run.accuracy is None and run.timing is None
     assert entered == [torch.float64] and checks[-1] == 1  # stopped by the check inside the fp64 reference
+
+
+@pytest.mark.parametrize("fails_at", [0, 2])  # the window's unrecorded warm-up call, a recorded one
+def test_a_call_that_fails_in_the_profiled_window_leaves_the_profiler_off_and_the_next_window_whole(tmp_path, fails_at):
+    """The window's session is started and stopped by hand (capture.profile_calls): a call that raises inside it,
+    before or after the recording starts, must still stop it, or every later window in the process would fail."""
+    from profiling import trace
+
+    calls = []
+
+    def failing() -> None:
+        calls.append(1)
+        if len(calls) - 1 == fails_at:
+            raise RuntimeError("a call failed")
+    with pytest.raises(RuntimeError, match="a call failed"):
+        capture.profile_calls(failing, "cpu", 3, tmp_path / "failed.json")
+    assert not torch.autograd._profiler_enabled()
+    capture.profile_calls(lambda: torch.ones(16, 16) @ torch.ones(16, 16), "cpu", 3, tmp_path / "next.json")
+    ranges = trace.call_ranges(trace.load_trace(tmp_path / "next.json")["traceEvents"])
+    assert [r["name"] for r in ranges] == [f"{trace.CALL_RANGE}#{i}" for i in (1, 2, 3)]
