@@ -238,3 +238,18 @@ def test_the_parts_are_the_whole_recording_plan():
     planned = recording.RECORDED_FAMILIES + recording.DECODE_FAMILIES
     assert sorted(map(str, families)) == sorted(str(f[0].problem() + (f[3],)) for f in planned)
     assert len(set(map(str, families))) == len(families)
+
+@pytest.mark.parametrize("collector_on", [True, False])
+def test_reading_a_recording_leaves_the_collector_as_it_was_and_its_runs_out_of_later_collections(collector_on):
+    """The runs are read with Python's cyclic collector paused (it walked the whole process 216 times during the
+    H200 recording's load, half its time) and frozen after; the collector is then as the caller had it."""
+    import gc
+
+    was_on = gc.isenabled()
+    (gc.enable if collector_on else gc.disable)()
+    try:
+        runs = replay.load_recorded(replay.recordings()["h200-torch2.11"])
+        assert gc.isenabled() == collector_on
+        assert runs and gc.get_freeze_count() > 0 and not any(r is runs[0] for r in gc.get_objects())
+    finally:
+        (gc.enable if was_on else gc.disable)()
