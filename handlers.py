@@ -6,6 +6,15 @@ measurement; or replayed), and the answer kept by an opaque id for the page to r
 """
 from __future__ import annotations
 
+import gc
+
+# A server's start makes ~400,000 objects that live as long as the process (spaces', gradio's, torch's, the
+# recording's): Python's cyclic collector, left on, walked them over and over while they were made (importing torch
+# and gradio alone: 3.8 -> 3.3 s on a 2-core CPU). It is paused until this module is loaded, which imports them all,
+# and what is alive then is frozen out of every later collection (the end of this module).
+_COLLECTING = gc.isenabled()
+gc.disable()
+
 try:  # ZeroGPU wants `spaces` imported before torch touches CUDA; elsewhere GPU() is a no-op
     import spaces
     on_gpu = spaces.GPU(duration=120)
@@ -331,3 +340,8 @@ def served_trace(path: str | None) -> Path | None:
     except (OSError, RuntimeError):
         recorded = False
     return trace if recorded or scratch.is_scratch_file(trace) else None
+
+
+gc.freeze()  # the start's objects (see the top): no later collection walks them again
+if _COLLECTING:
+    gc.enable()
