@@ -6,15 +6,9 @@ measurement; or replayed), and the answer kept by an opaque id for the page to r
 """
 from __future__ import annotations
 
-import gc
+from profiling import startup
 
-# A server's start makes ~640,000 objects that live as long as the process (spaces', gradio's, torch's, the
-# recording's): Python's cyclic collector, left on, walked them over and over while they were made (importing torch
-# and gradio alone: 3.8 -> 3.3 s on a 2-core CPU), and each later full collection walked them all again (331 ms on
-# that CPU, at any moment of any request; 12 ms frozen). It is paused until this module is loaded, which imports them
-# all, and what is alive then is frozen out of every later collection (the end of this module).
-_COLLECTING = gc.isenabled()
-gc.disable()
+_COLLECTING = startup.pause()  # until this module, which imports everything the server keeps, is loaded (its end)
 
 try:  # ZeroGPU wants `spaces` imported before torch touches CUDA; elsewhere GPU() is a no-op
     import spaces
@@ -343,6 +337,4 @@ def served_trace(path: str | None) -> Path | None:
     return trace if recorded or scratch.is_scratch_file(trace) else None
 
 
-gc.freeze()  # the start's objects (see the top): no later collection walks them again
-if _COLLECTING:
-    gc.enable()
+startup.settle(_COLLECTING)  # the start's objects frozen out of later collections (profiling/startup.py)

@@ -18,7 +18,6 @@ CPU-sized one on a CPU); and the time of `import torch, gradio` in a fresh inter
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import signal
@@ -52,7 +51,8 @@ def now() -> float:
 def serve(port: int, record_path: str) -> None:
     started = now()
     marks = {"interpreter": started}
-    gc.disable()  # as a server's start does (handlers, app.py's first import, pauses the collector first thing) ...
+    from profiling import startup
+    collecting = startup.pause()  # as a server's start does (handlers, app.py's first import, pauses it first) ...
     import torch  # noqa: F401
     marks["import torch"] = now()
     import gradio  # noqa: F401
@@ -60,7 +60,7 @@ def serve(port: int, record_path: str) -> None:
     import app
     import handlers
     from profiling import phases
-    gc.enable()  # ... and resumes it once loaded (handlers froze the start's objects; it found the collector off)
+    startup.settle(collecting)  # ... and settles once loaded (handlers found the collector paused: left it so)
     marks["import app"] = now()
     record = open(record_path, "a", buffering=1)
 
@@ -250,7 +250,8 @@ def front_door(quick: bool, mode: str, host_rounds: int | None) -> None:
     more: the figure before issue 29 cut them, where 8)."""
     warm_first = mode == "warm"
     started = now()
-    gc.disable()  # as a server's start does (see serve)
+    from profiling import startup
+    collecting = startup.pause()  # as a server's start does (see serve)
     import torch
     t_torch = now()
     import gradio  # noqa: F401
@@ -260,7 +261,7 @@ def front_door(quick: bool, mode: str, host_rounds: int | None) -> None:
     from links import share_link  # noqa: F401  (the page's link: rendering needs a request's address)
     from profiling import phases, session, timing
     from profiling.request import Request
-    gc.enable()
+    startup.settle(collecting)
     t_app = now()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     pairs = GPU_PAIRS if device == "cuda" else CPU_PAIRS

@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from . import scratch, text
+from . import scratch, startup, text
 from .budget import LIVE_BUDGET_S
 from .caches import keep_compiles
 from .request import LIVE, SWEEP_AXES, Request, add_workload_arguments, parse_lengths
@@ -296,6 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     keep_compiles()  # before anything imports flash_attn (its cache setting is read once, at its import)
     args = build_parser().parse_args(argv)
+    with startup.paused():  # torch and the variants, which every command imports, kept for the process's life
+        from attention_variants import VARIANTS  # noqa: F401
     scratch.clean_stale_folders()
     try:
         return args.func(args)

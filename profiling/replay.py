@@ -6,36 +6,15 @@ from __future__ import annotations
 
 import copy
 import functools
-import gc
 import math
-from contextlib import contextmanager
 from pathlib import Path
 
-from . import text
+from . import startup, text
 from .budget import call_bytes
 from .results import RUNS_FILE, SWEEPS_FILE, UNSUPPORTED, Run, Sweep, read_stored
 from .workload import Workload
 
 RECORDED_DIR = Path(__file__).parent / "recorded"
-
-
-@contextmanager
-def _collector_paused():
-    """Python's cyclic garbage collector paused while a recording's runs are read, and what is alive then frozen
-    (`gc.freeze`: left out of every later collection) before it resumes. Reading the H200 recording ran the collector
-    216 times, twice over every object of a process that already held 330,000 (torch's, gradio's): 0.41 s of the
-    load's 0.78 s on a 2-core CPU, more than the JSON parse; none of what it read is garbage, all of it kept for the
-    process's life, and without the freeze the first collections after would walk it all again. Reference counting
-    still frees whatever is dropped; only a cycle alive at the freeze and dropped later is never collected. Once per
-    recording a process reads (the server: at its start)."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if was_on:
-            gc.enable()
 
 
 def load_recorded(directory: str | Path) -> list[Run]:
@@ -45,7 +24,7 @@ def load_recorded(directory: str | Path) -> list[Run]:
     from attention_variants import VARIANTS
 
     directory = Path(directory)
-    with _collector_paused():
+    with startup.paused():  # its objects, kept for the process's life
         runs = [Run.from_dict(d) for d in read_stored(directory / RUNS_FILE)]
     for run in runs:
         if run.variant in VARIANTS and run.status != UNSUPPORTED:  # one that cannot run is not priced
