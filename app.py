@@ -41,10 +41,11 @@ from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request, fiel
 from profiling.results import Comparison
 from profiling.timeline import run_timeline
 from profiling.workload import FIELDS, Refusal, Workload
-from serving import RequestGuard, limit_malloc_arenas, quiet_queue, refuse_short_requests
+from serving import RequestGuard, draw_off_screen, limit_malloc_arenas, quiet_queue, refuse_short_requests
 
 scratch.clean_stale_folders()  # what a crashed or restarted process left in the temp dir
 limit_malloc_arenas()  # before gradio starts its worker threads
+draw_off_screen()  # before matplotlib's import (after the server answers)
 os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "1000")  # gradio keeps this many events' timings (10,000)
 
 LIVE_LABEL = "live on this machine" if ENV.device == "cuda" else "live on this CPU"

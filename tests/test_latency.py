@@ -2,7 +2,7 @@
 live request waits only for the step in progress; nothing warms on ZeroGPU or a CPU; neither the server's start nor
 its first profiled window imports a compiler; the phases a request
 records are the ones it ran; the compilers' caches go to the app's folder only where the user set none; and the
-machine is read without importing triton; a long call's host figures take the rounds the cost model prices."""
+machine is read without importing triton; the server's events import no pyplot; a long call's host figures take the rounds the cost model prices."""
 from __future__ import annotations
 
 import asyncio
@@ -167,6 +167,22 @@ def test_neither_the_start_nor_the_first_profiled_window_imports_a_compiler(tmp_
     said = [line for line in done.stdout.splitlines() if line.startswith(("imported:", "ranges:"))]
     assert said == ["imported: []", "ranges: ['attention_profiler::call#1', 'attention_profiler::call#2', "
                                     "'attention_profiler::call#3']"], (done.stdout[-2000:], done.stderr[-2000:])
+
+
+def test_the_servers_events_import_no_pyplot_and_its_charts_still_draw():
+    """gradio wraps every event in a switch of matplotlib's backend whose `get_backend()` imports pyplot when no
+    backend is named (0.2 s of the first answer here); the app names agg before matplotlib's import. Checked in a
+    fresh process as the server runs: the app imported, an event's wrapper, then a chart drawn to a PNG."""
+    probe = ("import sys\nimport app\nfrom gradio import utils\n"
+             "with utils.MatplotlibBackendMananger():\n    pass\n"
+             "from profiling import figures\nfrom matplotlib.figure import Figure\n"
+             "drawn = figures.png(Figure(figsize=(1, 1)))\n"
+             "print('pyplot:', 'matplotlib.pyplot' in sys.modules, 'png:', drawn[:4] == b'\\x89PNG')\n")
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**env, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "pyplot: False png: True" in done.stdout.splitlines(), (done.stdout[-2000:], done.stderr[-2000:])
 
 
 def test_the_warm_up_steps_measure_every_backend_that_runs_here_and_record_their_phases():
