@@ -92,6 +92,35 @@ def test_time_over_the_budget_is_refused_with_the_prediction(monkeypatch):
     assert predicted_seconds(request.workload, [VARIANTS["naive"], VARIANTS["sdpa_flash"]], CPU) < slow / 3
 
 
+def test_the_cpus_16bit_probe_times_a_slow_product_once_and_a_fast_one_best_of_three(monkeypatch):
+    """`cpu_16bit_speed` is paid by a CPU's first live request: a product of 33 ms (fp16 without hardware support)
+    is timed by its first call alone, one of 1 ms by the best of three after a first call (its one-off costs
+    left out). On a clock that moves only when a product runs."""
+    from profiling import budget
+
+    class Clock:
+        now = 0.0
+
+        def perf_counter(self) -> float:
+            return self.now
+
+    clock = Clock()
+    monkeypatch.setattr(budget, "time", clock)
+
+    def product(*seconds):
+        calls = iter(seconds)
+
+        def call():
+            clock.now += next(calls)
+        return call
+    assert budget.product_seconds(product(0.033)) == pytest.approx(0.033)  # a second call would raise
+    assert budget.product_seconds(product(0.005, 0.0012, 0.001, 0.0011)) == pytest.approx(0.001)
+    assert budget.product_seconds(product(0.004, 0.019, 0.001)) == pytest.approx(0.019)  # 23 ms: enough
+    speeds = budget.cpu_16bit_speed.__wrapped__  # the real probe, on this CPU: both ratios in the model's range
+    monkeypatch.undo()
+    assert all(0.02 <= ratio <= 2.0 for ratio in speeds().values())
+
+
 def test_the_time_model_prices_dtype_size_and_what_cannot_run(monkeypatch):
     from profiling import budget
     w = Workload(batch=1, heads=8, seq_len=2048, head_dim=64, dtype="fp32", device="cpu")
