@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import handlers  # noqa: F401  (first: it imports ZeroGPU's `spaces` before anything touches CUDA)
 
+import asyncio
 import base64
 import functools
 import os
@@ -28,9 +29,9 @@ from gradio.components.plot import PlotData
 from starlette.middleware import Middleware
 
 from attention_variants import VARIANTS, guess_for
-from handlers import (DEFAULT_SOURCE, ENV, MAX_REQUEST_BYTES, RECORDINGS, REPLAYS_AT_ONCE, SESSIONS_KEPT, endpoint,
-                      kept, request_of, serve, served_trace, stop_sweep)
-from links import MODES, LinkPreview, prefill, share_link, view_links
+from handlers import (DEFAULT_SOURCE, ENV, MAX_REQUEST_BYTES, RECORDINGS, REPLAYS_AT_ONCE, SESSIONS_KEPT, Kept,
+                      endpoint, kept, request_of, serve, served_trace, stop_sweep)
+from links import MODES, PAGE_KEYS, LinkPreview, prefill, share_link, view_links
 from profiling import reports, scratch, session, text
 from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
@@ -41,7 +42,7 @@ from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request, fiel
 from profiling.results import Comparison
 from profiling.timeline import run_timeline
 from profiling.workload import FIELDS, Refusal, Workload
-from serving import RequestGuard, draw_off_screen, limit_malloc_arenas, quiet_queue, refuse_short_requests
+from serving import RequestGuard, draw_off_screen, limit_malloc_arenas, log, quiet_queue, refuse_short_requests
 
 scratch.clean_stale_folders()  # what a crashed or restarted process left in the temp dir
 limit_malloc_arenas()  # before gradio starts its worker threads
@@ -140,6 +141,8 @@ def guesses(*values) -> tuple:
 
 def mask_picture(*values):
     """The controls' mask as a picture (which query sees which key); nothing new while they are refused."""
+    from profiling import figures
+
     try:
         w = Request.from_values(dict(zip(KEYS, values)), ENV.device).workload
     except Refusal:
@@ -206,32 +209,53 @@ def shown(drawn: bytes | None) -> dict:
                      visible=True)
 
 
+@dataclass
+class Charts:
+    """A comparison's charts as the PNGs the page shows and its downloads hold."""
+    chart: bytes             # time per call, A vs B
+    present: bytes           # the presentation's one chart
+    lanes: bytes | None      # one call of each on a timeline; None where a side has no trace
+    timelines: tuple | None  # the two timelines the lanes draw
+
+
+def charts(data: Kept) -> Charts:
+    """A kept comparison's charts, each drawn once per answer (`figures.DRAWN`, by the answer's text: a replay's
+    is the same every time), for a light page and a dark one alike; every figure says what it is of (the answer's
+    `measured` line, as in the JSON: a saved PNG still says it)."""
+    from profiling import figures  # matplotlib takes ~1 s to import: never at start (see once_serving)
+
+    comparison, measured = data.answer.result, data.answer.measured
+    drawn = functools.partial(figures.DRAWN.png, data.text)
+    chart = drawn("chart", lambda: figures.caption(figures.timing_figure(comparison, dark=None), measured, dark=None))
+    present = drawn("present", lambda: figures.caption(figures.present_figure(comparison), measured, dark=None))
+    try:
+        ta, tb = run_timeline(comparison.a), run_timeline(comparison.b)
+    except ValueError:  # a side that did not run, or a trace pruned since
+        return Charts(chart, present, None, None)
+    lanes = drawn("timeline", lambda: figures.caption(figures.timeline_figure(ta, tb, dark=None), measured, dark=None))
+    return Charts(chart, present, lanes, (ta, tb))
+
+
 def show(result_id, http: gr.Request) -> list:
     """Render a kept comparison onto every output of the "A vs B" tab, with the link to it. Rendering shares the
     CPU with any live measurement, which marks its run when it does (`other_work`)."""
-    from profiling import figures  # matplotlib takes ~1 s to import: never at start (see main below)
-
     data = kept(result_id, "compare")
     with other_work():
         request, comparison, explanation = data.answer.request, data.answer.result, data.answer.explanation
-        measured = data.answer.measured  # said on every figure, as in the JSON: a saved PNG still says what it is
-        drawn = functools.partial(figures.DRAWN.png, data.text)  # each chart drawn once per answer (light or dark)
-        chart = drawn("chart", lambda: figures.caption(figures.timing_figure(comparison, dark=None), measured, dark=None))
+        measured = data.answer.measured
+        drawn = charts(data)
         folder = scratch.view_folder()
-        files = reports.export(data.text, comparison, chart, folder)
+        files = reports.export(data.text, comparison, drawn.chart, folder)
         for side, run in (("a", comparison.a), ("b", comparison.b)):
             trace = served_trace(run.trace_path)
             if trace:
                 files[f"{side}_trace"] = Path(shutil.copy(trace, folder / f"{side}_{trace.name}"))
-        try:
-            ta, tb = run_timeline(comparison.a), run_timeline(comparison.b)
-            lanes = drawn("timeline", lambda: figures.caption(figures.timeline_figure(ta, tb, dark=None), measured,
-                                                              dark=None))
-            caption = reports.timeline_caption(ta, tb)
+        if drawn.timelines:
+            caption = reports.timeline_caption(*drawn.timelines)
             files["timeline"] = folder / f"timeline_{comparison.a.variant}_vs_{comparison.b.variant}.png"
-            files["timeline"].write_bytes(lanes)
-        except ValueError:  # a side that did not run, or a trace pruned since
-            lanes, caption = None, "No timeline: a side has no trace (it did not run, or its trace is gone)."
+            files["timeline"].write_bytes(drawn.lanes)
+        else:
+            caption = "No timeline: a side has no trace (it did not run, or its trace is gone)."
         a, w = comparison.a, comparison.a.workload
         where = (f"**{'Measured live' if request.live else 'Recorded'}** on {a.environment.summary()} · "
                  f"workload {w.words()}" + ("" if request.live else f" · recording {request.source}"))
@@ -240,10 +264,9 @@ def show(result_id, http: gr.Request) -> list:
         link = share_link(http, request)
         return [link, view_links(link), "", where,
                 reports.verdict_markdown(explanation, reports.comparison_table(comparison)),
-                reports.present_markdown(explanation, measured), shown(chart),
-                shown(drawn("present", lambda: figures.caption(figures.present_figure(comparison), measured, dark=None))),
+                reports.present_markdown(explanation, measured), shown(drawn.chart), shown(drawn.present),
                 caption,
-                shown(lanes),
+                shown(drawn.lanes),
                 gr.DownloadButton(value=files.get("timeline"), visible="timeline" in files),
                 *side_a.render(comparison, explanation, files), *side_b.render(comparison, explanation, files),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True),
@@ -614,10 +637,34 @@ LAUNCH = dict(ssr_mode=False, css=CSS, head=HEAD, theme=THEME,
               app_kwargs={"middleware": [Middleware(RequestGuard, max_bytes=MAX_REQUEST_BYTES),
                                          Middleware(LinkPreview)]})
 
+
+
+def draw_opening() -> None:
+    """The charts of the answer a link with no query opens on (the default source's replay of the default pair),
+    drawn now: the first visitor's page finds them drawn (its render 0.42 s on this CPU, 0.02 s so). Nothing where a
+    plain visit opens on a live source (it waits for Run). It goes the page's way: the same request, served and kept,
+    so the answer's text, which keys the charts, is the one a visitor's opening gets."""
+    request, _ = Request.from_query({}, ENV.device, DEFAULT_SOURCE, PAGE_KEYS)
+    if request.live:
+        return
+    _, kept_id = asyncio.run(serve("compare", request, None))
+    charts(kept(kept_id, "compare"))
+
+
+def once_serving() -> None:
+    """What the server does once it answers, behind its first visitors (the page and the API never wait for it):
+    import matplotlib (the charts'), start the warm-up of live runs (on the measurement thread), draw the opening."""
+    from profiling import figures  # noqa: F401
+    handlers.start_warm_up()  # a first live run finds the process warm
+    try:
+        draw_opening()
+    except Exception as error:  # the first visitor draws it then
+        log.warning("the opening's charts were not drawn: %s", str(error).splitlines()[0] if str(error) else error)
+
+
 if __name__ == "__main__":
     port = os.environ.get("PORT")  # Deta Space and most hosts; gradio reads GRADIO_SERVER_PORT itself
     demo.launch(server_port=int(port) if port else None, prevent_thread_lock=True, **LAUNCH)
-    from profiling import figures  # noqa: F401, E402  (the charts' matplotlib: imported once the server answers)
-    handlers.start_warm_up()  # in the background, once the server answers: a first live run finds the process warm
+    once_serving()
     demo.block_thread()
     handlers.end_process()  # the server has closed (Ctrl-C): see end_process for why not the interpreter's own exit

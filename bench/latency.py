@@ -81,8 +81,7 @@ def serve(port: int, record_path: str) -> None:
     app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **app.LAUNCH)
     marks["launched"] = now()
     write({"marks": marks})
-    from profiling import figures  # noqa: F401  (as app.py's main does, once the server answers)
-    handlers.start_warm_up()  # as app.py's main does, then
+    app.once_serving()  # as app.py's main does, then
     if handlers.wait_for_warm_up():  # over: its steps done, or dropped for a live request
         write({"warmed": now(), "warm_up_s": handlers.WARM_UP.steps})
     while True:

@@ -11,6 +11,7 @@ import hashlib
 import io
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -491,11 +492,14 @@ def png(figure: Figure | None) -> bytes | None:
 class Drawn:
     """The charts drawn for the answers shown last, by the answer's JSON (what its client was sent, every figure's
     input with it): the same answer shown again (a replay's answer is the same text every time, a live one's never
-    repeats) gets the PNGs drawn the first time, in microseconds instead of a third of a second a chart."""
+    repeats) gets the PNGs drawn the first time, in microseconds instead of a third of a second a chart. A chart
+    being drawn when another caller asks for it (two visitors opening one link, or the server's opening drawn as the
+    first visitor comes) is drawn once: the second waits for it."""
 
     def __init__(self, kept: int):
         self.kept = kept
         self._drawn: OrderedDict[tuple[str, str], bytes | None] = OrderedDict()
+        self._drawing: dict[tuple[str, str], Future] = {}
         self._lock = threading.Lock()
 
     def png(self, answer_text: str, name: str, figure) -> bytes | None:
@@ -505,11 +509,27 @@ class Drawn:
             if key in self._drawn:
                 self._drawn.move_to_end(key)
                 return self._drawn[key]
-        drawn = png(figure())
+            drawing = self._drawing.get(key)
+            if drawing is None:
+                drawing = self._drawing[key] = Future()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            return drawing.result()  # its drawer's PNG, or its error
+        try:
+            drawn = png(figure())
+        except BaseException as error:
+            with self._lock:
+                del self._drawing[key]
+            drawing.set_exception(error)
+            raise
         with self._lock:
             self._drawn[key] = drawn
+            del self._drawing[key]
             while len(self._drawn) > self.kept:
                 self._drawn.popitem(last=False)
+        drawing.set_result(drawn)
         return drawn
 
 

@@ -336,6 +336,53 @@ def test_a_replay_shown_again_is_served_the_charts_drawn_the_first_time_and_anot
     assert len(drew) == 3 and not set(other) & set(first)
 
 
+def test_the_opening_is_drawn_once_the_server_answers_and_its_first_visitor_draws_nothing(monkeypatch):
+    """`app.draw_opening` (run by `once_serving` after the launch) draws the charts of the answer a link with no
+    query opens on; a visitor's page then opens (prefill, the replay, show) and draws none. Were the opening a
+    different request than the page's (another pair or workload), the visitor would draw its own."""
+    monkeypatch.setattr(figures, "DRAWN", figures.Drawn(kept=8))
+    drawn = []
+    for name in ("timing_figure", "present_figure", "timeline_figure"):
+        real = getattr(figures, name)
+        monkeypatch.setattr(figures, name, lambda *a, real=real, name=name, **k: drawn.append(name) or real(*a, **k))
+    app.draw_opening()
+    assert sorted(drawn) == ["present_figure", "timeline_figure", "timing_figure"]
+    opened = app.prefill(fake_request())[:len(KEYS)]  # the controls a plain visit opens with
+    _, kept_id = asyncio.run(handlers.serve("compare", handlers.request_of(opened, live=False), None))
+    shown = app.show(kept_id, fake_request())
+    assert drawn[3:] == [] and shown[6]["value"].plot.startswith("data:image/png;base64,")
+
+
+def test_a_chart_asked_for_while_it_is_drawn_is_drawn_once():
+    """Two callers asking for one chart at once (two visitors opening one link, or the opening drawn as the first
+    visitor comes) get the one PNG drawn; a drawing that fails fails for both and is tried again next time."""
+    drawing, release, calls = threading.Event(), threading.Event(), []
+
+    def figure():
+        calls.append(1)
+        drawing.set()
+        release.wait(10)
+        from matplotlib.figure import Figure
+        return Figure(figsize=(1, 1))
+    kept = figures.Drawn(kept=4)
+    got = []
+    first = threading.Thread(target=lambda: got.append(kept.png("answer", "chart", figure)))
+    first.start()
+    assert drawing.wait(10)
+    second = threading.Thread(target=lambda: got.append(kept.png("answer", "chart", figure)))
+    second.start()
+    time.sleep(0.05)  # the second is waiting on the first's drawing (were it drawing too, calls would be 2)
+    release.set()
+    first.join(10), second.join(10)
+    assert len(calls) == 1 and len(got) == 2 and got[0] == got[1] and got[0][:4] == b"\x89PNG"
+
+    def broken():
+        raise RuntimeError("no font")
+    with pytest.raises(RuntimeError):
+        kept.png("answer", "broken", broken)
+    assert kept.png("answer", "broken", lambda: None) is None  # tried again: not kept as failed
+
+
 # -- prefill from a link, and the link that reproduces a result ----------------------------------------------------
 def test_a_links_query_prefills_the_controls():
     query = {"source": RECORDING, "a": "naive", "b": "sdpa_flash", "batch": "2", "heads": "16", "seq": "4096",
