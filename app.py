@@ -30,8 +30,8 @@ from starlette.middleware import Middleware
 
 from attention_variants import VARIANTS, guess_for
 from handlers import (DEFAULT_SOURCE, ENV, MAX_REQUEST_BYTES, RECORDINGS, REPLAYS_AT_ONCE, SESSIONS_KEPT, Kept,
-                      endpoint, kept, request_of, serve, served_trace, stop_sweep)
-from links import MODES, PAGE_KEYS, LinkPreview, prefill, share_link, view_links
+                      endpoint, kept, serve, served_trace, stop_sweep)
+from links import MODES, LinkPreview, opening, prefill, share_link, view_links
 from profiling import reports, scratch, session, text
 from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
@@ -525,7 +525,7 @@ with gr.Blocks(**BLOCKS) as demo:
     # evict them), the triggers of the two queues, and the tab a link opens on
     result_id = gr.Textbox(visible=False, elem_id="result-id")
     sweep_id = gr.Textbox(visible=False, elem_id="sweep-id")
-    live_started, replay_started, sweep_live_started, sweep_replay_started, opening = (gr.State() for _ in range(5))
+    live_started, replay_started, sweep_live_started, sweep_replay_started = (gr.State() for _ in range(4))
 
     views = [link, views_line, stale, measured_on, verdict, present, chart, present_chart, timeline_caption, timeline,
              timeline_file, *side_a.outputs, *side_b.outputs, json_file, png_file, full_page]
@@ -590,31 +590,31 @@ with gr.Blocks(**BLOCKS) as demo:
     gr.on([demo.load, *(c.change for c in controls)], mask_picture, controls, mask_picture_plot,
           api_visibility="private", queue=False, preprocess=False)
 
-    async def open_link(http: gr.Request, mode: str, seq_lens: str, sweep_axis: str, *values) -> list:
-        """Page load: a recorded comparison or sweep renders at once, in the replays' queue (a click meanwhile
-        cancels it); a live one waits for a click on Run."""
+    async def open_link(http: gr.Request) -> list:
+        """Page load, beside prefill (the link's query read the same way, `links.opening`, so the answer is of the
+        controls prefill sets, and need not wait for them): a recorded comparison or sweep renders at once, in the
+        replays' queue (a click meanwhile cancels it); a live one waits for a click on Run."""
         compared, swept = 2 + len(views), 2 + len(sweep_outputs)
         nothing = [gr.skip()] * (compared + swept)
-        if values[0] == LIVE:
+        opened = opening(dict(http.query_params))
+        sweep, request = opened.mode == "sweep", opened.asked()
+        if request.live:
             return nothing
         try:
-            request = request_of(values, *((seq_lens, sweep_axis) if mode == "sweep" else (None, None)), live=False)
-            session.plan(request, sweep=mode == "sweep")
-        except (gr.Error, Refusal):  # a link to what the recording lacks: the page flags it, nothing to replay
+            session.plan(request, sweep=sweep)
+        except Refusal:  # a link to what the recording lacks: the page flags it, nothing to replay
             return nothing
-        if mode == "sweep":
+        if sweep:
             answer, kept_id = await serve("sweep", request, None)
             return [gr.skip()] * compared + [answer, kept_id, *show_sweep(kept_id, http)]
         answer, kept_id = await serve("compare", request, None)
         return [answer, kept_id, *show(kept_id, http)] + [gr.skip()] * swept
 
-    opened = demo.load(prefill, None, [*controls, notice, seqs, axis, modes, opening], api_visibility="private",
-                       queue=False
-                       ).then(guesses, controls, [guess_a, guess_b, coverage, run_button], api_visibility="private",
-                              queue=False, preprocess=False
-                       ).then(open_link, [opening, seqs, axis, *controls],
-                              [result, result_id, *views, sweep_result, sweep_id, *sweep_outputs],
-                              api_visibility="private", **replays)
+    demo.load(prefill, None, [*controls, notice, seqs, axis, modes], api_visibility="private", queue=False
+              ).then(guesses, controls, [guess_a, guess_b, coverage, run_button], api_visibility="private",
+                     queue=False, preprocess=False)
+    opened = demo.load(open_link, None, [result, result_id, *views, sweep_result, sweep_id, *sweep_outputs],
+                       api_visibility="private", **replays)
     for click in (run_button.click, sweep_button.click, *(button.click for button in preset_buttons)):
         click(None, cancels=[opened], api_visibility="private", queue=False)  # the page's opening is overtaken
 
@@ -644,7 +644,7 @@ def draw_opening() -> None:
     drawn now: the first visitor's page finds them drawn (its render 0.42 s on this CPU, 0.02 s so). Nothing where a
     plain visit opens on a live source (it waits for Run). It goes the page's way: the same request, served and kept,
     so the answer's text, which keys the charts, is the one a visitor's opening gets."""
-    request, _ = Request.from_query({}, ENV.device, DEFAULT_SOURCE, PAGE_KEYS)
+    request = opening({}).asked()
     if request.live:
         return
     _, kept_id = asyncio.run(serve("compare", request, None))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl, quote, urlencode
 
 import gradio as gr
@@ -49,10 +50,23 @@ def view_links(link: str) -> str:
 MAX_NOTED = 8  # problems listed from one link; the rest are counted
 
 
-def prefill(http: gr.Request) -> list:
-    """Page load: the controls, the tab and a sweep's values and axis from the URL's query (bad parameters ignored, with a
-    visible note quoting them as literal text: a link is anyone's to write), and the tab the link opens on."""
-    params = dict(http.query_params)
+@dataclass(frozen=True)
+class Opening:
+    """What a link opens on: its request (defaults where a parameter is absent or wrong), the tab and the view, and
+    each parameter set aside (as written, and why)."""
+    request: Request
+    mode: str
+    view: str
+    problems: list[tuple[str, str]]
+
+    def asked(self) -> Request:
+        """The request the link's answer is of: its sweep, or its comparison (the sweep's values and axis aside)."""
+        return self.request if self.mode == "sweep" else replace(self.request, seq_lens=None, axis="seq_len")
+
+
+def opening(params: dict) -> Opening:
+    """A link's query read once, the same way for the controls it sets (`prefill`) and the answer it opens on
+    (app's open_link)."""
     request, problems = Request.from_query(params, ENV.device, DEFAULT_SOURCE, PAGE_KEYS)
     page = {"mode": "compare", "view": "page"}
     for key, allowed in (("mode", MODES), ("view", VIEWS)):
@@ -61,12 +75,20 @@ def prefill(http: gr.Request) -> list:
                 page[key] = choice(key, params[key], allowed)
             except Refusal as error:
                 problems.append((f"{key}={params[key]}", error.limit))
-    said = [f"{reports.literal(what)}: {why}" for what, why in problems]
+    return Opening(request, page["mode"], page["view"], problems)
+
+
+def prefill(http: gr.Request) -> list:
+    """Page load: the controls, the tab and a sweep's values and axis from the URL's query (bad parameters ignored, with a
+    visible note quoting them as literal text: a link is anyone's to write)."""
+    opened = opening(dict(http.query_params))
+    said = [f"{reports.literal(what)}: {why}" for what, why in opened.problems]
     if len(said) > MAX_NOTED:
         said[MAX_NOTED:] = [f"and {len(said) - MAX_NOTED} more"]
     notice = ("⚠️ Ignored from the link: " + "; ".join(said)) if said else ""
+    request = opened.request
     seqs = ",".join(map(str, request.seq_lens or ()))
-    return [*request.values(), notice, seqs, request.axis, gr.Tabs(selected=page["mode"]), page["mode"]]
+    return [*request.values(), notice, seqs, request.axis, gr.Tabs(selected=opened.mode)]
 
 
 # -- a link's preview: what a chat or a social card shows before anyone opens it ----------------------------------

@@ -387,12 +387,13 @@ def test_a_chart_asked_for_while_it_is_drawn_is_drawn_once():
 def test_a_links_query_prefills_the_controls():
     query = {"source": RECORDING, "a": "naive", "b": "sdpa_flash", "batch": "2", "heads": "16", "seq": "4096",
              "head_dim": "128", "dtype": "bf16", "causal": "false", "rank": "3"}
-    controls, (notice, seqs, axis, tabs, mode) = (lambda v: (v[:len(KEYS)], v[len(KEYS):]))(
+    controls, (notice, seqs, axis, tabs) = (lambda v: (v[:len(KEYS)], v[len(KEYS):]))(
         app.prefill(fake_request(query)))
     assert controls == Request.build(RECORDING, "naive", "sdpa_flash", dict(batch=2, heads=16, seq_len=4096,
                                      head_dim=128, dtype="bf16", causal=False, rank=3), "cpu").values()
     assert controls[KEYS.index("seq_len")] == 4096 and controls[KEYS.index("causal")] is False
-    assert (notice, seqs, axis, tabs.selected, mode) == ("", "", "seq_len", "compare", "compare")
+    assert (notice, seqs, axis, tabs.selected) == ("", "", "seq_len", "compare")
+    assert links.opening(query).asked().values() == controls  # the answer the page opens on: of these controls
 
 
 @pytest.mark.parametrize("query", [

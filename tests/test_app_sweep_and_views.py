@@ -14,6 +14,7 @@ import pytest
 from gradio_client.exceptions import AppError
 
 import app
+import links
 import handlers
 from attention_variants import VARIANTS
 from conftest import fn_index, queued, read_fact
@@ -225,20 +226,20 @@ def test_a_sweep_link_reproduces_the_sweep_and_opens_its_tab():
     link = app.share_link(fake_request(), request, mode="sweep")
     query = dict(parse_qsl(urlsplit(link).query, keep_blank_values=True))
     assert query["mode"] == "sweep" and query["seqs"] == "1024,2048"
-    controls, (notice, seqs, axis, tabs, mode) = (lambda v: (v[:len(KEYS)], v[len(KEYS):]))(
+    controls, (notice, seqs, axis, tabs) = (lambda v: (v[:len(KEYS)], v[len(KEYS):]))(
         app.prefill(fake_request(query)))
-    assert controls == request.values() and (notice, seqs, tabs.selected, mode) == ("", "1024,2048", "sweep", "sweep")
-    assert axis == "seq_len"
+    assert controls == request.values() and (notice, seqs, tabs.selected) == ("", "1024,2048", "sweep")
+    assert axis == "seq_len" and links.opening(query).asked() == request  # the sweep the page opens on
 
 
 def test_view_mode_and_lengths_in_a_link_are_checked():
     n = len(KEYS)
-    notice, seqs, _, tabs, mode = app.prefill(fake_request({"view": "present", "mode": "sweep", "seqs": "256, 128"}))[n:]
-    assert (notice, seqs, tabs.selected, mode) == ("", "128,256", "sweep", "sweep")
-    notice, seqs, _, tabs, mode = app.prefill(fake_request({"view": "<b>x</b>", "mode": "race", "seqs": "x"}))[n:]
+    notice, seqs, _, tabs = app.prefill(fake_request({"view": "present", "mode": "sweep", "seqs": "256, 128"}))[n:]
+    assert (notice, seqs, tabs.selected) == ("", "128,256", "sweep")
+    notice, seqs, _, tabs = app.prefill(fake_request({"view": "<b>x</b>", "mode": "race", "seqs": "x"}))[n:]
     for quoted in ("`view=<b>x</b>`", "`mode=race`", "`seqs=x`"):  # quoted as literal text
         assert quoted in notice
-    assert (seqs, tabs.selected, mode) == ("", "compare", "compare")
+    assert (seqs, tabs.selected) == ("", "compare")
 
 
 def test_view_links_offer_the_presentation_and_the_embed_of_the_same_result():
