@@ -13,7 +13,8 @@ one starts the profiler), trace, pin cost, replay lookup, explain, serialize); t
 handler). "other" is what no phase holds. The scenarios: server start to its first replayed answer, a replay (and
 the same replay over plain HTTP: gradio_client's message loop polls every 50 ms, a floor no server can lower), the
 first live comparison of a fused pair, the same warm, a warm naive pair, a live sweep (9 lengths on a GPU; a
-CPU-sized one on a CPU); and the time of `import torch, gradio` in a fresh interpreter, the yardstick of start-up.
+CPU-sized one on a CPU), replays while the same sweep runs again and once the server is idle; and the time of
+`import torch, gradio` in a fresh interpreter, the yardstick of start-up.
 """
 from __future__ import annotations
 
@@ -230,6 +231,21 @@ def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) 
             lengths = (GPU_SWEEP if device == "cuda" else CPU_SWEEP[:2] if quick else CPU_SWEEP)
             timed("live sweep", "/sweep", live, seq_lens=",".join(map(str, lengths)), axis="seq_len")
             rows[-1] = (f"live sweep of {len(lengths)} lengths", *rows[-1][1:])
+            # replays while a live run holds the machine (the same sweep again), then with the server idle
+            job = client.submit(**live, seq_lens=",".join(map(str, lengths)), axis="seq_len", api_name="/sweep")
+            during = []
+            while not job.done():
+                t0 = now()
+                client.predict(**server.replay, api_name="/replay")
+                wall = now() - t0
+                replayed = next(e for e in reversed(server.records()) if "kind" in e and not e["live"])
+                during.append((wall, parts_of(replayed, wall)))
+            job.result(timeout=REQUEST_TIMEOUT_S)
+            if during:
+                wall, parts = sorted(during, key=lambda d: d[0])[(len(during) - 1) // 2]
+                rows.append((f"replay during a live sweep (median of {len(during)})", "API", wall, parts))
+                facts["replay during a live sweep"] = wall
+            timed("replay, the server idle", "/replay", server.replay, 3 if quick else 10)
             warmed = [e for e in server.records() if "warmed" in e]
             if warmed:  # its steps as they ran (those a live request dropped are not there)
                 rows.insert(2, ("start-up warm-up (background)", "API", sum(warmed[0]["warm_up_s"].values()),
@@ -363,9 +379,8 @@ def table(rows: list, machine: str, facts: dict, yardstick_s: float, device: str
         lines.append(f"start-up warm-up done {facts['warm-up done, after start']:.2f} s after the server's start")
     if device == "cuda":
         for name, target in TARGETS_S.items():
-            got = next((f for k, f in facts.items() if k.startswith(name)), None)
-            if got is not None:
-                lines.append(f"target {name}: {got:.3f} s (≤ {target} s: {'met' if got <= target else 'NOT met'})")
+            for measured, got in ((k, f) for k, f in facts.items() if k.startswith(name)):  # replays: each moment
+                lines.append(f"target {measured}: {got:.3f} s (≤ {target} s: {'met' if got <= target else 'NOT met'})")
     return "\n".join(lines) + "\n"
 
 
