@@ -74,10 +74,11 @@ def start_profiler_here() -> None:
             pass
 
 
-def profile_calls(fn: Callable[[], None], device: str, calls: int, path: Path) -> None:
-    """`calls` calls of `fn` under the profiler, each in its own named range, after one unrecorded warm-up call with
-    the profiler already on (what `torch.profiler.schedule(warmup=1)` does: the warm-up absorbs its start-up); the
-    Chrome trace goes to `path`.
+def profile_calls(fn: Callable[[], None], device: str, calls: int, path: Path,
+                  before: Callable[[], None] | None = None) -> None:
+    """`calls` calls of `fn` under the profiler, each in its own named range (`before` run ahead of each, outside
+    it: a context-parallel rank's barrier), after one unrecorded warm-up call with the profiler already on (what
+    `torch.profiler.schedule(warmup=1)` does: the warm-up absorbs its start-up); the Chrome trace goes to `path`.
 
     The session is autograd's profiler, driven as `torch.profiler.profile` drives it (prepare, warm-up step, start,
     stop, export). That wrapper's first session in a process imports torch._inductor (`hasattr(torch, "_inductor")`
@@ -88,6 +89,8 @@ def profile_calls(fn: Callable[[], None], device: str, calls: int, path: Path) -
     warm-up calls, the window's own unrecorded one), flex's compile, which imports inductor, among them: nothing is
     left to start inside the trace."""
     def one(i: int) -> None:
+        if before is not None:
+            before()
         with record_function(f"{trace_mod.CALL_RANGE}#{i}"):
             fn()
         sync(device)

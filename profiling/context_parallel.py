@@ -37,7 +37,8 @@ from typing import Any
 import torch
 
 from .results import Accuracy
-from .trace import CALL_RANGE, GPU_CATEGORIES, category, load_trace, short_name
+from .capture import profile_calls
+from .trace import GPU_CATEGORIES, call_ranges, category, load_trace, short_name
 from .workload import Inputs, Refusal, Workload
 
 # The variants whose SDPA op has a ring handler in PyTorch (`_sdpa_handler`'s call_maps: flash, efficient, cuDNN and
@@ -173,11 +174,10 @@ class RankTimeline:
 
 def rank_timeline(trace: dict) -> RankTimeline:
     """A rank's trace (Chrome JSON as torch.profiler writes it) -> its timeline per profiled step: the steps are the
-    `record_function` ranges named CALL_RANGE; every GPU event of the trace belongs to one of them (the window holds
+    `record_function` ranges named CALL_RANGE (#1, #2, ...); every GPU event of the trace belongs to one of them (the window holds
     nothing else: a host barrier, not NCCL, separates the steps)."""
     events = trace.get("traceEvents", [])
-    steps = sum(1 for e in events if e.get("ph") == "X" and e.get("name") == CALL_RANGE
-                and e.get("cat") == "user_annotation")
+    steps = len(call_ranges(events))
     gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES]
     comm = [(e["ts"], e["ts"] + e["dur"]) for e in gpu if is_collective(e["name"])]
     compute = [(e["ts"], e["ts"] + e["dur"]) for e in gpu if not is_collective(e["name"])]
@@ -405,18 +405,11 @@ def _job(rank: int, job: dict, out: Path, dist, host, references: dict) -> dict:
 
 
 def _profile(rank: int, out: Path, device: str, step, dist, host) -> str:
-    """PROFILED_STEPS steps under torch.profiler, each in a CALL_RANGE range; the trace gzipped beside the results."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with profile(activities=activities) as prof:
-        for _ in range(PROFILED_STEPS):
-            _synchronize(device)
-            dist.barrier(group=host)
-            with record_function(CALL_RANGE):
-                step()
-            _synchronize(device)
+    """PROFILED_STEPS steps profiled as every measurement's calls are (`capture.profile_calls`: each in a CALL_RANGE
+    range, after an unrecorded one), the ranks released together by a host barrier before each; the trace gzipped
+    beside the results."""
     raw = out / f"rank{rank}.trace.json"
-    prof.export_chrome_trace(str(raw))
+    profile_calls(step, device, PROFILED_STEPS, raw, before=lambda: dist.barrier(group=host))
     name = f"rank{rank}.trace.json.gz"
     with open(raw, "rb") as src, gzip.open(out / name, "wb") as dst:
         dst.write(src.read())
