@@ -49,6 +49,32 @@ def now() -> float:
 
 
 # -- the server, as app.py starts it, with its requests' phases written to a file -----------------------------
+START_STEPS = {"reads the machine": ("profiling.environment", "detect"),
+               "starts the profiler": ("profiling.capture", "start_profiler_here"),
+               "reads the recording": ("profiling.replay", "load_recorded")}
+
+
+def _time_start_steps() -> dict[str, float]:
+    """The app's import split into the steps it runs as it loads (handlers': the machine read, the profiler's one-off
+    start, the recording read), each wrapped before handlers imports it; the rest (spaces, the modules, the page) is
+    what they leave."""
+    import importlib
+
+    spent: dict[str, float] = {}
+    for name, (module, function) in START_STEPS.items():
+        loaded = importlib.import_module(module)
+        original = getattr(loaded, function)
+
+        def timed(*args, original=original, name=name, **kwargs):
+            t0 = now()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[name] = spent.get(name, 0.0) + now() - t0
+        setattr(loaded, function, timed)
+    return spent
+
+
 def serve(port: int, record_path: str) -> None:
     started = now()
     marks = {"interpreter": started}
@@ -58,11 +84,13 @@ def serve(port: int, record_path: str) -> None:
     marks["import torch"] = now()
     import gradio  # noqa: F401
     marks["import gradio"] = now()
+    spent = _time_start_steps()
     import app
     import handlers
     from profiling import phases
     startup.settle(collecting)  # ... and settles once loaded (handlers found the collector paused: left it so)
     marks["import app"] = now()
+    marks["the app's steps"] = spent
     record = open(record_path, "a", buffering=1)
 
     def write(entry: dict) -> None:
@@ -148,7 +176,9 @@ class Server:
         self.start = {"interpreter": marks["interpreter"] - started,
                       "torch": marks["import torch"] - marks["interpreter"],
                       "gradio": marks["import gradio"] - marks["import torch"],
-                      "the app": marks["import app"] - marks["import gradio"],
+                      **{f"the app {k}": v for k, v in marks["the app's steps"].items()},
+                      "the app, the rest": marks["import app"] - marks["import gradio"]
+                      - sum(marks["the app's steps"].values()),
                       "launch": marks["launched"] - marks["import app"],
                       "first HTTP answer": answered - marks["launched"], "client connects": connected - answered}
         self.start |= {f"replay · {k}": v for k, v in parts_of(entries[-1], first - t0).items()}
