@@ -99,14 +99,14 @@ def preview_meta(params: dict) -> str:
     from handlers import RECORDINGS
     from profiling import text
 
-    request, _ = Request.from_query(params, ENV.device, DEFAULT_SOURCE, PAGE_KEYS)
-    over = " over S" if params.get("mode") == "sweep" else ""
+    opened = opening(params)
+    request, sweep = opened.asked(), opened.mode == "sweep"
+    over = f" over {text.axis_symbol(request.axis)}" if sweep else ""
     title = f"{VARIANTS[request.a].label} vs {VARIANTS[request.b].label}{over} · Attention Profiler"
     if request.live:
         said = request.workload.words() + (", forward" if request.workload.passes == "fwd" else "")
         description = f"Runs live on {ENV.device_name} when asked · {said}"
     else:
-        sweep = params.get("mode") == "sweep"
         description = text.measured(False, request.source, RECORDINGS[request.source], request.workload,
                                     request.axis if sweep else None, request.seq_lens or () if sweep else ())
     tags = {"og:title": title, "og:description": description, "og:type": "website",

@@ -3,6 +3,7 @@ in-process), the page's own events and the handlers. Replays use the real H200 r
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import re
 from types import SimpleNamespace
@@ -230,6 +231,28 @@ def test_a_sweep_link_reproduces_the_sweep_and_opens_its_tab():
         app.prefill(fake_request(query)))
     assert controls == request.values() and (notice, seqs, tabs.selected) == ("", "1024,2048", "sweep")
     assert axis == "seq_len" and links.opening(query).asked() == request  # the sweep the page opens on
+
+
+def test_a_sweep_links_preview_names_its_axis_and_says_what_the_page_says():
+    """A link's preview (what a chat shows before anyone opens it) of a sweep over the batch says "over B", one
+    over S "over S", and describes it with the page's own line for that sweep; a comparison's says neither."""
+    from profiling import session
+    from profiling.replay import recorded_sweeps
+
+    recorded = next(s for s in recorded_sweeps(RECORDING) if s.axis == "batch")
+    fields = {f: getattr(recorded.workload, f) for f in ("batch", "heads", "kv_heads", "seq_len", "q_len",
+                                                          "head_dim", "dtype", "causal")}
+    for axis, values, said in (("batch", tuple(recorded.seq_lens), "over B"),
+                               ("seq_len", (1024, 2048), "over S")):
+        asked = dict(fields) if axis == "batch" else {}
+        request = Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", asked, "cpu", values, axis)
+        query = dict(parse_qsl(urlsplit(app.share_link(fake_request(), request, mode="sweep")).query))
+        tags = links.preview_meta(query)
+        assert f'content="SDPA · FlashAttention vs SDPA · cuDNN {said} · Attention Profiler"' in tags
+        line = session.sweep(request).measured
+        assert f'<meta property="og:description" content="{html.escape(line)}">' in tags
+    compared = links.preview_meta(Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {}, "cpu").to_query())
+    assert 'content="SDPA · FlashAttention vs SDPA · cuDNN · Attention Profiler"' in compared
 
 
 def test_view_mode_and_lengths_in_a_link_are_checked():
