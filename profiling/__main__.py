@@ -204,7 +204,7 @@ def cmd_sweep(args) -> int:
           f"{text.axis_symbol(result.axis)} over "
           f"{', '.join(map(str, result.seq_lens))} ({'live' if request.live else 'recorded: ' + request.source})\n")
     print(table_text(reports.sweep_table(result)), "\n")
-    print(reports.notes_text(answer.explanation, evidence=False))
+    print(reports.notes_text(answer.explanation, evidence=False, kinds=reports.sweep_kinds(result.axis)))
     if json_path:
         json_path.write_text(json.dumps(answer.to_dict(), indent=1))
     return 0

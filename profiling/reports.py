@@ -344,10 +344,15 @@ def verdict_markdown(explanation: Explanation, table: str = "", rest_label: str 
     return "\n\n".join(p for p in parts if p)
 
 
+def sweep_kinds(axis: str) -> dict[str, str]:
+    """The kinds of a sweep's notes as they are labelled: its own are over its axis (over S, over B)."""
+    return KINDS | {"sweep": f"over {text.axis_symbol(axis)}"}
+
+
 def sweep_markdown(explanation: Explanation, axis: str = "seq_len", measured: str = "") -> str:
     """A sweep's verdict and notes, under the line of what it measured (`Answer.measured`) when given."""
-    over = f"over {text.axis_symbol(axis)}"
-    body = verdict_markdown(explanation, rest_label=over, rest_sides=(), kinds=KINDS | {"sweep": over})
+    kinds = sweep_kinds(axis)
+    body = verdict_markdown(explanation, rest_label=kinds["sweep"], rest_sides=(), kinds=kinds)
     return f"*{_md(measured)}*\n\n{body}" if measured else body
 
 
@@ -377,8 +382,8 @@ def side_notes_markdown(explanation: Explanation, side: str) -> str:
             f"\n\n{_terms_markdown(seen)}\n\n</details>")
 
 
-def _note_text(n: Note, evidence: bool = True) -> str:
-    lines = [f"{n.title.replace('`', '')} [{SIDES.get(n.side, n.side)} · {KINDS.get(n.kind, n.kind)}]"]
+def _note_text(n: Note, evidence: bool = True, kinds: dict[str, str] = KINDS) -> str:
+    lines = [f"{n.title.replace('`', '')} [{SIDES.get(n.side, n.side)} · {kinds.get(n.kind, n.kind)}]"]
     if n.body:
         lines.append("  " + n.body.replace("`", ""))
     if evidence:
@@ -386,14 +391,15 @@ def _note_text(n: Note, evidence: bool = True) -> str:
     return "\n".join(lines)
 
 
-def notes_text(explanation: Explanation, evidence: bool = True) -> str:
+def notes_text(explanation: Explanation, evidence: bool = True, kinds: dict[str, str] = KINDS) -> str:
     """Plain text for a terminal: the headline, the top notes, the rest by side, and the terms used (a sweep's
-    evidence is the table of points printed above it: `evidence=False`)."""
+    evidence is the table of points printed above it: `evidence=False`; its kinds are `sweep_kinds`)."""
     out = [f"Verdict: {explanation.headline.title}"]
-    out += [f"{i + 1}. {_note_text(n, evidence)}" for i, n in enumerate(explanation.notes[:TOP])]
+    out += [f"{i + 1}. {_note_text(n, evidence, kinds)}" for i, n in enumerate(explanation.notes[:TOP])]
     for side in dict.fromkeys(n.side for n in explanation.notes[TOP:]):
         rest = [n for n in explanation.notes[TOP:] if n.side == side]
-        out.append(f"-- more on {SIDES.get(side, side)} --\n" + "\n".join(f"* {_note_text(n, evidence)}" for n in rest))
+        out.append(f"-- more on {SIDES.get(side, side)} --\n"
+                   + "\n".join(f"* {_note_text(n, evidence, kinds)}" for n in rest))
     used = text.terms_in(" ".join([explanation.headline.title] + [f"{n.title} {n.body}" for n in explanation.notes]))
     if used:
         out.append("-- terms --\n" + "\n".join(f"{term}: {text.GLOSSARY[term]}" for term in used))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import os
 import subprocess
 import sys
@@ -84,6 +85,20 @@ def test_a_recorded_sweep_prints_every_point_and_writes_the_answer(tmp_path, cap
     rows = [line.split() for line in out.splitlines() if line.strip().startswith(("1024 ", "4096 "))]
     assert [(r[0], r[1], r[2]) for r in rows] == [("1024", "sdpa_flash", "ok"), ("1024", "sdpa_cudnn", "ok"),
                                                   ("4096", "sdpa_flash", "ok"), ("4096", "sdpa_cudnn", "ok")]
+
+
+def test_a_recorded_batch_sweeps_notes_are_labelled_over_its_axis(capsys):
+    """The terminal labels a sweep's own notes with its axis, as the page does (`reports.sweep_kinds`): a sweep over
+    the batch says "over B" and never "over S"; one over S says "over S"."""
+    code, out, err = run(["sweep", "sdpa_flash", "sdpa_cudnn", "--source", RECORDING, "--axis", "batch",
+                          "--batches", "1,4,16,64", "--q-len", "1", "--kv-heads", "8", "--heads", "32", "--seq", "8192",
+                          "--head-dim", "128"], capsys)
+    assert code == 0, err
+    labels = re.findall(r"\[(?:A|B|A vs B|A and B) · ([^\]]+)\]", out)
+    assert "over B" in labels and "over S" not in labels, labels
+    code, out, err = run(["sweep", "naive", "sdpa_flash", "--source", RECORDING, "--seq", "128,256,512,1024,2048,4096"],
+                         capsys)
+    assert code == 0 and "over S" in re.findall(r"\[(?:A|B|A vs B|A and B) · ([^\]]+)\]", out), err
 
 
 # -- bad invocations: one line naming what is wrong, never a traceback, nothing measured or created ------------------
