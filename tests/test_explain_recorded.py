@@ -71,7 +71,8 @@ def golden_sweep_lines() -> list[str]:
     lines = []
     for sweep in SWEEP_PAIRS:
         e = explain_sweep(sweep)
-        lines += [f"## {sweep.a} vs {sweep.b} · {sweep.workload.family()} · S={sweep.seq_lens[0]}…{sweep.seq_lens[-1]}",
+        lines += [f"## {sweep.a} vs {sweep.b} · {sweep.workload.family(sweep.axis)} · "
+                  f"{text.axis_symbol(sweep.axis)}={sweep.seq_lens[0]}…{sweep.seq_lens[-1]}",
                   f"headline: {e.headline.title}"]
         for i, n in enumerate(e.notes[:TOP]):
             lines += [f"{i + 1}. {n.title} [{n.side}]", f"   {n.body}"]
