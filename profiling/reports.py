@@ -129,7 +129,7 @@ def summary_line(run: Run) -> str:
     if run.host_cost is not None:
         parts.append(f"host cost {text.ms(run.host_cost.median_ms)} per {run.call}")
     if run.kernels_per_forward is not None:
-        parts.append(f"{text.count(run.kernels_per_forward)} kernels per {run.phase}")
+        parts.append(f"{text.plural(run.kernels_per_forward, 'kernel')} per {run.phase}")
     if run.backend:
         parts.append(f"backend {run.backend}")
     if run.peak_extra_bytes is not None:

@@ -277,6 +277,10 @@ def test_a_paged_run_says_how_it_reads_its_table():
     assert note.facts["pages"].value == 512 and note.facts["pool"].value == 8 * 512
     assert note.facts["table"].value == 4 * 8 * 512 and "PagedAttention" in note.body
     assert "page_table" in apply(decode_rules.paged_cache, synthetic("fa4", SPLIT, w)).body
+    assert "512 pages of 16 tokens a sequence" in note.title and "holds 4,096 pages" in note.body
+    one = DECODE.replace(batch=1, seq_len=64, page_size=64)  # a cache of one page: said so, not "1 pages"
+    note = apply(decode_rules.paged_cache, synthetic("flex", SPLIT, one))
+    assert "1 page of 64 tokens a sequence" in note.title and "holds 1 page in" in note.body
 
 
 def test_a_decode_comparison_explains_and_every_number_is_the_runs():

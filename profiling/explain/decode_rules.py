@@ -165,8 +165,9 @@ def paged_cache(run: Run, peers: Peers) -> Note | None:
              "pool": scaled(measured(run, "workload.pages", "count"), w.batch, "count")}
     how = {"flex": "PagedAttention's block mask names each key block's physical page; its mask_mod maps keys back",
            "fa4": "FlashAttention-4 reads the table itself (page_table) and loads each page where it lies"}
-    return note("paged_cache", "guess", "k and v through a page table: {pages} pages of {size} tokens a sequence",
-                "The pool holds {pool} pages in shuffled order; " + how.get(run.variant, "the kernel reads the table")
+    pages, pool = ("page" if w.pages == 1 else "pages"), ("page" if w.pages * w.batch == 1 else "pages")
+    return note("paged_cache", "guess", f"k and v through a page table: {{pages}} {pages} of {{size}} tokens a sequence",
+                f"The pool holds {{pool}} {pool} in shuffled order; " + how.get(run.variant, "the kernel reads the table")
                 + " ({table} of int32 page numbers). The same workload with page_size empty shows what paging costs.",
                 weight=0.2, facts=facts)
 

@@ -173,11 +173,11 @@ def _expected(result: Sweep, f: Slope) -> str:
     if f.basis == "rows":
         return "a fused kernel stores no S×S scores"
     if f.basis == "scores":
-        return "the scores go through memory" + (f", {w.queries} query rows by S keys" if w.q_len else "")
+        return "the scores go through memory" + (f", {text.plural(w.queries, 'query row')} by S keys" if w.q_len else "")
     if f.basis == "pairs" and w.mask == "window":
         return f"it skips the tiles outside the window of {w.window} keys: the work grows as S·W"
     if w.q_len:
-        return f"{w.queries} queries against S keys: the work grows with S"
+        return f"{text.plural(w.queries, 'query', 'queries')} against S keys: the work grows with S"
     return "the work is S²·D per head" + (" (a dense mask: every tile)" if w.mask in ("bool", "window") else "")
 
 
