@@ -104,7 +104,7 @@ def preview_meta(params: dict) -> str:
     over = f" over {text.axis_symbol(request.axis)}" if sweep else ""
     title = f"{VARIANTS[request.a].label} vs {VARIANTS[request.b].label}{over} · Attention Profiler"
     if request.live:
-        said = request.workload.words() + (", forward" if request.workload.passes == "fwd" else "")
+        said = text.problem(request.workload, request.axis if sweep else None, request.seq_lens or ())
         description = f"Runs live on {ENV.device_name} when asked · {said}"
     else:
         description = text.measured(False, request.source, RECORDINGS[request.source], request.workload,

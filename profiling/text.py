@@ -162,12 +162,21 @@ def measured(live: bool, source: str, env, workload, axis: str | None = None, po
     'Recorded on NVIDIA H200 · torch 2.11.0 (recording h200-torch2.11) · B=8, H=16, S=1024, D=64, bf16, causal,
     forward'. A sweep's (its `axis` and `points`) ends '… · S from 128 to 16,384 (8 points)'."""
     where = f"{env.device_name} · torch {env.torch_version.split('+')[0]}"
+    return (f"Measured live on {where}" if live else f"Recorded on {where} (recording {source})") + \
+        f" · {problem(workload, axis, points)}"
+
+
+def problem(workload, axis: str | None = None, points=()) -> str:
+    """The problem an answer is of, its pass always said: 'B=8, H=16, S=1024, D=64, bf16, causal, forward'; a
+    sweep's (its `axis`) without the axis' field, then its points: '… · S from 128 to 16,384 (8 points)', or, none
+    chosen yet, '… · over S'."""
     said = workload.family(axis) if axis else workload.words()
     if workload.passes == "fwd":
         said += ", forward"
-    if axis and points:
-        said += f" · {axis_symbol(axis)} from {count(points[0])} to {count(points[-1])} ({plural(len(points), 'point')})"
-    return (f"Measured live on {where}" if live else f"Recorded on {where} (recording {source})") + f" · {said}"
+    if axis:
+        said += (f" · {axis_symbol(axis)} from {count(points[0])} to {count(points[-1])} "
+                 f"({plural(len(points), 'point')})") if points else f" · over {axis_symbol(axis)}"
+    return said
 
 
 def machine_load(a, b) -> str:

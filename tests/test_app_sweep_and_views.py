@@ -253,6 +253,13 @@ def test_a_sweep_links_preview_names_its_axis_and_says_what_the_page_says():
         assert f'<meta property="og:description" content="{html.escape(line)}">' in tags
     compared = links.preview_meta(Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {}, "cpu").to_query())
     assert 'content="SDPA · FlashAttention vs SDPA · cuDNN · Attention Profiler"' in compared
+    # a live sweep's link, not yet run: its fixed fields and its axis, never one S as if it were the run's
+    live = Request.build(LIVE, "naive", "sdpa_math", {}, "cpu", (128, 256, 512))
+    family = live.workload.family("seq_len")
+    tags = links.preview_meta(live.to_query() | {"mode": "sweep"})
+    assert f"when asked · {family}, forward · S from 128 to 512 (3 points)" in html.unescape(tags)
+    tags = links.preview_meta({k: v for k, v in live.to_query().items() if k != "seqs"} | {"mode": "sweep"})
+    assert f"when asked · {family}, forward · over S\"" in html.unescape(tags)
 
 
 def test_view_mode_and_lengths_in_a_link_are_checked():
