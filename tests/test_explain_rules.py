@@ -343,8 +343,13 @@ def test_a_pinned_backend_that_cannot_run_quotes_pytorch(variant, changes, why):
 
 
 def test_pinned_cuda_backend_on_cpu(cpu_runs):
-    assert apply(environment_rules.pinned_refused, cpu_runs["sdpa_efficient"]).title.endswith("no CPU kernel")
+    efficient = apply(environment_rules.pinned_refused, cpu_runs["sdpa_efficient"])
+    assert efficient.title.endswith("no CPU kernel") and efficient.body.startswith("Memory-efficient and cuDNN")
     assert apply(environment_rules.pinned_refused, cpu_runs["sdpa_flash"]) is None
+    # a variant that is no SDPA pin (varlen_attn) is not told SDPA's CPU story: only that it has no CPU kernel
+    (varlen,) = measure_runs([VARIANTS["varlen"]], Workload.cpu_default(lengths=(64, 128), heads=2))
+    note = apply(environment_rules.pinned_refused, varlen)
+    assert note.title.endswith("no CPU kernel") and "cuDNN" not in note.body and "SDPA" not in note.body, note.body
 
 
 def test_rank3_is_stated_for_the_torch_that_ran():

@@ -43,8 +43,10 @@ def refusal(run: Run) -> tuple[str, str, str]:
         return (f"this GPU ({env.sm})", "The kernel is built for a range of GPU generations that does not include "
                 "this one.", quoted)
     if "cpu kernel" in said:
-        return ("no CPU kernel", "Memory-efficient and cuDNN attention are CUDA kernels; on a CPU SDPA has its CPU "
-                "flash kernel and math.", quoted)
+        if backend in ("efficient", "cudnn"):
+            return ("no CPU kernel", "Memory-efficient and cuDNN attention are CUDA kernels; on a CPU SDPA has its CPU "
+                    "flash kernel and math.", quoted)
+        return "no CPU kernel", "Its kernels are CUDA kernels only: it runs on a GPU.", quoted
     if "attn_mask" in said or "dense mask" in said:
         return ("a dense mask", "This kernel takes no attn_mask: causal attention it does with a flag, a window (where "
                 "it has one) with its own argument, not with an S×S mask.", quoted)
