@@ -212,6 +212,14 @@ def plural(n: float, word: str, many: str | None = None) -> str:
     return f"{count(n)} {word if n == 1 else many or word + 's'}"
 
 
+def as_sentence(clause: str) -> str:
+    """A reason written as a clause ('a block-diagonal mask: it reads ...') as a sentence of its own: its first word
+    capitalised unless it is a name as code spells it (torch, varlen_attn, SDPA's), a full stop at its end."""
+    first = clause.split(" ", 1)[0]
+    plain = first.isalpha() and first.islower() and first != "torch" or re.fullmatch(r"[a-z]+(-[a-z]+)+", first)
+    return (clause[:1].upper() + clause[1:] if plain else clause) + ("" if clause.endswith(".") else ".")
+
+
 # -- names --------------------------------------------------------------------------------------
 def clip(text: str, width: int, keep_end: int = 0) -> str:
     """The one truncation rule: cut to `width` characters, the cut marked by an ellipsis; with `keep_end`, the

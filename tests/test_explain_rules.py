@@ -342,6 +342,21 @@ def test_a_pinned_backend_that_cannot_run_quotes_pytorch(variant, changes, why):
     assert apply(environment_rules.pinned_refused, recorded(variant)) is None
 
 
+def test_a_run_the_apps_own_check_refused_says_that_check_and_quotes_no_pytorch():
+    """A run refused before it ran by the app's check (a paged cache for pinned flash; a block-diagonal mask on
+    rank-3 inputs for SDPA left to choose) has no PyTorch warning to quote: its note says the check's reason as a
+    sentence, never "Pinned, SDPA does not fall back" (a pin is not why) nor "PyTorch says so"."""
+    paged = recorded("sdpa_flash", batch=8, heads=32, kv_heads=8, seq_len=8192, q_len=1, page_size=16, head_dim=128)
+    rank3 = recorded("sdpa_docmask", rank=3, timing="cold")
+    for run in (paged, rank3):
+        assert not run.ok and not run.pytorch_warnings
+        note = apply(environment_rules.pinned_refused, run)
+        assert note.body == text.as_sentence(run.reason) and note.evidence == [f"refused: {run.reason}"]
+        assert "Pinned" not in note.body and "PyTorch" not in note.body and "PyTorch" not in note.evidence[0]
+    assert apply(environment_rules.pinned_refused, paged).body.startswith("SDPA has no page table")
+    assert apply(environment_rules.pinned_refused, rank3).body.startswith("A block-diagonal mask: it reads")
+
+
 def test_pinned_cuda_backend_on_cpu(cpu_runs):
     efficient = apply(environment_rules.pinned_refused, cpu_runs["sdpa_efficient"])
     assert efficient.title.endswith("no CPU kernel") and efficient.body.startswith("Memory-efficient and cuDNN")
@@ -350,6 +365,10 @@ def test_pinned_cuda_backend_on_cpu(cpu_runs):
     (varlen,) = measure_runs([VARIANTS["varlen"]], Workload.cpu_default(lengths=(64, 128), heads=2))
     note = apply(environment_rules.pinned_refused, varlen)
     assert note.title.endswith("no CPU kernel") and "cuDNN" not in note.body and "SDPA" not in note.body, note.body
+    # SDPA left to choose (nested jagged tensors, causal: refused on a CPU) is not said to be pinned
+    (nested,) = measure_runs([VARIANTS["sdpa_nested"]], Workload.cpu_default(lengths=(64, 128), heads=2))
+    note = apply(environment_rules.pinned_refused, nested)
+    assert not nested.ok and "Pinned" not in note.body and "is_causal=True" in note.body, note.body
 
 
 def test_rank3_is_stated_for_the_torch_that_ran():

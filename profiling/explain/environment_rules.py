@@ -26,6 +26,7 @@ def refusal(run: Run) -> tuple[str, str, str]:
     quoted = reasons[0] if reasons else dispatch.clean_warning(run.reason or run.status)
     said = " ".join(reasons).lower() or (run.reason or "").lower()
     w, env = run.workload, run.environment
+    pin = backend if backend != "auto" else None  # SDPA left to choose falls back by itself: not pinned
     if run.status == "error":
         return "it failed", "The run stopped with this error; nothing was measured.", quoted
     if "4 dimensional" in said:
@@ -33,7 +34,7 @@ def refusal(run: Run) -> tuple[str, str, str]:
                 "k, v; pinned, SDPA has no fallback, so the call fails. Reshape to [B, H, S, D].", quoted)
     if "dtype" in said or "bf16 only" in said:
         return (f"{w.dtype} inputs", "Its kernels exist for fp16 and bf16 only." + (
-            " Pinned, SDPA has no fallback, so the call fails instead of running another backend." if backend else
+            " Pinned, SDPA has no fallback, so the call fails instead of running another backend." if pin else
             ""), quoted)
     if "head_dim" in said or "head dim" in said or "last dimension" in said:
         known = dispatch.known_refusal(backend, w, env) if backend else None
@@ -65,7 +66,9 @@ def refusal(run: Run) -> tuple[str, str, str]:
                 "returns more" + (f"; {pairs.group(0)}." if pairs else "."), quoted)
     if "does not support backward" in said or "no backward" in said or "windowed backward" in said:
         return "no backward for this input", "PyTorch says so: " + quoted, quoted
-    return "not supported", ("Pinned, SDPA does not fall back to another backend." if backend else
+    if not reasons:  # refused by the app's own check before it ran (its words, quoting PyTorch's where it probed)
+        return "not supported", text.as_sentence(quoted), quoted
+    return "not supported", ("Pinned, SDPA does not fall back to another backend." if pin else
                              "PyTorch says so: " + quoted), quoted
 
 
@@ -86,7 +89,7 @@ def pinned_refused(run: Run, peers: Peers) -> Note | None:
     reasons = dispatch.refusal_reasons(backend, run.pytorch_warnings) if backend else []
     return note("pinned_refused", "environment", f"{label(run)} cannot run {text.on_device(run.environment)}: {why}",
                 cause, weight=1.0,
-                evidence=[f"PyTorch: {r}" for r in reasons] or [f"PyTorch: {quoted}"])
+                evidence=[f"PyTorch: {r}" for r in reasons] or [f"refused: {quoted}"])
 
 
 def rank3_path(run: Run, peers: Peers) -> Note | None:
