@@ -134,7 +134,7 @@ def guesses(*values) -> tuple:
         compile_s = compile_clock.estimate(shown.device, variant, shown.training) \
             if live and (variant.compiled or variant.jit_s) else None
         cards.append(reports.guess_card(side, variant, guess_for(key, shown), said.reasons.get(key),
-                                        cpu=shown.device == "cpu", compile_estimate=compile_s))
+                                        cpu=shown.device == "cpu", compile_estimate=compile_s, workload=shown))
     reason = reports.refusal_markdown(said.refusal) if said.refusal else ""
     return cards[0], cards[1], reason, gr.Button(interactive=said.refusal is None)
 

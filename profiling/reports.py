@@ -15,6 +15,7 @@ from .results import Comparison, Note, Run, Sweep
 
 if TYPE_CHECKING:
     from .timeline import Timeline
+    from .workload import Workload
 
 
 # -- tables -----------------------------------------------------------------------------------
@@ -146,8 +147,8 @@ def _size(n_bytes: int | None) -> str:
 
 
 def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bool = False,
-               compile_estimate: tuple[float, str] | None = None) -> str:
-    """What reading `variant`'s code suggests for this workload, before anything runs (Markdown); for a
+               compile_estimate: tuple[float, str] | None = None, workload: Workload | None = None) -> str:
+    """What reading `variant`'s code suggests for `workload`, before anything runs (Markdown); for a
     compiled variant run live, how long its first call's compile is estimated to take, and from what."""
     g = guess
     unit = "aten ops" if cpu else "kernels"
@@ -159,7 +160,8 @@ def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bo
                 f"{len(backward)} ({', '.join(backward)})")
     lines = [f"**{side} · {variant.label}** — *“{g.summary}”*", said,
              f"- precision: {g.precision}",
-             f"- S×S scores through memory: {'yes' if g.materialises_scores else 'no'}",
+             text.score_grid(f"- S×S scores through memory: {'yes' if g.materialises_scores else 'no'}",
+                             *((workload.queries, workload.seq_len) if workload else (1, 1))),
              f"- expected speed rank {g.speed_rank}, host-cost rank {g.host_rank} (1 = best)"
              + (f", occupancy {g.occupancy}" if g.occupancy else "")]
     if compile_estimate:

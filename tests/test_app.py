@@ -457,6 +457,14 @@ def test_guesses_say_when_a_variant_cannot_run_here():
     assert "cannot run here" in guess_b
 
 
+def test_a_decode_steps_guess_speaks_of_its_lq_by_s_scores():
+    """The guess card names the score matrix the workload has: S×S for a square one, Lq×S for a decode step."""
+    square, _, _, _ = app.guesses(*values(RECORDING, "naive", "sdpa_flash"))
+    decode, _, _, _ = app.guesses(*values(RECORDING, "naive", "sdpa_flash", q_len=1, seq_len=4096))
+    assert "- S×S scores through memory: yes" in square
+    assert "- Lq×S scores through memory: yes" in decode and "S×S" not in decode
+
+
 def test_a_bad_value_in_the_controls_still_shows_the_guesses():
     guess_a, guess_b, coverage, _ = app.guesses(*values(RECORDING, "naive", "<img src=x>", dtype="BF16"))
     assert guess_a.startswith("**A · Naive (masked_fill)**") and guess_b == "**B**: unknown variant `<img src=x>`"
