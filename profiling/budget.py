@@ -387,8 +387,14 @@ def memory_refusal(variant, workload: Workload, env, available: int) -> Refusal 
     if needed <= available:
         return None
     reference = reference_bytes(workload, scratch)
+    holes = needed - measure_bytes(workload, scratch, compiled=variant.compiled, holes=False,
+                                   setup_bytes=variant.setup_bytes(workload, env),
+                                   timing_bytes=timing_bytes(workload, scratch, env))
+    parts = [f"{text.size(scratch)} its own at its peak", f"{text.size(reference)} the fp64 accuracy reference"]
+    if holes > 0:  # a CPU: its largest phase once more (measure_bytes)
+        parts.append(f"{text.size(holes)} for the holes a CPU's allocator leaves")
     return Refusal("seq_len", workload.seq_len,
-                   f"{variant.key} at {workload.words()} needs about {text.size(needed)} ({text.size(scratch)} its "
-                   f"own, {text.size(reference)} the fp64 accuracy reference), {text.size(available)} free on "
-                   f"{text.device_words(workload.device)}; lower seq_len, batch or heads",
-                   kind="memory", needed=needed, available=available)
+                   f"{variant.key} at {workload.words()} needs about {text.size(needed)}, of which "
+                   f"{', '.join(parts[:-1])} and {parts[-1]} (the rest its inputs, output and margin); "
+                   f"{text.size(available)} free on {text.device_words(workload.device)}; lower seq_len, batch or "
+                   "heads", kind="memory", needed=needed, available=available)

@@ -151,3 +151,28 @@ def test_flash_s_split_count_is_the_one_the_recorded_grids_show():
             assert main.grid[0] <= gpu_paths.cudnn_splits(run.workload, run.environment.sm_count), run.workload.words()
             checked["cudnn"] += 1
     assert checked["flash"] >= 20 and checked["cudnn"] >= 5, checked
+
+
+def test_a_memory_refusal_names_parts_that_add_up_to_no_more_than_it_needs():
+    """A refusal's parts ("of which ...") are parts of what it says it needs, never more, and the holes a CPU's
+    allocator leaves are named on a CPU only (a GPU's caching allocator is not priced so)."""
+    import re
+
+    from profiling import text
+
+    def parts_and_total(refusal) -> tuple[list[float], str]:
+        said = str(refusal)
+        sizes = [float(n.replace(",", "")) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[u]
+                 for n, u in re.findall(r"([\d,.]+) (KiB|MiB|GiB)", said.split("of which", 1)[1].split(";")[0])]
+        return sizes, said
+
+    cpu = Workload(batch=1, heads=8, seq_len=16384, head_dim=64, dtype="fp32", device="cpu")
+    refused = budget.memory_refusal(VARIANTS["naive"], cpu, detect("cpu"), available=2**30)
+    sizes, said = parts_and_total(refused)
+    assert f"needs about {text.size(refused.needed)}, of which" in said and "holes a CPU's allocator" in said
+    assert len(sizes) == 3 and sum(sizes) <= refused.needed * 1.001, said
+    h200 = next(iter(recorded_runs("h200-torch2.11"))).environment
+    refused = budget.memory_refusal(VARIANTS["naive"], cpu.replace(device="cuda", seq_len=131072, batch=64), h200,
+                                    available=2**30)
+    sizes, said = parts_and_total(refused)
+    assert "holes" not in said and len(sizes) == 2 and sum(sizes) <= refused.needed, said
