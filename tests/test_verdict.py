@@ -149,6 +149,19 @@ def test_a_cpu_pair_is_compared_on_wall_time():
     assert figure(a, b) == ("timing", "wall time") and "(wall time)" in headline(a, b).title
 
 
+def test_a_cpu_pairs_why_counts_aten_ops_where_a_gpus_counts_kernels():
+    """The why note's count of what each side runs: kernels launched on a GPU; on a CPU, whose table is aten ops by
+    CPU time, aten ops run (the same recorded pair, its runs said to be a CPU's)."""
+    from explain_helpers import recorded
+    naive, flash = recorded("naive"), recorded("sdpa_flash")
+    why = next(n for n in explain(Comparison(naive, flash)).notes if n.rule == "speed")
+    assert "launches 7 kernels per forward, SDPA · FlashAttention 1" in why.body
+    cpu_env = dataclasses.replace(naive.environment, device="cpu", device_name="CPU", compute_capability=None)
+    cpu = [dataclasses.replace(r, environment=cpu_env) for r in (naive, flash)]
+    why = next(n for n in explain(Comparison(*cpu)).notes if n.rule == "speed")
+    assert "runs 7 aten ops per forward, SDPA · FlashAttention 1" in why.body and "kernel" not in why.body, why.body
+
+
 def test_the_headline_and_the_why_note_agree_on_winner_and_ratio():
     a, b = run(FLASH, 0.096, seed=21), run(CUDNN, 0.060, seed=22)
     explanation = explain(Comparison(a, b))

@@ -232,7 +232,8 @@ def _gpu_reasons(fast: Run, slow: Run, side: dict) -> tuple[list[str], dict]:
                        "{saved_fast}")
     if slow.launches(phase) >= 2 * max(fast.launches(phase), 1e-9) and fast.launches(phase) > 0:
         facts |= {"slow_kernels": launch_count(slow, phase, s), "fast_kernels": launch_count(fast, phase, f)}
-        reasons.append(f"{label(slow)} launches {{slow_kernels}} kernels per {phase}, {label(fast)} {{fast_kernels}}")
+        runs = "launches {slow_kernels} kernels" if on_gpu(slow) else "runs {slow_kernels} aten ops"  # a CPU's table
+        reasons.append(f"{label(slow)} {runs} per {phase}, {label(fast)} {{fast_kernels}}")
     main_fast, main_slow = main_kernel(fast), main_kernel(slow)
     if main_fast and main_slow and hopper_design(main_fast) and ampere_design(main_slow):
         reasons.append(f"{label(fast)}'s kernel is written for {fast.environment.sm}; {label(slow)}'s "
