@@ -160,6 +160,17 @@ def test_a_cpu_pairs_why_counts_aten_ops_where_a_gpus_counts_kernels():
     cpu = [dataclasses.replace(r, environment=cpu_env) for r in (naive, flash)]
     why = next(n for n in explain(Comparison(*cpu)).notes if n.rule == "speed")
     assert "runs 7 aten ops per forward, SDPA · FlashAttention 1" in why.body and "kernel" not in why.body, why.body
+    # the kernel role whose time differs most, and a first call's note, in a CPU's words too
+    from profiling.explain import timing_rules, verdict
+    side = {id(cpu[0]): "a", id(cpu[1]): "b"}
+    role, _ = verdict._role_gap(cpu[1], cpu[0], side)
+    gpu_role, _ = verdict._role_gap(flash, naive, {id(naive): "a", id(flash): "b"})
+    assert role and " ops take " in role and "kernels" not in role and " kernels take " in gpu_role, (role, gpu_role)
+    flex = recorded("flex")
+    first = timing_rules.first_call(flex, {})
+    assert first.body.endswith("on the GPU.")
+    first = timing_rules.first_call(dataclasses.replace(flex, environment=cpu_env), {})
+    assert first.body.endswith("(wall time).") and "GPU" not in first.body, first.body
 
 
 def test_the_headline_and_the_why_note_agree_on_winner_and_ratio():

@@ -107,7 +107,8 @@ def first_call(run: Run, peers: Peers) -> Note | None:
     else:
         cause = "Libraries load their kernels and create their handles on first use; the timed calls come after."
     return note("first_call", "guess", f"The first {run.call} took {{first}}",
-                cause + f" A warm {run.call} takes {{warm}} on the GPU.",
+                cause + f" A warm {run.call} takes {{warm}}" + (" on the GPU." if run.environment.device == "cuda"
+                                                                 else " (wall time)."),
                 weight=0.25 if (v and (v.compiled or v.jit_s)) else 0.05, facts=facts)
 
 
