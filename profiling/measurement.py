@@ -356,7 +356,7 @@ def _finish(subject: _Subject, trace_dir: str | Path | None, progress: Progress)
     run.trace_path = str(path)
     run.profiled_forwards = summary.forwards
     run.kernels, run.host_ops, run.backend = summary.kernels, summary.host_ops, summary.backend
-    run.profiled_host_ms = summary.profiled_host_ms
+    run.profiled_host_ms, run.profiled_host_mean_ms = summary.profiled_host_ms, summary.profiled_host_mean_ms
     if device != "cuda":
         run.peak_extra_bytes = summary.cpu_peak_extra_bytes
     with spent("pin cost"):

@@ -204,6 +204,7 @@ class Run:
     pin_cost_ms: float | None = None          # entering and leaving the sdpa_kernel pin, costed apart
     back_to_back: Timing | None = None        # wall time per call of a plain loop of calls, per round
     profiled_host_ms: float | None = None     # one call's record_function range: includes profiler overhead
+    profiled_host_mean_ms: float | None = None  # the profiled ranges' mean: what host ops' per-call times are shares of
     compiled_before: bool = False             # torch.compile had run in this process before this was timed
     concurrent_work: bool = False             # other work of this process shared the CPU while this was timed
     load_before: float | None = None          # the machine's 1-minute load average (any process's work) as the

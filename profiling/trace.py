@@ -34,9 +34,10 @@ class TraceSummary:
     forwards: int
     kernels: list[Kernel]
     host_ops: list[HostOp]
-    profiled_host_ms: float | None
+    profiled_host_ms: float | None           # the profiled calls' ranges: the median (set beside a timed call)
     backend: str | None
     cpu_peak_extra_bytes: int | None = None  # from profile_memory events, when recorded
+    profiled_host_mean_ms: float | None = None  # ... and their mean: what the host ops' per-call means are shares of
 
     @property
     def launches(self) -> float:
@@ -199,6 +200,7 @@ def summarize_trace(trace: dict) -> TraceSummary:
     host_ops.sort(key=lambda h: -h.total_us_per_forward)
     backend = next((SDPA_BACKEND_OPS[op.name] for op in host_ops if op.name in SDPA_BACKEND_OPS), None)
     host_ms = statistics.median(r["dur"] for r in ranges) / 1000.0  # one slow call must not skew it
+    host_mean_ms = sum(r["dur"] for r in ranges) / forwards / 1000.0  # the ops' times are means over the same calls
 
     # GPU work launched from inside the ranges
     launches = {e["args"]["correlation"]: e for e in events
@@ -211,7 +213,7 @@ def summarize_trace(trace: dict) -> TraceSummary:
         kernels = _gpu_kernels(gpu, launches, _launching_ops(launches.values(), cpu_ops), forwards)
     else:  # CPU run: the table lists the ops that did the work, by self time
         kernels = _cpu_kernels(host_ops, host_ms * 1000.0)
-    return TraceSummary(forwards, kernels, host_ops, host_ms, backend, _cpu_peak_extra(events, ranges))
+    return TraceSummary(forwards, kernels, host_ops, host_ms, backend, _cpu_peak_extra(events, ranges), host_mean_ms)
 
 
 def _launching_ops(launches, cpu_ops: list[dict]) -> dict[int, tuple[str, ...]]:

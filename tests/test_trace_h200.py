@@ -107,7 +107,8 @@ def test_every_recorded_trace_parses_to_its_stored_tables_row_by_row():
         found += [f"{where} {name}{d}" for name, parsed_value, stored_value in (
             ("backend", summary.backend, run.backend), ("launches", summary.launches, run.launches("step")),
             ("forwards", summary.forwards, run.profiled_forwards),
-            ("profiled_host_ms", summary.profiled_host_ms, run.profiled_host_ms))
+            ("profiled_host_ms", summary.profiled_host_ms, run.profiled_host_ms),
+            ("profiled_host_mean_ms", summary.profiled_host_mean_ms, run.profiled_host_mean_ms))
             for d in differences(parsed_value, stored_value)]
         assert summary.forwards == 3 and summary.kernels and summary.host_ops, where
         for phase in {k.phase for k in summary.kernels}:  # each phase's shares add up to its whole
@@ -205,6 +206,7 @@ def test_profiled_host_time_is_the_median_forward_range():
     summary = summarize_trace(trace)
     assert len(ranges) == 3
     assert summary.profiled_host_ms == pytest.approx(statistics.median(r["dur"] for r in ranges) / 1000)
+    assert summary.profiled_host_mean_ms == pytest.approx(statistics.mean(r["dur"] for r in ranges) / 1000)
     for r in ranges:  # every op of a forward lies inside its range
         inside = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op" and r["ts"] <= e["ts"] <= r["ts"] + r["dur"]]
         assert inside and all(e["ts"] + e["dur"] <= r["ts"] + r["dur"] + 1 for e in inside)
@@ -281,3 +283,19 @@ def test_flash_s_backward_is_its_three_kernels_under_its_backward_op():
                for k in fused for l in k.launched_by)
     assert [k.short_name for k in run.kernels if k.phase == "forward" and k.category == "fused attention"] == [
         "pytorch_flash::flash_fwd_kernel"]
+
+
+def test_a_host_ops_share_of_the_profiled_call_never_passes_the_whole():
+    """An op's own time per call is a mean over the profiled calls; the share it is said as is of the ranges' mean
+    (`facts.host_share`), so no op takes more than the whole call. Against the ranges' median, as the notes read it
+    before, one slow call carried an op past 100% (FlashAttention-4's varlen, "112%")."""
+    from profiling.explain.facts import host_share
+
+    over = []
+    for run in (r for r in RUNS if r.ok and r.host_ops and r.profiled_host_ms):
+        top = max(range(len(run.host_ops)), key=lambda i: run.host_ops[i].self_us_per_forward)
+        assert host_share(run, top, "the call").value <= 1.0, (run.variant, run.workload.words())
+        assert run.profiled_host_mean_ms or not run.trace_path, run.variant  # every traced run has its mean
+        if run.host_ops[top].self_us_per_forward > 1000 * run.profiled_host_ms:
+            over.append(run.variant)
+    assert over, "no recorded run to show the median's fault on"

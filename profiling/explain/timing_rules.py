@@ -12,8 +12,8 @@ from .. import stats, text
 from ..environment import HBM_BYTES_PER_US, hbm_key
 from ..results import Note, Run
 from ..workload import spec_of
-from .facts import (Peers, call_gpu, constant, label, measured, moved, note, on_gpu, packing, phase_total, ran, ratio,
-                    scaled, tensors, variant, working_set)
+from .facts import (Peers, call_gpu, constant, host_share, label, measured, moved, note, on_gpu, packing,
+                    phase_total, ran, ratio, scaled, tensors, variant, working_set)
 
 
 # -- the host against the GPU ---------------------------------------------------------------------------
@@ -25,12 +25,8 @@ def _host_cause(run: Run) -> tuple[str, dict, list[str]]:
     if not ops or not run.profiled_host_ms:
         return "", {}, evidence
     top = ops[0]
-    i = run.host_ops.index(top)
     # the profiler inflates every op's time (2.3-3.7x on the H200): only the share of the profiled call is stated
-    share = ratio(measured(run, f"host_ops[{i}].self_us_per_forward", "us"),
-                  scaled(measured(run, "profiled_host_ms", "ms"), 1000, "us"), "share")
-    share.of = "the profiled call's CPU time"
-    facts = {"top_share": share}
+    facts = {"top_share": host_share(run, run.host_ops.index(top), "the profiled call's CPU time")}
     v = variant(run)
     if top.name.startswith("aten::"):
         aten = sum(h.calls_per_forward for h in run.host_ops if h.name.startswith("aten::"))

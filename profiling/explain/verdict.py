@@ -14,11 +14,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from .. import stats, text
-from ..results import STOPPED, Note, Quantity, Run, Timing
+from ..results import STOPPED, Note, Run, Timing
 from .environment_rules import refusal
-from .facts import (ampere_design, call_gpu, constant, difference, guess, hopper_design, instruction, kernels_in,
-                    label, launch_count, main_kernel, measured, note, of_kernel, on_gpu, pinned, ran, ratio,
-                    scores_bytes, square_scores, total)
+from .facts import (ampere_design, call_gpu, constant, difference, guess, hopper_design, host_share, instruction,
+                    kernels_in, label, launch_count, main_kernel, measured, note, of_kernel, on_gpu, pinned, ran,
+                    ratio, scores_bytes, square_scores, total)
 
 # Runs from two sessions (not interleaved) can differ by the machine's drift alone. Measured on the H200: the
 # host cost of one variant moved ~50% within a process; GPU time moves far less.
@@ -336,8 +336,5 @@ def _host_reason(run: Run, who: str) -> tuple[str, dict]:
     top = max(run.host_ops, key=lambda h: h.self_us_per_forward, default=None)
     if top is None or not run.profiled_host_ms:
         return "The traces do not show why; the cause is not known.", {}
-    i = run.host_ops.index(top)
-    share = ratio(measured(run, f"host_ops[{i}].self_us_per_forward", "us", who),
-                  Quantity(run.profiled_host_ms * 1000, "us", f"product({who}.profiled_host_ms, 1000)"), "share")
-    share.of = "its profiled call's CPU time"
+    share = host_share(run, run.host_ops.index(top), "its profiled call's CPU time", who)
     return f"{label(run)}'s own `{text.host_op(top.name)}` takes {{top_share}}.", {"top_share": share}
