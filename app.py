@@ -591,9 +591,9 @@ with gr.Blocks(**BLOCKS) as demo:
           api_visibility="private", queue=False, preprocess=False)
 
     async def open_link(http: gr.Request) -> list:
-        """Page load, beside prefill (the link's query read the same way, `links.opening`, so the answer is of the
-        controls prefill sets, and need not wait for them): a recorded comparison or sweep renders at once, in the
-        replays' queue (a click meanwhile cancels it); a live one waits for a click on Run."""
+        """Page load, once prefill has set the controls (the link's query read the same way, `links.opening`, so
+        the answer is of those controls): a recorded comparison or sweep renders at once, in the replays' queue (a
+        click meanwhile cancels it); a live one waits for a click on Run."""
         compared, swept = 2 + len(views), 2 + len(sweep_outputs)
         nothing = [gr.skip()] * (compared + swept)
         opened = opening(dict(http.query_params))
@@ -610,11 +610,13 @@ with gr.Blocks(**BLOCKS) as demo:
         answer, kept_id = await serve("compare", request, None)
         return [answer, kept_id, *show(kept_id, http)] + [gr.skip()] * swept
 
-    demo.load(prefill, None, [*controls, notice, seqs, axis, modes], api_visibility="private", queue=False
-              ).then(guesses, controls, [guess_a, guess_b, coverage, run_button], api_visibility="private",
-                     queue=False, preprocess=False)
-    opened = demo.load(open_link, None, [result, result_id, *views, sweep_result, sweep_id, *sweep_outputs],
-                       api_visibility="private", **replays)
+    # the answer after the controls: a click once it is on screen must find the link applied (prefill's values
+    # landing after a visitor's first change would undo it)
+    opened = demo.load(prefill, None, [*controls, notice, seqs, axis, modes], api_visibility="private", queue=False
+                       ).then(guesses, controls, [guess_a, guess_b, coverage, run_button], api_visibility="private",
+                              queue=False, preprocess=False
+                       ).then(open_link, None, [result, result_id, *views, sweep_result, sweep_id, *sweep_outputs],
+                              api_visibility="private", **replays)
     for click in (run_button.click, sweep_button.click, *(button.click for button in preset_buttons)):
         click(None, cancels=[opened], api_visibility="private", queue=False)  # the page's opening is overtaken
 
