@@ -312,7 +312,7 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
                     axes.axvline(cross.seq_len, color=colours["fg"], linestyle="--", linewidth=1)
                     where, x = f"≈ {text.point(result.axis, cross.seq_len)}", cross.seq_len
                 else:  # compared on different figures at the two lengths: the span, no interpolated S
-                    axes.axvspan(cross.s_before, cross.s_after, color=colours["grid"], alpha=0.5)
+                    axes.axvspan(cross.s_before, cross.s_after, color=colours["range"], zorder=0)
                     where, x = f"in {text.point(result.axis, cross.s_before)}…{text.count(cross.s_after)}", cross.s_before
                 axes.annotate(f"{cross.faster_after} overtakes\n{cross.faster_before} {where}",
                               (x, 0.03), xycoords=("data", "axes fraction"), xytext=(5, 0),
@@ -326,9 +326,10 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
             axes.set_ylim(top=line_mib * 4)  # room for the refused points' labels above the line
         axes.grid(True, which="major", color=colours["grid"], linewidth=0.8)
         style_axes(axes, colours)
-        if quantity == "time":  # one legend for both panels
-            handles.append(Line2D([], [], color=colours["muted"], marker="o", markerfacecolor="none",
-                                  linestyle="none", label="does not fit / out of memory (below)"))
+        if quantity == "time":  # one legend for both panels; the hollow key where a point is drawn hollow
+            if line_mib and any(r.stops for r in result.runs):
+                handles.append(Line2D([], [], color=colours["muted"], marker="o", markerfacecolor="none",
+                                      linestyle="none", label="does not fit / out of memory (below)"))
             _legend(axes, handles, colours, loc="upper left")
     time_axes.set_ylabel(("GPU" if gpu else "wall") + f" ms per {text.call(result.workload)}", fontsize=TEXT_PT)
     memory_axes.set_ylabel("peak memory beyond inputs, MiB", fontsize=TEXT_PT)

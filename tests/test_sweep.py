@@ -421,3 +421,18 @@ def test_a_stopped_point_shows_as_stopped_with_no_times():
     numbers = [c for c in table.columns if c not in ("S", "variant", "status", "kernels or reason")]
     assert stopped[numbers].isna().all(), stopped
     assert table[table["status"] == "ok"]["GPU ms"].notna().all()
+
+
+def test_the_charts_hollow_key_is_there_only_where_a_point_is_drawn_hollow():
+    """The sweep chart's legend explains hollow points ("does not fit / out of memory") only on a chart that draws
+    one: the recorded blog sweep, where naive stops at S=16,384, has it; the batch sweep, where every point ran, not."""
+    from profiling.replay import recorded_sweeps
+
+    def legend(sweep) -> list[str]:
+        return [t.get_text() for t in figures.sweep_figure(sweep).axes[0].get_legend().get_texts()]
+    sweeps = recorded_sweeps("h200-torch2.11")
+    blog = sweeps[0].select(["naive", "sdpa_flash"])
+    assert any(r.stops for r in blog.runs) and legend(blog) == ["naive", "sdpa_flash",
+                                                                "does not fit / out of memory (below)"]
+    batch = next(s for s in sweeps if s.axis == "batch").select(["sdpa_flash", "sdpa_cudnn"])
+    assert not any(r.stops for r in batch.runs) and legend(batch) == ["sdpa_flash", "sdpa_cudnn"]
