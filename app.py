@@ -640,7 +640,6 @@ LAUNCH = dict(ssr_mode=False, css=CSS, head=HEAD, theme=THEME,
                                          Middleware(LinkPreview)]})
 
 
-
 def draw_opening() -> None:
     """The charts of the answer a link with no query opens on (the default source's replay of the default pair),
     drawn now: the first visitor's page finds them drawn (its render 0.42 s on this CPU, 0.02 s so). Nothing where a

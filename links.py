@@ -79,8 +79,8 @@ def opening(params: dict) -> Opening:
 
 
 def prefill(http: gr.Request) -> list:
-    """Page load: the controls, the tab and a sweep's values and axis from the URL's query (bad parameters ignored, with a
-    visible note quoting them as literal text: a link is anyone's to write)."""
+    """Page load: the controls, the tab and a sweep's values and axis from the URL's query (bad parameters ignored,
+    with a visible note quoting them as literal text: a link is anyone's to write)."""
     opened = opening(dict(http.query_params))
     said = [f"{reports.literal(what)}: {why}" for what, why in opened.problems]
     if len(said) > MAX_NOTED:

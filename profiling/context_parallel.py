@@ -173,9 +173,9 @@ class RankTimeline:
 
 
 def rank_timeline(trace: dict) -> RankTimeline:
-    """A rank's trace (Chrome JSON as torch.profiler writes it) -> its timeline per profiled step: the steps are the
-    `record_function` ranges named CALL_RANGE (#1, #2, ...); every GPU event of the trace belongs to one of them (the window holds
-    nothing else: a host barrier, not NCCL, separates the steps)."""
+    """A rank's trace (Chrome JSON as the profiler writes it) -> its timeline per profiled step: the steps are the
+    `record_function` ranges named CALL_RANGE (#1, #2, ...); every GPU event of the trace belongs to one of them (the
+    window holds nothing else: a host barrier, not NCCL, separates the steps)."""
     events = trace.get("traceEvents", [])
     steps = len(call_ranges(events))
     gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES]

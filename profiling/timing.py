@@ -53,8 +53,8 @@ PROBE_PARK_S = 0.002          # the probe's park beyond its guess: its calls are
 PARK_MARGIN = 1.5             # park for this many times the host's measured issue time ...
 PARK_SLACK_S = 20e-6          # ... plus this
 PARK_RETRIES = 2              # a sample the GPU reached before the host had issued it is taken again, parked longer
-PIN_CALLS = 100               # the pin's median: 200 calls came no closer to 5×1,000 calls' (95th percentile 0.9% off for
-                              # both; 50 calls 1.2%, worst 62%: on this CPU); on the H200 ~35 µs a call: 3.5 ms a variant
+PIN_CALLS = 100               # the pin's median: 200 calls came no closer to 5×1,000 calls' (95th percentile 0.9%
+                              # off for both; 50 calls 1.2%, worst 62%: this CPU); H200: ~35 µs a call, 3.5 ms a variant
 FLUSH_FALLBACK_BYTES = 256 * 2**20  # tritonbench's flush, where the device does not report its L2
 GRAPH_WARMUP_CALLS = 3        # on a side stream before a capture, as PyTorch's CUDA graph docs ask
 GRAPH_LAUNCH_GUESS_S = 1e-4   # a first guess of the host's time to launch a graph replay, before it is measured

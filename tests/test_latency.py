@@ -1,8 +1,8 @@
 """Start-up and first answer (issue 29): the warm-up runs on the measurement thread and never holds a replay; a
 live request waits only for the step in progress; nothing warms on ZeroGPU or a CPU; neither the server's start nor
-its first profiled window imports a compiler; the phases a request
-records are the ones it ran; the compilers' caches go to the app's folder only where the user set none; and the
-machine is read without importing triton; the server's events import no pyplot; a long call's host figures take the rounds the cost model prices."""
+its first profiled window imports a compiler; the phases a request records are the ones it ran; the compilers'
+caches go to the app's folder only where the user set none; the machine is read without importing triton; the
+server's events import no pyplot; a long call's host figures take the rounds the cost model prices."""
 from __future__ import annotations
 
 import asyncio

@@ -166,8 +166,10 @@ def paged_cache(run: Run, peers: Peers) -> Note | None:
     how = {"flex": "PagedAttention's block mask names each key block's physical page; its mask_mod maps keys back",
            "fa4": "FlashAttention-4 reads the table itself (page_table) and loads each page where it lies"}
     pages, pool = ("page" if w.pages == 1 else "pages"), ("page" if w.pages * w.batch == 1 else "pages")
-    return note("paged_cache", "guess", f"k and v through a page table: {{pages}} {pages} of {{size}} tokens a sequence",
-                f"The pool holds {{pool}} {pool} in shuffled order; " + how.get(run.variant, "the kernel reads the table")
+    return note("paged_cache", "guess",
+                f"k and v through a page table: {{pages}} {pages} of {{size}} tokens a sequence",
+                f"The pool holds {{pool}} {pool} in shuffled order; "
+                + how.get(run.variant, "the kernel reads the table")
                 + " ({table} of int32 page numbers). The same workload with page_size empty shows what paging costs.",
                 weight=0.2, facts=facts)
 

@@ -173,7 +173,8 @@ def _expected(result: Sweep, f: Slope) -> str:
     if f.basis == "rows":
         return "a fused kernel stores no S×S scores"
     if f.basis == "scores":
-        return "the scores go through memory" + (f", {text.plural(w.queries, 'query row')} by S keys" if w.q_len else "")
+        return "the scores go through memory" + (f", {text.plural(w.queries, 'query row')} by S keys"
+                                                 if w.q_len else "")
     if f.basis == "pairs" and w.mask == "window":
         return f"it skips the tiles outside the window of {w.window} keys: the work grows as S·W"
     if w.q_len:
