@@ -73,27 +73,28 @@ def host_ops_table(run: Run, top: int = 10) -> pd.DataFrame:
 
 
 def sweep_table(result: Sweep) -> pd.DataFrame:
-    """Every point of a sweep, smallest S (or B) first (the time column says what it measures: GPU or wall), each
-    number rounded for reading; the JSON keeps them whole. A point that did not finish (stopped, refused, failed)
+    """Every point of a sweep, smallest S (or B) first (the time column says what it measures: GPU or wall; the last,
+    kernels or a CPU's aten ops), each number rounded for reading; the JSON keeps them whole. A point that did not finish (stopped, refused, failed)
     shows its status and reason, never the figures it had reached."""
-    time_label = "GPU ms" if result.workload.device == "cuda" else "wall ms"
+    gpu = result.workload.device == "cuda"
+    time_label, what = ("GPU ms", "kernels or reason") if gpu else ("wall ms", "aten ops or reason")
     rows = []
     for s in result.seq_lens:
         for r in (r for v in result.variants for r in result.of(v) if result.value(r) == s):
             if not r.ok:
                 rows.append({text.axis_symbol(result.axis): s, "variant": r.variant, "status": r.status,
-                             "kernels or reason": r.reason or r.status})
+                             what: r.reason or r.status})
                 continue
-            rows.append({
-                text.axis_symbol(result.axis): s, "variant": r.variant, "status": r.status,
-                time_label: round(r.gpu_ms, 4) if r.gpu_ms else None,
-                "host µs": round(r.host_cost.median_ms * 1000, 1) if r.host_cost else None, "bound": r.bound,
-                "peak MiB": _figures(r.peak_extra_bytes / 2**20) if r.peak_extra_bytes is not None else None,
-                "TFLOP/s": _figures(r.tflops) if r.tflops else None,
-                "% peak": round(100 * r.peak_share, 1) if r.peak_share else None,
-                f"kernels per {text.call(result.workload)}": round(r.kernels_per_forward, 2)
-                if r.kernels_per_forward is not None else None,
-                "kernels or reason": r.reason or ", ".join(k.short_name for k in r.kernels[:3])})
+            row = {text.axis_symbol(result.axis): s, "variant": r.variant, "status": r.status,
+                   time_label: round(r.gpu_ms, 4) if r.gpu_ms else None,
+                   "host µs": round(r.host_cost.median_ms * 1000, 1) if r.host_cost else None, "bound": r.bound,
+                   "peak MiB": _figures(r.peak_extra_bytes / 2**20) if r.peak_extra_bytes is not None else None,
+                   "TFLOP/s": _figures(r.tflops) if r.tflops else None,
+                   "% peak": round(100 * r.peak_share, 1) if r.peak_share else None}
+            if gpu:  # a CPU's table is aten ops by CPU time: no kernels to count
+                row[f"kernels per {text.call(result.workload)}"] = round(r.kernels_per_forward, 2) \
+                    if r.kernels_per_forward is not None else None
+            rows.append(row | {what: r.reason or ", ".join(k.short_name for k in r.kernels[:3])})
     return pd.DataFrame(rows)
 
 
