@@ -277,11 +277,12 @@ def comparison_table(comparison: Comparison) -> str:
                  ("backward", lambda r: text.ms(r.backward_timing.median_ms) if r.backward_timing else "—"),
                  ("kept for the backward", lambda r: _size(r.saved_bytes))]
     call = comparison.a.call
-    rows += [(f"back to back per {call}", lambda r: text.ms(r.back_to_back.median_ms) if r.back_to_back else "—"),
-             (f"host cost per {call}", lambda r: text.ms(r.host_cost.median_ms) if r.host_cost else "—"),
-             (f"kernels per {text.call(comparison.a.workload)}",
-              lambda r: text.count(r.kernels_per_forward) if r.kernels_per_forward else "—"),
-             ("peak memory" + (" of the step" if comparison.a.workload.training else ""),
+    if comparison.a.workload.device == "cuda":  # a CPU issues nothing to another device and launches no kernels
+        rows += [(f"back to back per {call}", lambda r: text.ms(r.back_to_back.median_ms) if r.back_to_back else "—"),
+                 (f"host cost per {call}", lambda r: text.ms(r.host_cost.median_ms) if r.host_cost else "—"),
+                 (f"kernels per {text.call(comparison.a.workload)}",
+                  lambda r: text.count(r.kernels_per_forward) if r.kernels_per_forward else "—")]
+    rows += [("peak memory" + (" of the step" if comparison.a.workload.training else ""),
               lambda r: _size(r.peak_extra_bytes)),
              ("max error", lambda r: text.error(r.accuracy.max_abs_error) if r.accuracy else "—")]
     a, b = comparison.a, comparison.b

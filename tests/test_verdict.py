@@ -171,6 +171,14 @@ def test_a_cpu_pairs_why_counts_aten_ops_where_a_gpus_counts_kernels():
     assert first.body.endswith("on the GPU.")
     first = timing_rules.first_call(dataclasses.replace(flex, environment=cpu_env), {})
     assert first.body.endswith("(wall time).") and "GPU" not in first.body, first.body
+    # the numbers side by side: a GPU's host figures and kernel count; no rows of dashes for a CPU's
+    from profiling import reports
+    gpu_rows = [line.split("|")[1].strip() for line in reports.comparison_table(Comparison(naive, flash)).splitlines()]
+    assert {"back to back per forward", "host cost per forward", "kernels per forward"} <= set(gpu_rows)
+    cpu_workload = naive.workload.replace(device="cpu")
+    cpu = [dataclasses.replace(r, workload=cpu_workload) for r in cpu]
+    cpu_rows = [line.split("|")[1].strip() for line in reports.comparison_table(Comparison(*cpu)).splitlines()]
+    assert cpu_rows[2:] == ["wall time per forward", "peak memory", "max error"], cpu_rows
 
 
 def test_the_headline_and_the_why_note_agree_on_winner_and_ratio():
