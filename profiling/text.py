@@ -53,7 +53,9 @@ def share(fraction: float) -> str:
 
 
 def percent(value: float) -> str:
-    """A figure already in percent: 12.5%, 5.9%."""
+    """A figure already in percent: 12.5%, 5.9%, 1,160% (never in powers of ten)."""
+    if value >= 999.5:  # three figures would round to 1e+03
+        return f"{value:,.0f}%"
     return f"{value:.3g}%" if value >= 10 else f"{value:.2g}%"
 
 

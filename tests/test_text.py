@@ -73,6 +73,13 @@ def test_the_other_writers():
     assert text.chain(["aten::masked_fill", "aten::clone", "aten::copy_"]) == "masked_fill → clone → copy_"
 
 
+def test_a_percent_is_never_written_in_powers_of_ten():
+    """A run-to-run spread of a busy CPU reaches thousands of percent: written out, never as 1.16e+03%."""
+    assert [text.percent(v) for v in (5.9, 12.5, 646.2, 999.6, 1160.3, 12345.6)] == \
+        ["5.9%", "12.5%", "646%", "1,000%", "1,160%", "12,346%"]
+    assert not any("e+" in text.percent(10 ** (k / 10)) for k in range(-20, 60))
+
+
 def test_one_truncation_rule():
     assert text.clip("cudnn_generated_fort_native_sdpa", 10) == "cudnn_gen…" and text.clip("short", 10) == "short"
 
