@@ -134,7 +134,7 @@ class WarmUp:
     """The start-up warm-up's steps as queued on LIVE_WORKER, and the seconds each took once done."""
     queued: list[Future] = field(default_factory=list)
     steps: dict[str, float] = field(default_factory=dict)
-    dropped: bool = False  # a live request came: nothing more is queued (a plan in progress queues nothing)
+    dropped: bool = False  # a live request came: the step in progress stops, the rest are dropped
 
 
 WARM_UP = WarmUp()
@@ -144,9 +144,9 @@ def start_warm_up(device: str | None = None, keys: list[str] | None = None) -> N
     """Pay what every first live request pays (`profiling.warmup`) now, in the background on the measurement thread,
     so that no visitor does: on a GPU (`device`, this machine's by default) of our own. Never on ZeroGPU, where the
     GPU exists only inside `serve_live`, a call in another process that costs the visitor's GPU quota, nor on a CPU,
-    whose cores the replays share. A page or a replay never waits for it; a live request waits only for the step in
-    progress (`_drop_warm_up`). Even the steps are chosen on that thread: asking which variants run here imports their
-    libraries (flash_attn.cute: ~2 s), which the server's start must not wait for."""
+    whose cores the replays share. A page or a replay never waits for it; a live request stops the step in progress
+    at its next safe point and waits for that only (`_drop_warm_up`). The steps are queued at once: each asks whether
+    its own variant runs here when it runs (the asking imports that variant's libraries)."""
     device = device or ENV.device
     if os.environ.get("SPACES_ZERO_GPU") or WARM_UP.queued or device != "cuda":
         return
@@ -154,50 +154,32 @@ def start_warm_up(device: str | None = None, keys: list[str] | None = None) -> N
     def step(name, call) -> None:
         started = time.perf_counter()
         try:
-            call()
+            ran = call()
         except Exception as error:  # a warm-up that failed leaves the request to pay, and to say why
             log.warning("warm-up step %r failed: %s", name, str(error).splitlines()[0] if str(error) else error)
-        WARM_UP.steps[name] = time.perf_counter() - started
+            ran = True
+        if ran and not WARM_UP.dropped:  # a step a live request stopped did not pay all it would have
+            WARM_UP.steps[name] = time.perf_counter() - started
 
-    def queue(found) -> None:
-        if not WARM_UP.dropped:
-            WARM_UP.queued.extend(LIVE_WORKER.submit(step, name, call) for name, call in found)
-
-    def plan_rest(done: set[str]) -> None:
-        """The other steps: asking which variants run here imports their libraries (flash_attn.cute: ~2 s)."""
-        try:
-            queue((name, call) for name, call in warmup.steps(device, keys) if name not in done)
-        except Exception as error:  # no warm-up: every first request pays its own, and says why it cannot run
-            log.warning("the warm-up's plan failed: %s", str(error).splitlines()[0] if str(error) else error)
-
-    def plan() -> None:
-        """First the step every live request needs first, chosen from the page's default pair alone; then the rest."""
-        try:
-            first = [] if keys else warmup.first_steps(device)
-        except Exception:  # the rest's plan asks again, and says why
-            first = []
-        queue(first)
-        if not WARM_UP.dropped:
-            WARM_UP.queued.append(LIVE_WORKER.submit(plan_rest, {name for name, _ in first}))
-
-    WARM_UP.queued = [LIVE_WORKER.submit(plan)]
+    try:
+        found = warmup.steps(device, keys, stopped=lambda: WARM_UP.dropped)
+    except Exception as error:  # no warm-up: every first request pays its own, and says why it cannot run
+        log.warning("the warm-up's plan failed: %s", str(error).splitlines()[0] if str(error) else error)
+        return
+    WARM_UP.queued = [LIVE_WORKER.submit(step, name, call) for name, call in found]
 
 
 def wait_for_warm_up(timeout_s: float | None = None) -> bool:
     """Wait until the warm-up is over (its steps done, or dropped for a live request); False when none was started."""
     if not WARM_UP.queued:
         return False
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while True:  # the plan adds the steps once it has run
-        seen = list(WARM_UP.queued)
-        wait(seen, timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
-        if len(WARM_UP.queued) == len(seen) or (deadline is not None and time.monotonic() >= deadline):
-            return True
+    wait(WARM_UP.queued, timeout=timeout_s)
+    return True
 
 
 def _drop_warm_up() -> None:
-    """A live request is here: the warm-up's steps not yet started give way to it (it pays what it needs itself), and
-    a plan in progress queues no more."""
+    """A live request is here: the warm-up's step in progress stops at its next safe point and the steps not yet
+    started give way to it (it pays what it needs itself)."""
     WARM_UP.dropped = True
     for queued in list(WARM_UP.queued):
         queued.cancel()

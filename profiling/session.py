@@ -217,11 +217,12 @@ def sweep(request: Request, *, budget_s: float | None = None, progress: Progress
         return Answer(request, result, explain_sweep(result))
 
 
-def measure(workload: Workload, keys, *, trace_dir=None, progress: Progress = _no_progress) -> list[Run]:
-    """The door of the recordings and the benches: every variant of `keys` on `workload`, measured live as one
-    session (their timings interleaved), each planned as a request is: one that cannot run, or does not fit the
-    memory free now, comes back as a run saying so, without a byte allocated for it. No time budget: a recording
-    runs as long as it needs."""
+def measure(workload: Workload, keys, *, trace_dir=None, progress: Progress = _no_progress,
+            guard: Guard | None = None) -> list[Run]:
+    """The door of the recordings, the benches and the warm-up: every variant of `keys` on `workload`, measured live
+    as one session (their timings interleaved), each planned as a request is: one that cannot run, or does not fit
+    the memory free now, comes back as a run saying so, without a byte allocated for it. No time budget: a recording
+    runs as long as it needs (`guard`: when to stop, at the next safe point)."""
     env = detect(workload.device)
     variants = [VARIANTS[k] for k in keys]
     reasons = why_not(variants, workload, env)
@@ -229,7 +230,7 @@ def measure(workload: Workload, keys, *, trace_dir=None, progress: Progress = _n
     runs = {r.variant: r for r in refused}
     if going:
         runs |= {r.variant: r for r in measure_runs(going, workload, env=env, trace_dir=trace_dir,
-                                                    progress=progress, reasons=reasons)}
+                                                    progress=progress, reasons=reasons, guard=guard)}
     return [runs[k] for k in keys]
 
 

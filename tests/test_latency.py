@@ -35,7 +35,6 @@ def fresh_warm_up(monkeypatch):
     """A warm-up of stand-in steps on a GPU, as the server would start it (this CPU stands in for the GPU)."""
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
     monkeypatch.setattr(handlers, "WARM_UP", handlers.WarmUp())
-    monkeypatch.setattr(warmup, "first_steps", lambda device: [])  # this CPU has no CUDA to ask the real one on
     yield
     for queued in handlers.WARM_UP.queued:  # nothing of the test left on the measurement thread
         queued.cancel()
@@ -50,9 +49,8 @@ def test_the_warm_up_runs_on_the_measurement_thread_and_a_replay_does_not_wait_f
         entered.set()
         release.wait(30)
 
-    def steps(device, keys=None):  # asked on the measurement thread too (it imports the variants' libraries)
-        threads["plan"] = threading.current_thread().name
-        return [("held", held)]
+    def steps(device, keys=None, stopped=None):
+        return [("held", lambda: held() or True)]
     monkeypatch.setattr(warmup, "steps", steps)
     handlers.start_warm_up("cuda")
     try:
@@ -65,7 +63,7 @@ def test_the_warm_up_runs_on_the_measurement_thread_and_a_replay_does_not_wait_f
         release.set()
     assert handlers.wait_for_warm_up(30)
     assert took < 25  # the held step would have held it 30 s
-    assert threads["warm-up"].startswith("live-measurement") and threads["plan"] == threads["warm-up"]
+    assert threads["warm-up"].startswith("live-measurement")
     assert list(handlers.WARM_UP.steps) == ["held"]
 
 
@@ -84,7 +82,8 @@ def test_a_live_request_waits_for_the_step_in_progress_and_the_rest_give_way(fre
     def measured(request, **kwargs):  # stands in for a live measurement: records its turn and thread
         order.append(("live", threading.current_thread().name))
         return replay(replayed())
-    monkeypatch.setattr(warmup, "steps", lambda device, keys=None: [("first", first), ("second", second)])
+    monkeypatch.setattr(warmup, "steps", lambda device, keys=None, stopped=None: [("first", first),
+                                                                                  ("second", second)])
     handlers.start_warm_up("cuda")
     assert in_step.wait(30)
     monkeypatch.setattr(handlers.session, "compare", measured)
@@ -96,55 +95,65 @@ def test_a_live_request_waits_for_the_step_in_progress_and_the_rest_give_way(fre
     assert handlers.wait_for_warm_up(30)  # over, a step dropped: nothing raised
 
 
-def test_the_step_every_request_needs_runs_before_the_other_variants_are_asked(fresh_warm_up, monkeypatch):
-    """The page's default pair's step (CUDA, the profiler's first session) is chosen from that pair alone and runs
-    first; only then are the other variants asked whether they run here (which imports their libraries: FA4's, ~2 s),
-    and the step already run is not run again."""
-    order = []
+def test_the_warm_up_is_planned_without_asking_any_variant_and_each_step_asks_its_own(monkeypatch):
+    """Asking whether a variant runs here imports its libraries (nested tensors' 0.7 s, flex's 0.3 s here, FA4's
+    ~2 s): the plan asks none, so a live request soon after the start waits for one step's asking at most; each step
+    asks for its own variant when it runs, and one that runs nowhere here says it did not run."""
+    asked = []
+    real = session.why_not
+    monkeypatch.setattr(session, "why_not", lambda variants, *a: asked.append([v.key for v in variants])
+                        or real(variants, *a))
+    found = warmup.steps("cpu", ["sdpa_cudnn", "naive", "flex"])
+    assert asked == []
+    ran = {name: call() for name, call in found if "compile" not in name}
+    assert asked == [["naive"], ["sdpa_cudnn"], ["naive"], ["sdpa_cudnn"]]
+    # cuDNN has no CPU kernel: its steps say they did not run (the server then does not count them)
+    assert ran == {"libraries, profiler": True, "sdpa_cudnn": False, "naive: a training step": True,
+                   "sdpa_cudnn: a training step": False}
 
-    def rest(device, keys=None):
-        order.append("the rest asked")
-        return [("first", lambda: order.append("first again")), ("second", lambda: order.append("second ran"))]
-    monkeypatch.setattr(warmup, "first_steps", lambda device: [("first", lambda: order.append("first ran"))])
-    monkeypatch.setattr(warmup, "steps", rest)
+
+def test_a_live_request_stops_the_step_in_progress_at_its_next_safe_point(monkeypatch):
+    """The step's measurement checks `stopped` at every safe point: once a live request has come, the step ends
+    there (its run comes back stopped) instead of running to its end."""
+    came = threading.Event()
+    checks = []
+
+    def stopped() -> bool:
+        checks.append(came.is_set())
+        if len(checks) == 3:
+            came.set()  # the request comes while the step runs
+        return came.is_set()
+    measured = []
+    real = session.measure
+    monkeypatch.setattr(session, "measure", lambda *a, **k: measured.append(real(*a, **k)) or measured[-1])
+    (name, call), *_ = warmup.steps("cpu", ["sdpa_math"], stopped=stopped)
+    call()
+    (run,) = measured[0]
+    assert run.status == "stopped" and "cancelled" in run.reason and len(checks) == 3  # no check after it
+
+
+def test_a_step_stopped_or_not_run_is_not_counted(fresh_warm_up, monkeypatch):
+    """WARM_UP.steps holds the steps that paid what they are for: not one whose variant runs nowhere here, nor one a
+    live request stopped."""
+    def steps(device, keys=None, stopped=None):
+        return [("ran", lambda: True), ("runs nowhere here", lambda: False),
+                ("stopped", lambda: handlers._drop_warm_up() or True)]
+    monkeypatch.setattr(warmup, "steps", steps)
     handlers.start_warm_up("cuda")
     assert handlers.wait_for_warm_up(30)
-    assert order == ["first ran", "the rest asked", "second ran"] and list(handlers.WARM_UP.steps) == ["first", "second"]
-
-
-def test_a_live_request_during_the_plan_leaves_nothing_queued_behind_it(fresh_warm_up, monkeypatch):
-    """A live request that comes while the warm-up is still choosing its steps: the plan queues none (they would run
-    after the request, and hold the next one)."""
-    asked, go = threading.Event(), threading.Event()
-
-    def first_steps(device):
-        asked.set()
-        go.wait(30)
-        return [("first", lambda: pytest.fail("a step ran after a live request came"))]
-    monkeypatch.setattr(warmup, "first_steps", first_steps)
-    monkeypatch.setattr(warmup, "steps", lambda device, keys=None: pytest.fail("the rest was asked for"))
-    handlers.start_warm_up("cuda")
-    assert asked.wait(30)
-    handlers._drop_warm_up()  # as serve does for a live request
-    go.set()
-    assert handlers.wait_for_warm_up(30) and handlers.WARM_UP.steps == {} and len(handlers.WARM_UP.queued) == 1
-
-
-def test_the_first_step_chosen_alone_is_the_one_the_full_plan_names_first():
-    """The rest's plan skips the first step by its name: both name it alike (here, on this CPU)."""
-    assert warmup.first_steps("cpu")[0][0] == warmup.steps("cpu")[0][0] == "libraries, profiler"
+    assert list(handlers.WARM_UP.steps) == ["ran"]
 
 
 def test_nothing_warms_on_zerogpu(fresh_warm_up, monkeypatch):
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-    monkeypatch.setattr(warmup, "steps", lambda device, keys=None: pytest.fail("a warm-up step was asked for"))
+    monkeypatch.setattr(warmup, "steps", lambda *a, **k: pytest.fail("a warm-up step was asked for"))
     handlers.start_warm_up("cuda")
     assert not handlers.WARM_UP.queued and not handlers.wait_for_warm_up()
 
 
 def test_a_cpu_warms_nothing(fresh_warm_up, monkeypatch):
     """On a CPU nothing warms: the replays share its cores, and no measurement pays a one-off import worth it."""
-    monkeypatch.setattr(warmup, "steps", lambda device, keys=None: pytest.fail("a warm-up step was asked for"))
+    monkeypatch.setattr(warmup, "steps", lambda *a, **k: pytest.fail("a warm-up step was asked for"))
     handlers.start_warm_up("cpu")
     assert not handlers.WARM_UP.queued and not handlers.wait_for_warm_up()
 
@@ -188,12 +197,12 @@ def test_the_servers_events_import_no_pyplot_and_its_charts_still_draw():
 def test_the_warm_up_steps_measure_every_backend_that_runs_here_and_record_their_phases():
     found = warmup.steps("cpu", ["sdpa_docmask", "naive", "sdpa_math", "sdpa_cudnn", "flex", "sdpa_flash"])
     names = [name for name, _ in found]
-    # cuDNN has no CPU kernel: not asked. The page's default pair first (its forward pays the one-off costs), then
-    # each other variant alone (a packed-only one after the rest), forwards then training steps; the compile last:
-    # a live request waits for one short step at most, never for every variant's
-    assert names == ["libraries, profiler", "sdpa_math", "sdpa_docmask", "naive: a training step",
-                     "sdpa_flash: a training step", "sdpa_math: a training step", "sdpa_docmask: a training step",
-                     "flex: compile"]
+    # The page's default pair first (its forward pays the one-off costs), then each other variant alone (a
+    # packed-only one after the rest), forwards then training steps; the compile last: a live request waits for one
+    # short step at most, never for every variant's (cuDNN's steps, no CPU kernel, say they did not run)
+    assert names == ["libraries, profiler", "sdpa_math", "sdpa_cudnn", "sdpa_docmask", "naive: a training step",
+                     "sdpa_flash: a training step", "sdpa_math: a training step", "sdpa_cudnn: a training step",
+                     "sdpa_docmask: a training step", "flex: compile"]
     plain = warmup.steps("cpu", ["naive"])[0][1]
     with phases.recording() as spent:
         plain()
