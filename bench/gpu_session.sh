@@ -12,7 +12,7 @@ tests) if [ -d wh ]; then python3 -m pip install -q --no-index --no-deps wh/*.wh
 record) python3 -m profiling record --out $OUT/rec > $OUT/record.txt 2>&1; tail -3 $OUT/record.txt
         (cd $OUT/rec && tar czf ../rec.tar.gz runs.json.gz sweeps.json.gz traces) && rm -rf $OUT/rec ;;
 bench) python3 bench/bench_targets.py 2>&1 | tee $OUT/bench.txt ;;
-hostcost) python3 bench/h200/host_cost_check.py 2>&1 | tail -12 ;;  # a long call's host cost, parked vs in its loop
+hostcost) python3 bench/h200/host_cost_check.py 2>&1 | tail -30 ;;  # a call's host cost, parked vs in its loop
 notes) for pair in "naive naive_inplace" "sdpa_math sdpa_efficient" "sdpa_flash sdpa_cudnn" "sdpa_auto flex"; do
          set -- $pair
          /usr/bin/time -f "wall %e s (cold process)" python3 -m profiling compare $1 $2

@@ -58,6 +58,8 @@ PIN_CALLS = 100               # the pin's median: 200 calls came no closer to 5Ã
 FLUSH_FALLBACK_BYTES = 256 * 2**20  # tritonbench's flush, where the device does not report its L2
 GRAPH_WARMUP_CALLS = 3        # on a side stream before a capture, as PyTorch's CUDA graph docs ask
 GRAPH_LAUNCH_GUESS_S = 1e-4   # a first guess of the host's time to launch a graph replay, before it is measured
+CLOCK_PARK_S = 0.002          # the clocks' park beyond the read's own time: the launch's latency, with room (10 ms
+                              # before: 20 ms of GPU wait a measurement)
 COPY_BYTES = 512 * 2**20      # the copy ceiling's buffer: far past any L2
 COPY_REPEATS = 10
 
@@ -505,10 +507,11 @@ _clock_read_s: list[float | None] = [0.02]  # how long the last read took (NVML:
 def clocks_under_load() -> Clocks | None:
     """The GPU's clocks read while it spins on a parked kernel (an idle GPU drops its clocks: an H200 idles at 345
     MHz), parked a little longer than the last read took (NVML's library: microseconds; nvidia-smi's run: ~0.1 s;
-    two a measurement); None where neither NVML nor nvidia-smi answers."""
+    two a measurement): the read comes at the park's start, so more park reads nothing more and only adds to the
+    wait. None where neither NVML nor nvidia-smi answers."""
     if _clock_read_s[0] is None:
         return None
-    _park_gpu(1.2 * _clock_read_s[0] + 0.01)
+    _park_gpu(1.2 * _clock_read_s[0] + CLOCK_PARK_S)
     t0 = time.perf_counter()
     clocks = read_clocks(torch.cuda.current_device())
     _clock_read_s[0] = time.perf_counter() - t0 if clocks is not None else None
