@@ -35,24 +35,24 @@ CPU_TIMING_BUDGET_S = 1.0     # CPU, per comparison: more samples while the spre
 CPU_MAX_SAMPLES = 200
 CPU_MIN_ROUNDS = 20
 SETTLED_SPREAD = 0.10         # a CPU timing has settled when its quartiles are within 10% of its median
-HOST_FIGURES_BUDGET_S = 0.02  # back-to-back and host cost: this long each, 20 to 300 calls
+HOST_FIGURES_BUDGET_S = 0.02  # the back-to-back loops (each call's issue the host cost): this long, 20 to 300 calls
 HOST_COST_CALLS = (20, 300)
 HOST_ROUNDS = 8               # back-to-back samples per variant, one per round
 LONG_HOST_ROUNDS = 4          # ... for a call of LONG_CALL_S or more: GPU-bound beyond doubt, and each round costs
-                              # 5 to 13 whole calls (flash at S=16,384 in the H200 recording: 14 ms a call, 8 rounds
-                              # of 5 are 0.57 s a variant, a live sweep's largest share); budget prices 4
+                              # 3 to 11 whole calls (flash at S=16,384 in the H200 recording: 14 ms a call); budget
+                              # prices 4
 LOOP_CALLS = 10               # the fewest calls of a back-to-back sample of calls under 10 ms
-QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well under CUDA's queue depth
-MAX_LAUNCHES_PER_CALL = 64    # more than any variant launches per call (math at S=4096: 24 kernels); the host
-                              # figures come before the profile, so the real count is not known yet
 LONG_CALL_S = 1e-3            # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls
                               # (budget._LONG_TIMED_CALLS prices what it takes)
 HOST_CALL_MAX_S = 5e-4        # a first guess of the host's time to issue a call, before it is measured (math: ~0.16
                               # ms; flex's and FA4's steps more: the park follows what the probe measures)
 PROBE_PARK_S = 0.002          # the probe's park beyond its guess: its calls are not timed yet
-PARK_MARGIN = 1.5             # park for this many times the host's measured issue time ...
+PARK_MARGIN = 1.5             # park for this many times the host's measured lead ...
 PARK_SLACK_S = 20e-6          # ... plus this
 PARK_RETRIES = 2              # a sample the GPU reached before the host had issued it is taken again, parked longer
+BATCH_GPU_S = 3e-3            # samples queued behind one park: up to this much GPU work and BATCH_CALLS calls (0: one
+BATCH_CALLS = 128             # sample a park). A queue this deep never starves the GPU: were it full, the host would
+                              # wait for room, the GPU busy with what is queued
 PIN_CALLS = 100               # the pin's median: 200 calls came no closer to 5×1,000 calls' (95th percentile 0.9%
                               # off for both; 50 calls 1.2%, worst 62%: this CPU); H200: ~35 µs a call, 3.5 ms a variant
 FLUSH_FALLBACK_BYTES = 256 * 2**20  # tritonbench's flush, where the device does not report its L2
@@ -100,51 +100,71 @@ def _pass_timings(run: Run, per_phase: list[list[float]], method: str) -> None:
 
 @dataclass
 class Park:
-    """How long the GPU is parked before a sample's calls, so that the host has issued them all before the GPU reaches
-    the first: the host's time to issue one call (measured, the longest seen) times the calls, with a margin. Where
-    the GPU had finished the park before the host finished issuing, it may have waited on the host inside the timed
-    calls: the sample is taken again, parked twice as long, up to PARK_RETRIES times; one that still ran out is kept
-    and marks the timing (`ran_out` -> `Timing.host_gaps`)."""
+    """A variant's park: the host's time to issue one of its calls (measured, the longest seen), how many calls a
+    sample holds, and whether a sample still found the GPU waiting after PARK_RETRIES retakes (`ran_out` ->
+    `Timing.host_gaps`)."""
     issue_s: float                 # the host's time to issue one call
-    calls: int                     # calls issued behind one park
+    calls: int                     # calls a sample holds
     slack_s: float = PARK_SLACK_S
     ran_out: bool = False
 
-    @property
-    def seconds(self) -> float:
-        return PARK_MARGIN * self.calls * self.issue_s + self.slack_s
-
-    def keep(self, issued_s: float, finished_first: bool, retries: int) -> bool:
-        """After a sample whose calls the host issued in `issued_s`: whether to keep it (False: take it again)."""
+    def learn(self, issued_s: float) -> None:
+        """A sample's calls took the host `issued_s` to issue."""
         self.issue_s = max(self.issue_s, issued_s / self.calls)
-        if not finished_first:
-            return True
-        if retries < PARK_RETRIES:
-            self.issue_s *= 2
-            return False
-        self.ran_out = True
-        return True
 
 
-def _parked(park_s: float, issue: Callable[[], None]) -> tuple[float, bool]:
-    """Park the GPU for `park_s`, then `issue` work behind it: (the host's time to issue it, whether the GPU had
-    finished the park by then: an event recorded right after the park kernel has completed)."""
+@dataclass
+class _Queued:
+    """One sample to take: its variant's park, how to issue it, whether the GPU has got to its first event, and the
+    GPU's time for it (as its probe measured; 0 before that)."""
+    park: Park
+    issue: Callable[[], None]
+    reached: Callable[[], bool]
+    gpu_s: float = 0.0
+    retries: int = 0
+
+
+def _lead_s(batch: list[_Queued]) -> float:
+    """How far ahead of the GPU the host must start for the GPU never to reach a sample the host is still issuing:
+    the most, over the batch, that the host's issue up to the end of a sample exceeds the GPU's work before it
+    (GPU-bound samples: about the first one's issue; host-bound ones: what the host falls behind over them all)."""
+    lead = issued = ran = 0.0
+    for q in batch:
+        issued += q.park.calls * q.park.issue_s
+        lead = max(lead, issued - ran)
+        ran += q.gpu_s
+    return lead
+
+
+def _sample(batch: list[_Queued]) -> list[_Queued]:
+    """Queue `batch` behind one parked GPU, parked for the host's lead (`_lead_s`, with a margin), and issue it; the
+    samples whose first event the GPU had reached before the host finished issuing them may hold a wait on the host:
+    they come back to be taken again, their variant's issue time doubled (once a batch), up to PARK_RETRIES times;
+    one that still found the GPU there is kept and marks its timing (`Park.ran_out`)."""
     torch.cuda.synchronize()
-    _park_gpu(park_s)
-    parked = torch.cuda.Event()
-    parked.record()
-    t0 = time.perf_counter()
-    issue()
-    issued_s = time.perf_counter() - t0
-    return issued_s, parked.query()
+    _park_gpu(PARK_MARGIN * _lead_s(batch) + max(q.park.slack_s for q in batch))
+    caught = []
+    for q in batch:
+        t0 = time.perf_counter()
+        q.issue()
+        q.park.learn(time.perf_counter() - t0)
+        if q.reached():
+            caught.append(q)
+    again = [q for q in caught if q.retries < PARK_RETRIES]
+    for park in {id(q.park): q.park for q in again}.values():
+        park.issue_s *= 2
+    for q in caught:
+        if q.retries < PARK_RETRIES:
+            q.retries += 1
+        else:
+            q.park.ran_out = True
+    return again
 
 
-def _sample(park: Park, issue: Callable[[], None]) -> None:
-    """One sample behind a parked GPU, taken again (parked longer) while the GPU ran out of its park first."""
-    for retries in itertools.count():
-        issued_s, finished_first = _parked(park.seconds, issue)
-        if park.keep(issued_s, finished_first, retries):
-            return
+def _take(batch: list[_Queued]) -> None:
+    """`_sample` until no sample of the batch is to be taken again."""
+    while batch:
+        batch = _sample(batch)
 
 
 Marks = list[list["torch.cuda.Event | None"]]  # per call: an event before each phase and one after the last
@@ -187,41 +207,51 @@ def _per_phase(marks_per_sample: list[Marks], phases: int, calls: int) -> list[l
 
 
 def time_gpu(subjects: list[Timed], check: Callable[[], None], flush: Callable[[], None] | None = None) -> None:
-    """CUDA events around groups of calls, every sample queued behind its own parked GPU (`Park`: as long as the host
-    was measured to take to issue it), so the events time the GPU's work alone and not the gaps a slow host would
-    leave between launches; the variants take their samples in turn, round by round. Within a call an event between
-    the forward and the backward times each apart. With `flush` (cold), the L2 is flushed before every call, outside
-    its events."""
+    """CUDA events around groups of calls, queued behind a parked GPU (`_sample`: the host's measured lead), so the
+    events time the GPU's work alone and not the gaps a slow host would leave between launches; the variants take
+    their samples in turn, round by round, up to BATCH_GPU_S of GPU work and BATCH_CALLS calls behind one park (one
+    wait for the GPU a batch, not a sample). Within a call an event between the forward and the backward times each
+    apart. With `flush` (cold), the L2 is flushed before every call, outside its events."""
     plans = {}
     for s in subjects:
         probes = 10 if s.estimate_s < LONG_CALL_S else 2  # a call of a millisecond or more: two tell its length
         park = Park(min(s.estimate_s, HOST_CALL_MAX_S), probes, slack_s=PROBE_PARK_S)  # a guess: measured next
         marks = _marks(s, probes)
-        with s.context():
-            _sample(park, _issuing(s, marks, flush))
-            torch.cuda.synchronize()
+        _take([_Queued(park, _in_context(s, _issuing(s, marks, flush)), marks[0][0].query)])
+        torch.cuda.synchronize()
         per_call_s = max(sum(sum(_per_phase([marks], len(s.phases), probes), [])) / 1000.0, 1e-7)
         group = _group(per_call_s)
-        plans[id(s)] = (group, _wanted(group, per_call_s), [], Park(park.issue_s, group))
-    for _ in range(max(wanted for _, wanted, _, _ in plans.values())):
+        plans[id(s)] = (group, _wanted(group, per_call_s), [], Park(park.issue_s, group), group * per_call_s)
+    # the samples in the order they are taken: round by round, each variant that still wants one
+    order = [s for round_ in range(max((plan[1] for plan in plans.values()), default=0))
+             for s in subjects if round_ < plans[id(s)][1]]
+    while order:
         check()
-        for s in subjects:
-            group, wanted, samples, park = plans[id(s)]
-            if len(samples) >= wanted:
-                continue
+        batch, batch_s, calls = [], 0.0, 0
+        while order and (not batch or (batch_s + plans[id(order[0])][4] <= BATCH_GPU_S
+                                       and calls + plans[id(order[0])][0] <= BATCH_CALLS)):
+            s = order.pop(0)
+            group, _, samples, park, sample_s = plans[id(s)]
             marks = _marks(s, group)
-            with s.context():  # entered outside the events
-                # never more launches in flight than one group's, far under CUDA's queue depth (a full queue
-                # makes the host wait, and the GPU then waits on the host)
-                _sample(park, _issuing(s, marks, flush))
             samples.append(marks)
+            batch.append(_Queued(park, _in_context(s, _issuing(s, marks, flush)), marks[0][0].query, sample_s))
+            batch_s, calls = batch_s + sample_s, calls + group
+        _take(batch)
     torch.cuda.synchronize()
     for s in subjects:
-        group, _, samples, park = plans[id(s)]
+        group, _, samples, park, _ = plans[id(s)]
         method = ("cuda events" if group == 1 else f"cuda events per {group} calls") + \
             (", L2 flushed before each call" if flush is not None else "")
         _pass_timings(s.run, _per_phase(samples, len(s.phases), group), method)
         _mark_gaps(s.run, park.ran_out)
+
+
+def _in_context(s: Timed, issue: Callable[[], None]) -> Callable[[], None]:
+    """`issue` inside the subject's context (entered outside its events)."""
+    def issued() -> None:
+        with s.context():
+            issue()
+    return issued
 
 
 def _mark_gaps(run: Run, gaps: bool) -> None:
@@ -369,7 +399,7 @@ def time_graph(subjects: list[Timed], check: Callable[[], None]) -> None:
                 start.record()
                 graph.replay()
                 end.record()
-            _sample(park, replay)
+            _take([_Queued(park, replay, start.query)])
             end.synchronize()  # the events inside the graph are recorded again by the next replay: read them now
             whole.append(start.elapsed_time(end) / calls)
             if len(s.phases) > 1 and inner is not None:
@@ -432,28 +462,27 @@ def host_rounds(gpu_ms: float) -> int:
     return HOST_ROUNDS if gpu_ms < LONG_CALL_S * 1000 else LONG_HOST_ROUNDS
 
 
-def _host_plan(s: Timed) -> tuple[int, int, float]:
-    """Per round: (back-to-back calls, host-cost calls, a generous guess of one call's host time in seconds)."""
+def _host_plan(s: Timed) -> int:
+    """Back-to-back calls per round: what the budget allows (HOST_FIGURES_BUDGET_S, within HOST_COST_CALLS over the
+    rounds), at least LOOP_CALLS, or 2 for a call of 10 ms or more."""
     gpu_s = s.run.warm_call_ms / 1000.0
     host_guess_s = max(s.estimate_s, 1e-4) if gpu_s < LONG_CALL_S else HOST_CALL_MAX_S  # a warm call: an upper bound
     per_call_s = max(gpu_s, host_guess_s)
-    rounds = host_rounds(s.run.warm_call_ms)
-    loop = _calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // rounds
-    calls = min(_calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // rounds,
-                QUEUE_LAUNCHES // MAX_LAUNCHES_PER_CALL)
+    loop = _calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // host_rounds(s.run.warm_call_ms)
     # a loop's first call is issued before the GPU has work: over 10 calls its host time is a tenth of the pace,
     # over 2 half (a 1.1 ms step read 10% slow); only calls of 10 ms and more can afford 2
-    return max(LOOP_CALLS if gpu_s < 10 * LONG_CALL_S else 2, loop), max(2, calls), host_guess_s
+    return max(LOOP_CALLS if gpu_s < 10 * LONG_CALL_S else 2, loop)
 
 
 def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
-    """Back-to-back time per call (a plain loop: what a model sees) and host cost per call (each call timed
-    while the GPU is parked, so the host never waits on it), in every timing mode; which side sets the pace is
-    `Run.bound`'s.
+    """Back-to-back time per call (a plain loop: what a model sees) and host cost per call (each call of that loop
+    timed as the host issues it: the GPU busy with the calls before it, or idle waiting for the host, the host never
+    waiting on it), in every timing mode; which side sets the pace is `Run.bound`'s.
     Taken in rounds (`host_rounds`: fewer for a call of a millisecond or more) that alternate between the variants,
     so a drift in the host's speed (seen on the H200: one variant's median moving from 17 to 26 µs between two
-    moments) hits all alike."""
-    plans = {id(s): _host_plan(s) for s in subjects}
+    moments) hits all alike. (A call timed behind a parked GPU instead read the same, bench/h200/host_cost_check.py,
+    and cost whole calls more.)"""
+    loops_of = {id(s): _host_plan(s) for s in subjects}
     loops: dict[int, list[float]] = {id(s): [] for s in subjects}
     host_ms: dict[int, list[float]] = {id(s): [] for s in subjects}
     try:
@@ -462,29 +491,26 @@ def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
             for s in subjects:
                 if round_ >= host_rounds(s.run.warm_call_ms):
                     continue
-                loop, calls, host_guess_s = plans[id(s)]
+                issued = []
                 with s.context():  # entered outside every timed call
                     # settle after whatever ran before (another variant): a long call settles in one
                     for _ in range(3 if s.run.warm_call_ms < LONG_CALL_S * 1000 else 1):
                         s.call()
                     torch.cuda.synchronize()
                     t0 = time.perf_counter()
-                    for _ in range(loop):
+                    for _ in range(loops_of[id(s)]):
+                        t1 = time.perf_counter()
                         s.call()
+                        issued.append(time.perf_counter() - t1)
                     torch.cuda.synchronize()
-                    loops[id(s)].append((time.perf_counter() - t0) * 1000.0 / loop)
-                    _park_gpu(1.5 * calls * host_guess_s + 0.002)
-                    for _ in range(calls):
-                        t0 = time.perf_counter()
-                        s.call()
-                        host_ms[id(s)].append((time.perf_counter() - t0) * 1000.0)
-                    torch.cuda.synchronize()
+                    loops[id(s)].append((time.perf_counter() - t0) * 1000.0 / len(issued))
+                host_ms[id(s)] += [t * 1000.0 for t in issued]
     finally:  # a stop keeps the rounds taken
         for s in subjects:
             if loops[id(s)] and host_ms[id(s)]:
                 run = s.run
                 run.back_to_back = Timing.of(loops[id(s)], "perf_counter per loop of calls")
-                run.host_cost = Timing.of(host_ms[id(s)], "perf_counter per call, GPU parked")
+                run.host_cost = Timing.of(host_ms[id(s)], "perf_counter per call, as issued back to back")
 
 
 def pin_cost_ms(variant: Variant) -> float | None:

@@ -27,21 +27,16 @@ GPU = Environment(device="cuda", device_name="NVIDIA H200", compute_capability=(
                   total_memory_bytes=141 * 2**30, peak_tflops=None, l2_cache_bytes=60 * 10**6)
 
 
-def spin(seconds: float) -> None:
-    """Hold the host for `seconds` (a sleep can overshoot by a scheduler tick)."""
-    until = time.perf_counter() + seconds
-    while time.perf_counter() < until:
-        pass
-
-
 class FakeGPU:
-    """Runs nothing and keeps a log: an event records the host's clock when it is recorded, a park ends `seconds` of
-    host time after it is queued, and an event recorded after the park has completed once that time has passed
-    (`always_reached`: the GPU always got there first)."""
+    """Runs nothing and keeps a log, on a clock of its own that `timing` reads too: the host's time moves only as a
+    call says it takes (`host`), a wait for the GPU (`synchronize`) jumps to when the GPU is done; so no figure
+    depends on this machine's load. Work is queued in order: a park lasts its seconds, a kernel (`run`) its own,
+    each starting once both the work before it is done and the host has queued it; an event happens there, and
+    `query` says whether it has (`always_reached`: the GPU always got there first)."""
 
     def __init__(self, always_reached: bool = False):
-        self.park_end = 0.0
-        self.ran_s = 0.0          # what graph replays have run: a replay runs on the GPU, not on the host
+        self.clock = 0.0           # the host's time, as its calls and its waits for the GPU have moved it
+        self.free_at = 0.0         # when the GPU is done with what is queued
         self.parks: list[float] = []
         self.log: list[str] = []
         self.always_reached = always_reached
@@ -55,39 +50,56 @@ class FakeGPU:
                 self.at = None
 
             def record(self):
-                self.at = time.perf_counter() + gpu.ran_s
+                self.at = max(gpu.free_at, gpu.now())
                 gpu.log.append("record")
 
             def query(self):
-                return gpu.always_reached or time.perf_counter() >= gpu.park_end
+                return gpu.always_reached or gpu.now() >= self.at
 
             def synchronize(self):
-                pass
+                gpu.synchronize()
 
             def elapsed_time(self, end):
                 return (end.at - self.at) * 1000.0
         self.Event = Event
 
+    def now(self) -> float:
+        return self.clock
+
+    def host(self, seconds: float) -> None:
+        """The host spends `seconds` (issuing a call, or stalled)."""
+        self.clock += seconds
+
+    def run(self, seconds: float) -> None:
+        self.free_at = max(self.free_at, self.now()) + seconds
+
     def park(self, seconds: float) -> None:
         self.parks.append(seconds)
-        self.park_end = time.perf_counter() + seconds
+        self.run(seconds)
+
+    def synchronize(self, *args) -> None:
+        self.clock = max(self.clock, self.free_at)
 
 
 @pytest.fixture
 def gpu(monkeypatch):
     fake = FakeGPU()
     monkeypatch.setattr(torch.cuda, "Event", fake.Event)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", fake.synchronize)
     monkeypatch.setattr(timing, "_park_gpu", fake.park)
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=fake.now))
     return fake
 
 
 @dataclasses.dataclass
 class Subject:
-    """A `timing.Timed` whose phases hold the host for given times and log themselves."""
+    """A `timing.Timed` whose phases hold the host for given times, queue GPU work of given times (as long as the
+    host's, unless given) and log themselves."""
     run: Run
     host_s: tuple[float, ...]                # each phase's host time
     log: list[str]
+    gpu: FakeGPU
+    gpu_s: tuple[float, ...] | None = None   # each phase's GPU time (None: its host time)
     estimate_s: float = 1e-5                 # a bad guess of a call's length: the park must not rely on it
     given: list | None = None                # phases given as they are, instead
 
@@ -96,12 +108,13 @@ class Subject:
         if self.given is not None:
             return self.given
 
-        def phase(i, seconds):
+        def phase(i, seconds, gpu_seconds):
             def call():
                 self.log.append(f"phase{i}")
-                spin(seconds)
+                self.gpu.host(seconds)
+                self.gpu.run(gpu_seconds)
             return call
-        return [phase(i, s) for i, s in enumerate(self.host_s)]
+        return [phase(i, s, g) for i, (s, g) in enumerate(zip(self.host_s, self.gpu_s or self.host_s))]
 
     def call(self):
         for p in self.phases:
@@ -111,30 +124,47 @@ class Subject:
         return contextlib.nullcontext()
 
 
-def subject(gpu: FakeGPU, host_s=(2e-4,), env: Environment = GPU, **workload) -> Subject:
+def subject(gpu: FakeGPU, host_s=(2e-4,), env: Environment = GPU, gpu_s=None, **workload) -> Subject:
     w = Workload.blog(**workload)
-    return Subject(Run("fake", w, env), host_s, gpu.log)
+    return Subject(Run("fake", w, env), host_s, gpu.log, gpu, gpu_s)
 
 
-# -- warm: the park follows the host's measured issue time (issue #25) ----------------------------------------------
-def test_a_park_is_the_host_s_issue_time_over_the_calls_with_a_margin():
+# -- warm: the park is the host's measured lead (issues #25, #29) --------------------------------------------------
+def queued(issue_s: float, calls: int, gpu_s: float) -> "timing._Queued":
+    return timing._Queued(timing.Park(issue_s, calls), lambda: None, lambda: False, gpu_s)
+
+
+def test_the_lead_is_what_the_host_falls_behind_the_gpu_at_worst():
+    gpu_bound = [queued(1e-5, 2, 1e-4) for _ in range(10)]        # 20 µs to issue, 100 µs to run: ahead after one
+    assert timing._lead_s(gpu_bound) == pytest.approx(2e-5)
+    host_bound = [queued(1e-4, 1, 2e-5) for _ in range(10)]       # 100 µs to issue, 20 µs to run: behind by 80 a sample
+    assert timing._lead_s(host_bound) == pytest.approx(1e-4 + 9 * 8e-5)
+    assert timing._lead_s([queued(2e-4, 4, 0.0)]) == pytest.approx(8e-4)  # one sample alone: its whole issue
+
+
+def test_a_park_learns_the_longest_issue_seen():
     park = timing.Park(issue_s=2e-4, calls=4)
-    assert park.seconds == pytest.approx(1.5 * 4 * 2e-4 + 20e-6)
-    assert park.keep(issued_s=4 * 3e-4, finished_first=False, retries=0)   # kept, and the longest issue is learnt
-    assert park.issue_s == pytest.approx(3e-4) and not park.ran_out
-    assert not park.keep(issued_s=4 * 3e-4, finished_first=True, retries=0)  # reached first: take it again ...
-    assert park.issue_s == pytest.approx(6e-4)                                # ... parked twice as long
-    assert park.keep(issued_s=4 * 3e-4, finished_first=True, retries=timing.PARK_RETRIES) and park.ran_out
+    park.learn(4 * 3e-4)
+    park.learn(4 * 1e-4)
+    assert park.issue_s == pytest.approx(3e-4)
 
 
 def test_the_park_is_planned_from_the_host_s_issue_time_not_from_a_guess(gpu):
-    s = subject(gpu, host_s=(1e-3,))                 # a host-bound call: 1 ms to issue, guessed at 10 µs
+    s = subject(gpu, host_s=(1e-3,), gpu_s=(1e-5,))  # a host-bound call: 1 ms to issue, 10 µs to run, guessed at 10 µs
     timing.time_gpu([s], lambda: None)
-    group = 1                                        # events measure the host here: 1 ms a call, one call a group
-    samples = gpu.parks[-s.run.timing.samples:]
-    assert all(p >= timing.PARK_MARGIN * group * 1e-3 for p in samples)
-    assert not s.run.timing.host_gaps
-    assert s.run.timing.median_ms == pytest.approx(1.0, rel=0.5)
+    assert s.run.timing.samples == timing.MAX_SAMPLES and not s.run.timing.host_gaps
+    # every batch's park covers what the host falls behind over it: ~1 ms a sample, 1.5 times
+    batches = gpu.parks[1:]
+    assert len(batches) < s.run.timing.samples / 4
+    assert sum(batches) >= timing.PARK_MARGIN * s.run.timing.samples * 0.99e-3
+    assert s.run.timing.median_ms == pytest.approx(0.01, rel=0.5)  # the GPU's 10 µs, not the host's 1 ms
+
+
+def test_a_gpu_bound_batch_is_parked_for_one_sample_s_issue_not_for_all():
+    """Samples the GPU takes longer to run than the host to issue: the host, ahead after the first, stays ahead: the
+    batch's park is the first one's issue with the margin, and the GPU runs the rest back to back."""
+    batch = [queued(2e-5, 1, 1e-4) for _ in range(20)]
+    assert timing.PARK_MARGIN * timing._lead_s(batch) == pytest.approx(3e-5)
 
 
 def test_a_gpu_that_keeps_reaching_the_calls_first_is_retried_then_marked(gpu):
@@ -143,16 +173,101 @@ def test_a_gpu_that_keeps_reaching_the_calls_first_is_retried_then_marked(gpu):
     timing.time_gpu([s], lambda: None)
     run = s.run
     assert run.timing.host_gaps and run.forward_timing.host_gaps and run.backward_timing.host_gaps
-    # every sample (and the probe) was taken 1 + PARK_RETRIES times, each retry parked longer than the last
-    assert len(gpu.parks) == (1 + timing.PARK_RETRIES) * (run.timing.samples + 1)
-    tries = gpu.parks[:1 + timing.PARK_RETRIES]
-    assert tries == sorted(tries) and tries[0] < tries[-1]
+    # every sample (and the probe) was issued 1 + PARK_RETRIES times, each retake parked longer than the last
+    calls = 10 + run.timing.samples * timing._group(2e-4)
+    assert gpu.log.count("phase0") == (1 + timing.PARK_RETRIES) * calls
+    probe = gpu.parks[:1 + timing.PARK_RETRIES]
+    assert probe == sorted(probe) and probe[0] < probe[-1]
+
+
+def test_only_the_samples_the_gpu_reached_are_taken_again(gpu, monkeypatch):
+    """A host that stalls once (another thread, the collector) lets the GPU catch up with it: the samples it reached
+    are taken again behind a longer park, the others kept, and nothing is marked; the figure is the GPU's alone."""
+    stalls = {"left": 1}
+    s = subject(gpu)
+
+    def stalling():
+        if stalls["left"] and gpu.log.count("phase0") == 40:  # well into the samples, after the probe
+            stalls["left"] = 0
+            gpu.host(5e-3)                                   # far longer than the GPU work queued ahead
+        gpu.log.append("phase0")
+        gpu.host(2e-5)
+        gpu.run(9e-5)
+    s.given = [stalling]
+    timing.time_gpu([s], lambda: None)
+    taken = gpu.log.count("phase0") - 10                     # after the probe's 10
+    group = timing._group(9e-5)
+    assert group == 2 and not s.run.timing.host_gaps and stalls["left"] == 0
+    assert taken == (s.run.timing.samples + 1) * group       # the one sample the GPU reached, taken again
+    assert s.run.timing.max_ms == pytest.approx(0.09)        # no sample holds the stall: the GPU's 90 µs alone
+
+
+def test_rounds_are_queued_together_behind_one_park(gpu, monkeypatch):
+    """Short calls: both variants' samples, up to BATCH_GPU_S of GPU work, behind one park (one wait for the GPU a
+    batch), the host's lead the first sample's issue with the margin; the samples still alternate, and each times
+    the GPU's work alone."""
+    waits = []
+    real = gpu.synchronize
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: waits.append(1) or real())
+
+    def call():
+        gpu.log.append("phase0")
+        gpu.host(2e-5)
+        gpu.run(9e-5)
+    a, b = subject(gpu), subject(gpu)
+    a.given = b.given = [call]
+    made, queued_as = [], timing._Queued
+    monkeypatch.setattr(timing, "_Queued", lambda park, *rest: made.append(park) or queued_as(park, *rest))
+    timing.time_gpu([a, b], lambda: None)
+    samples = a.run.timing.samples + b.run.timing.samples
+    assert a.run.timing.samples == b.run.timing.samples == timing.MAX_SAMPLES
+    group = timing._group(9e-5)
+    most = int(timing.BATCH_GPU_S // (group * 9e-5))              # samples a batch holds: 16 of 180 µs
+    batches = gpu.parks[2:]                                       # after a probe each
+    assert len(batches) == -(-samples // most) and len(waits) == len(batches) + 2 * 2 + 1  # one a batch, two a probe
+    lead = timing.PARK_MARGIN * group * 2e-5 + timing.PARK_SLACK_S
+    assert batches == [pytest.approx(lead)] * len(batches)        # one sample's issue, not the batch's
+    scheduled = [id(park) for park in made[2:]]                   # after the probes: a, b, a, b, ...
+    assert len(set(scheduled[0::2])) == len(set(scheduled[1::2])) == 1 != len(set(scheduled))
+    assert a.run.timing.max_ms == b.run.timing.min_ms == pytest.approx(0.09) and not a.run.timing.host_gaps
+
+    gpu.parks.clear()
+    monkeypatch.setattr(timing, "BATCH_GPU_S", 0.0)              # none: a park for every sample, as before batches
+    timing.time_gpu([a, b], lambda: None)
+    assert len(gpu.parks) == 2 + a.run.timing.samples + b.run.timing.samples
+
+
+def test_a_batch_holds_at_most_batch_calls_calls(gpu, monkeypatch):
+    """Calls of a few microseconds come in groups (up to 64 a sample): a batch is also bounded by its calls."""
+    issued = []
+    s = subject(gpu)
+    s.given = [lambda: issued.append(len(gpu.parks))]  # a call that takes no time: the largest groups
+    timing.time_gpu([s], lambda: None)
+    per_park = [issued.count(i) for i in range(2, len(gpu.parks) + 1)]  # after the probe's park
+    assert max(per_park) <= timing.BATCH_CALLS and sum(per_park) >= s.run.timing.samples * timing.GROUP_MAX
 
 
 def test_a_gpu_that_waits_on_nothing_is_not_marked(gpu):
-    s = subject(gpu, host_s=(5e-5,))
+    s = subject(gpu, host_s=(5e-5,), gpu_s=(1e-4,))
     timing.time_gpu([s], lambda: None)
     assert not s.run.timing.host_gaps and s.run.timing.samples >= timing.MIN_SAMPLES
+
+
+def test_host_cost_is_a_call_s_issue_and_back_to_back_the_pace_of_the_slower_side(gpu, monkeypatch):
+    """Host figures on the fake GPU's clock: a host-bound call (0.2 ms to issue, 20 µs to run) and a GPU-bound one
+    (the other way round), each timed as issued in its back-to-back loops: the host cost is the issue, the pace the
+    slower side's, in HOST_ROUNDS rounds each."""
+    host_bound = subject(gpu, host_s=(2e-4,), gpu_s=(2e-5,))
+    gpu_bound = subject(gpu, host_s=(2e-5,), gpu_s=(2e-4,))
+    for s, ms in ((host_bound, 0.02), (gpu_bound, 0.2)):
+        s.run.timing = Timing.of([ms] * 8, "cuda events")
+    timing.host_figures([host_bound, gpu_bound], lambda: None)
+    for s, host_ms, pace_ms in ((host_bound, 0.2, 0.2), (gpu_bound, 0.02, 0.2)):
+        run = s.run
+        assert run.host_cost.median_ms == pytest.approx(host_ms, abs=0.02)
+        assert run.back_to_back.median_ms == pytest.approx(pace_ms, rel=0.1)
+        assert run.back_to_back.samples == timing.HOST_ROUNDS
+    assert host_bound.run.bound == "host" and gpu_bound.run.bound == "gpu"
 
 
 # -- cold: the L2 flushed before every timed call, outside its events ---------------------------------------------
@@ -239,7 +354,7 @@ class FakeGraphs:
                 self.took = 0.0
 
             def replay(self):
-                gpu.ran_s += self.took
+                gpu.run(self.took)
 
         class Capture:
             def __init__(self, graph):
