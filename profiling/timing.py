@@ -480,8 +480,8 @@ def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
     waiting on it), in every timing mode; which side sets the pace is `Run.bound`'s.
     Taken in rounds (`host_rounds`: fewer for a call of a millisecond or more) that alternate between the variants,
     so a drift in the host's speed (seen on the H200: one variant's median moving from 17 to 26 µs between two
-    moments) hits all alike. (A call timed behind a parked GPU instead read the same, bench/h200/host_cost_check.py,
-    and cost whole calls more.)"""
+    moments) hits all alike. (Before: calls timed apart behind a parked GPU, whole calls more a round;
+    bench/h200/host_cost_check.py sets the two readings side by side.)"""
     loops_of = {id(s): _host_plan(s) for s in subjects}
     loops: dict[int, list[float]] = {id(s): [] for s in subjects}
     host_ms: dict[int, list[float]] = {id(s): [] for s in subjects}
