@@ -13,7 +13,6 @@ backward's; the rest are the forward's.
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import statistics
 from collections import defaultdict
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .dispatch import SDPA_BACKEND_OPS
-from .results import HostOp, Kernel, Launch, share_by_phase
+from .results import HostOp, Kernel, Launch, loads, share_by_phase
 
 CALL_RANGE = "attention_profiler::call"  # record_function name of each profiled call (a forward, or a training step)
 RANGES = (CALL_RANGE, "attention_profiler::forward")  # the second: recordings made before training steps
@@ -48,8 +47,8 @@ class TraceSummary:
 def load_trace(path: str | Path) -> dict:
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        return json.load(f)
+    with opener(path, "rb") as f:
+        return loads(f.read())
 
 
 # -- names, categories, precision -------------------------------------------------------

@@ -253,3 +253,22 @@ def test_reading_a_recording_leaves_the_collector_as_it_was_and_its_runs_out_of_
         assert runs and gc.get_freeze_count() > 0 and not any(r is runs[0] for r in gc.get_objects())
     finally:
         (gc.enable if was_on else gc.disable)()
+
+
+def test_stored_json_reads_as_the_standard_library_reads_it_and_what_orjson_refuses_still_reads(tmp_path):
+    """read_stored parses with orjson where installed (a server's start reads 20 MB of runs): the shipped recording
+    reads back equal to json's reading, and a file orjson refuses (json.dumps writes NaN) is read by json."""
+    import gzip
+    import json
+
+    from profiling.results import loads
+    for name, folder in replay.recordings().items():
+        for file in (RUNS_FILE, SWEEPS_FILE):
+            with gzip.open(folder / file, "rb") as f:
+                assert read_stored(folder / file) == json.loads(f.read()), (name, file)
+    planted = tmp_path / "nan.json.gz"
+    with gzip.open(planted, "wb") as f:
+        f.write(json.dumps([{"x": float("nan"), "big": 2**70}]).encode())
+    read = read_stored(planted)
+    assert read[0]["big"] == 2**70 and read[0]["x"] != read[0]["x"]
+    assert loads(b'[1, 2.5, "a"]') == [1, 2.5, "a"]
