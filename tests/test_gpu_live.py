@@ -9,7 +9,7 @@ import torch
 from conftest import check_headline
 
 from attention_variants import VARIANTS
-from profiling import dispatch, session
+from profiling import dispatch, session, text
 from profiling.environment import detect, torch_release
 from profiling.measurement import measure_runs
 from profiling.request import LIVE, Request
@@ -63,7 +63,8 @@ def test_a_live_comparison_ranks_by_the_test_and_says_so_in_the_headline():
     a, b = answer.result.a, answer.result.b
     assert a.ok and b.ok and a.session == b.session
     title = check_headline(json.loads(json.dumps(answer.to_dict())))
-    assert "SDPA · FlashAttention [B] is " in title and " faster than SDPA · math [A] on the H200" in title
+    where = text.on_device(a.environment)  # "on the H200", "on the H100": the card the run had
+    assert "SDPA · FlashAttention [B] is " in title and f" faster than SDPA · math [A] {where}" in title
 
 
 def test_rank3_follows_the_running_torch():
