@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from attention_variants import VARIANTS
-from profiling import budget, environment, timing
+from profiling import budget, environment, reports, timing
 from profiling.environment import Environment, parse_smi
 from profiling.explain import facts
 from profiling.replay import find_recorded, unrecorded_message
@@ -268,6 +268,17 @@ def test_host_cost_is_a_call_s_issue_and_back_to_back_the_pace_of_the_slower_sid
         assert run.back_to_back.median_ms == pytest.approx(pace_ms, rel=0.1)
         assert run.back_to_back.samples == timing.HOST_ROUNDS
     assert host_bound.run.bound == "host" and gpu_bound.run.bound == "gpu"
+    line = reports._host_line(gpu_bound.run)
+    assert "(unprofiled, as issued back to back)" in line and "kept busy" not in line
+
+
+def test_a_replayed_run_s_host_cost_is_said_the_way_its_recording_took_it():
+    """The shipped recording's host costs were taken with each call timed apart behind a parked GPU: a replay says
+    so, not how a live run takes them today."""
+    run = find_recorded("h200-torch2.11", "sdpa_flash", Workload.blog())
+    assert run.host_cost.method == "perf_counter per call, GPU parked"
+    line = reports._host_line(run)
+    assert "(unprofiled, each call timed apart, the GPU kept busy)" in line and "issued back to back" not in line
 
 
 # -- cold: the L2 flushed before every timed call, outside its events ---------------------------------------------
