@@ -218,13 +218,13 @@ COSTS = {
 }
 # What `measure` calls: the first call and 2 warm-up calls, 4 under the profiler (which slows them, ~1.2x),
 # and timed ones: on a CPU at least 20 interleaved rounds, more while the spread is wide (the pair's 1 s
-# budget, half each); on a GPU at least 8 event samples, and the host figures' back-to-back calls (20 at
-# least, each timed as issued: the host cost); a GPU forward of a millisecond or more: 2 probes, 8 samples and 4
-# host rounds (timing.LONG_HOST_ROUNDS) of 1 settling and 10 back-to-back calls (2 from 10 ms).
+# budget, half each); on a GPU at least 8 event samples, and the host figures' back-to-back and parked
+# calls (20 each at least); a GPU forward of a millisecond or more: 2 probes, 8 samples and 4 host rounds
+# (timing.LONG_HOST_ROUNDS) of 1 settling, 10 back-to-back (2 from 10 ms) and 2 parked calls.
 _UNTIMED_CALLS = 3 + 4 * 1.2
-_MIN_TIMED_CALLS = {"cpu": 20, "cuda": 28}
-_LONG_CALL_S, _LONG_TIMED_CALLS = 1e-3, {"cpu": 20, "cuda": 22}
-_MID_TIMED_CALLS = {"cpu": 20, "cuda": 54}  # 1 to 10 ms on a GPU: back-to-back rounds of 10 calls
+_MIN_TIMED_CALLS = {"cpu": 20, "cuda": 48}
+_LONG_CALL_S, _LONG_TIMED_CALLS = 1e-3, {"cpu": 20, "cuda": 30}
+_MID_TIMED_CALLS = {"cpu": 20, "cuda": 62}  # 1 to 10 ms on a GPU: back-to-back rounds of 10 calls
 _TIMING_S = {"cpu": 0.5, "cuda": 0.1}
 
 

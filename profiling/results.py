@@ -200,7 +200,7 @@ class Run:
     # The host, three figures each named for what it is (GPU runs; on a CPU the host does the work itself):
     # (on a GPU, of one call: a forward, or a whole training step, which a backward view's call is too; taken as a
     # warm loop in every timing mode)
-    host_cost: Timing | None = None           # CPU time to issue one call, as issued back to back
+    host_cost: Timing | None = None           # CPU time to issue one call while the GPU is kept busy
     pin_cost_ms: float | None = None          # entering and leaving the sdpa_kernel pin, costed apart
     back_to_back: Timing | None = None        # wall time per call of a plain loop of calls, per round
     profiled_host_ms: float | None = None     # one call's record_function range: includes profiler overhead

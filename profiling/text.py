@@ -153,16 +153,6 @@ def host_call(workload) -> str:
     return "step" if workload.passes != "fwd" else "forward"
 
 
-# How a host cost was taken, by its Timing's method: a recording keeps the way its runs were measured.
-HOST_COST_WAYS = {"perf_counter per call, GPU parked": "each call timed apart, the GPU kept busy",
-                  "perf_counter per call, as issued back to back": "as issued back to back"}
-
-
-def host_cost_way(method: str) -> str:
-    """How a run's host cost was taken, in words ("as issued back to back"); an unknown method as it is."""
-    return HOST_COST_WAYS.get(method, method)
-
-
 def on_device(env) -> str:
     """Where a run ran, in words that stay true when it is replayed elsewhere: "on the H200", "on the CPU"."""
     return f"on the {machine(env)}"

@@ -35,13 +35,16 @@ CPU_TIMING_BUDGET_S = 1.0     # CPU, per comparison: more samples while the spre
 CPU_MAX_SAMPLES = 200
 CPU_MIN_ROUNDS = 20
 SETTLED_SPREAD = 0.10         # a CPU timing has settled when its quartiles are within 10% of its median
-HOST_FIGURES_BUDGET_S = 0.02  # the back-to-back loops (each call's issue the host cost): this long, 20 to 300 calls
+HOST_FIGURES_BUDGET_S = 0.02  # back-to-back and host cost: this long each, 20 to 300 calls
 HOST_COST_CALLS = (20, 300)
 HOST_ROUNDS = 8               # back-to-back samples per variant, one per round
 LONG_HOST_ROUNDS = 4          # ... for a call of LONG_CALL_S or more: GPU-bound beyond doubt, and each round costs
-                              # 3 to 11 whole calls (flash at S=16,384 in the H200 recording: 14 ms a call); budget
-                              # prices 4
+                              # 5 to 13 whole calls (flash at S=16,384 in the H200 recording: 14 ms a call, 8 rounds
+                              # of 5 are 0.57 s a variant, a live sweep's largest share); budget prices 4
 LOOP_CALLS = 10               # the fewest calls of a back-to-back sample of calls under 10 ms
+QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well under CUDA's queue depth
+MAX_LAUNCHES_PER_CALL = 64    # more than any variant launches per call (math at S=4096: 24 kernels); the host
+                              # figures come before the profile, so the real count is not known yet
 LONG_CALL_S = 1e-3            # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls
                               # (budget._LONG_TIMED_CALLS prices what it takes)
 HOST_CALL_MAX_S = 5e-4        # a first guess of the host's time to issue a call, before it is measured (math: ~0.16
@@ -171,22 +174,26 @@ Marks = list[list["torch.cuda.Event | None"]]  # per call: an event before each 
 
 
 def _marks(s: Timed, calls: int, **kind) -> Marks:
+    """A sample's events: before each phase of each call and after the last. (Two events around a whole sample of
+    calls, timed with no gap, read S=256 8-11% below per-call event pairs on an H100, the convention a bare loop
+    and triton's do_bench keep: the pairs stay.)"""
     return [[torch.cuda.Event(enable_timing=True, **kind) for _ in range(len(s.phases) + 1)] for _ in range(calls)]
 
 
 def _issuing(s: Timed, marks: Marks, flush: Callable[[], None] | None = None) -> Callable[[], None]:
     """Issue one call per entry of `marks`, each phase after its event (None: no event), the L2 flushed before each
-    call (cold), outside its events."""
+    call (cold), outside its events; every event recorded on the stream current when it issues (fetched once)."""
     def issue() -> None:
+        stream = torch.cuda.current_stream()
         for call in marks:
             if flush is not None:
                 flush()
             for mark, phase in zip(call, s.phases):
                 if mark is not None:
-                    mark.record()
+                    mark.record(stream)
                 phase()
             if call[-1] is not None:
-                call[-1].record()
+                call[-1].record(stream)
     return issue
 
 
@@ -462,27 +469,28 @@ def host_rounds(gpu_ms: float) -> int:
     return HOST_ROUNDS if gpu_ms < LONG_CALL_S * 1000 else LONG_HOST_ROUNDS
 
 
-def _host_plan(s: Timed) -> int:
-    """Back-to-back calls per round: what the budget allows (HOST_FIGURES_BUDGET_S, within HOST_COST_CALLS over the
-    rounds), at least LOOP_CALLS, or 2 for a call of 10 ms or more."""
+def _host_plan(s: Timed) -> tuple[int, int, float]:
+    """Per round: (back-to-back calls, host-cost calls, a generous guess of one call's host time in seconds)."""
     gpu_s = s.run.warm_call_ms / 1000.0
     host_guess_s = max(s.estimate_s, 1e-4) if gpu_s < LONG_CALL_S else HOST_CALL_MAX_S  # a warm call: an upper bound
     per_call_s = max(gpu_s, host_guess_s)
-    loop = _calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // host_rounds(s.run.warm_call_ms)
+    rounds = host_rounds(s.run.warm_call_ms)
+    loop = _calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // rounds
+    calls = min(_calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // rounds,
+                QUEUE_LAUNCHES // MAX_LAUNCHES_PER_CALL)
     # a loop's first call is issued before the GPU has work: over 10 calls its host time is a tenth of the pace,
     # over 2 half (a 1.1 ms step read 10% slow); only calls of 10 ms and more can afford 2
-    return max(LOOP_CALLS if gpu_s < 10 * LONG_CALL_S else 2, loop)
+    return max(LOOP_CALLS if gpu_s < 10 * LONG_CALL_S else 2, loop), max(2, calls), host_guess_s
 
 
 def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
-    """Back-to-back time per call (a plain loop: what a model sees) and host cost per call (each call of that loop
-    timed as the host issues it: the GPU busy with the calls before it, or idle waiting for the host, the host never
-    waiting on it), in every timing mode; which side sets the pace is `Run.bound`'s.
+    """Back-to-back time per call (a plain loop: what a model sees) and host cost per call (each call timed
+    while the GPU is parked, so the host never waits on it), in every timing mode; which side sets the pace is
+    `Run.bound`'s.
     Taken in rounds (`host_rounds`: fewer for a call of a millisecond or more) that alternate between the variants,
     so a drift in the host's speed (seen on the H200: one variant's median moving from 17 to 26 µs between two
-    moments) hits all alike. (Before: calls timed apart behind a parked GPU, whole calls more a round;
-    bench/h200/host_cost_check.py sets the two readings side by side.)"""
-    loops_of = {id(s): _host_plan(s) for s in subjects}
+    moments) hits all alike."""
+    plans = {id(s): _host_plan(s) for s in subjects}
     loops: dict[int, list[float]] = {id(s): [] for s in subjects}
     host_ms: dict[int, list[float]] = {id(s): [] for s in subjects}
     try:
@@ -491,26 +499,29 @@ def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
             for s in subjects:
                 if round_ >= host_rounds(s.run.warm_call_ms):
                     continue
-                issued = []
+                loop, calls, host_guess_s = plans[id(s)]
                 with s.context():  # entered outside every timed call
                     # settle after whatever ran before (another variant): a long call settles in one
                     for _ in range(3 if s.run.warm_call_ms < LONG_CALL_S * 1000 else 1):
                         s.call()
                     torch.cuda.synchronize()
                     t0 = time.perf_counter()
-                    for _ in range(loops_of[id(s)]):
-                        t1 = time.perf_counter()
+                    for _ in range(loop):
                         s.call()
-                        issued.append(time.perf_counter() - t1)
                     torch.cuda.synchronize()
-                    loops[id(s)].append((time.perf_counter() - t0) * 1000.0 / len(issued))
-                host_ms[id(s)] += [t * 1000.0 for t in issued]
+                    loops[id(s)].append((time.perf_counter() - t0) * 1000.0 / loop)
+                    _park_gpu(1.5 * calls * host_guess_s + 0.002)
+                    for _ in range(calls):
+                        t0 = time.perf_counter()
+                        s.call()
+                        host_ms[id(s)].append((time.perf_counter() - t0) * 1000.0)
+                    torch.cuda.synchronize()
     finally:  # a stop keeps the rounds taken
         for s in subjects:
             if loops[id(s)] and host_ms[id(s)]:
                 run = s.run
                 run.back_to_back = Timing.of(loops[id(s)], "perf_counter per loop of calls")
-                run.host_cost = Timing.of(host_ms[id(s)], "perf_counter per call, as issued back to back")
+                run.host_cost = Timing.of(host_ms[id(s)], "perf_counter per call, GPU parked")
 
 
 def pin_cost_ms(variant: Variant) -> float | None:

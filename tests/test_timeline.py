@@ -102,7 +102,7 @@ def _big_enough(figure) -> bool:
 
 @pytest.mark.parametrize("a, b", [("naive", "flex"), ("sdpa_flash", "sdpa_cudnn")])
 def test_the_timing_chart_draws_the_unprofiled_host_cost_and_marks_the_back_to_back_pace(a, b):
-    """Per run: a bar of GPU time, a bar of the host's cost to issue one call (unprofiled, as issued back to back), and a mark
+    """Per run: a bar of GPU time, a bar of the host's cost to issue one call (unprofiled, GPU kept busy), and a mark
     at the back-to-back pace; the profiled range (which includes the profiler's overhead) is drawn nowhere."""
     comparison = Comparison(RUNS[a], RUNS[b])
     figure = timing_figure(comparison)
