@@ -599,3 +599,11 @@ def test_no_nvml_library_on_this_machine_is_none_not_a_failure():
     finally:
         environment._nvml_library.cache_clear()
     assert library is None or hasattr(library, "nvmlDeviceGetClockInfo")  # there or not; never an exception
+
+
+def test_the_readme_says_the_batches_and_the_park_the_code_takes():
+    from pathlib import Path
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    assert (f"up to {timing.BATCH_GPU_S * 1000:g} ms of GPU work and {timing.BATCH_CALLS} calls behind one park, "
+            f"which lasts {timing.PARK_MARGIN:g}× the host's measured lead") in readme
+    assert "twice at most" in readme and timing.PARK_RETRIES == 2
