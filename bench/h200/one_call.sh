@@ -12,4 +12,4 @@ OUT=$OUT timeout 130 python3 bench/h200/batch_check.py > $OUT/batch_check.log 2>
 OUT=$OUT timeout 80 python3 bench/h200/host_cost_check.py > $OUT/host_cost_check.log 2>&1; tail -26 $OUT/host_cost_check.log
 OUT=$OUT timeout 170 python3 bench/latency.py --quick --api-only --starts 1 > $OUT/latency.txt 2>$OUT/latency_stderr.txt
 tail -16 $OUT/latency.txt; tail -3 $OUT/latency_stderr.txt
-[ "$TESTS" = 1 ] && timeout 60 python3 -m pytest -q -p no:cacheprovider -x tests/test_gpu_live.py 2>&1 | tail -4
+[ "$TESTS" = 1 ] && timeout 60 python3 -m pytest -o addopts=-ra -q -p no:cacheprovider tests/test_gpu_live.py 2>&1 | tail -8
