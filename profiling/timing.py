@@ -42,7 +42,11 @@ LONG_HOST_ROUNDS = 4          # ... for a call of LONG_CALL_S or more: GPU-bound
                               # 5 to 13 whole calls (flash at S=16,384 in the H200 recording: 14 ms a call, 8 rounds
                               # of 5 are 0.57 s a variant, a live sweep's largest share); budget prices 4
 LOOP_CALLS = 10               # the fewest calls of a back-to-back sample of calls under 10 ms
-QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well under CUDA's queue depth
+QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well under CUDA's queue depth (a full queue
+                              # makes the host wait while the GPU, its park over, reaches samples still being issued:
+                              # taken again in vain, then marked as gaps)
+MIN_LAUNCH_S = 2.5e-6         # no launch holds the GPU less (the H200 recording's fewest: 2.9 µs a launch, cuDNN's 7
+                              # a call in a graph): a call of t seconds queues t / MIN_LAUNCH_S launches at most
 MAX_LAUNCHES_PER_CALL = 64    # more than any variant launches per call (math at S=4096: 24 kernels); the host
                               # figures come before the profile, so the real count is not known yet
 LONG_CALL_S = 1e-3            # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls
@@ -53,9 +57,8 @@ PROBE_PARK_S = 0.002          # the probe's park beyond its guess: its calls are
 PARK_MARGIN = 1.5             # park for this many times the host's measured lead ...
 PARK_SLACK_S = 20e-6          # ... plus this
 PARK_RETRIES = 2              # a sample the GPU reached before the host had issued it is taken again, parked longer
-BATCH_GPU_S = 3e-3            # samples queued behind one park: up to this much GPU work and BATCH_CALLS calls (0: one
-BATCH_CALLS = 128             # sample a park). A queue this deep never starves the GPU: were it full, the host would
-                              # wait for room, the GPU busy with what is queued
+BATCH_GPU_S = 3e-3            # samples queued behind one park: up to this much GPU work, BATCH_CALLS calls and
+BATCH_CALLS = 128             # QUEUE_LAUNCHES launches at most (`_entries`) (0: one sample a park)
 PIN_CALLS = 100               # the pin's median: 200 calls came no closer to 5×1,000 calls' (95th percentile 0.9%
                               # off for both; 50 calls 1.2%, worst 62%: this CPU); H200: ~35 µs a call, 3.5 ms a variant
 FLUSH_FALLBACK_BYTES = 256 * 2**20  # tritonbench's flush, where the device does not report its L2
@@ -207,6 +210,12 @@ def _wanted(group: int, per_call_s: float) -> int:
     return int(min(MAX_SAMPLES, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * per_call_s))))
 
 
+def _entries(s: Timed, per_call_s: float, flush: Callable[[], None] | None) -> int:
+    """The most a call of `per_call_s` on the GPU adds to its queue: a launch per MIN_LAUNCH_S of it, its events and
+    the flush before it (cold)."""
+    return math.ceil(per_call_s / MIN_LAUNCH_S) + len(s.phases) + 1 + (flush is not None)
+
+
 def _per_phase(marks_per_sample: list[Marks], phases: int, calls: int) -> list[list[float]]:
     """Each phase's ms per call, sample by sample: the sum over a sample's calls over their number."""
     return [[sum(call[p].elapsed_time(call[p + 1]) for call in marks) / calls for marks in marks_per_sample]
@@ -216,8 +225,8 @@ def _per_phase(marks_per_sample: list[Marks], phases: int, calls: int) -> list[l
 def time_gpu(subjects: list[Timed], check: Callable[[], None], flush: Callable[[], None] | None = None) -> None:
     """CUDA events around groups of calls, queued behind a parked GPU (`_sample`: the host's measured lead), so the
     events time the GPU's work alone and not the gaps a slow host would leave between launches; the variants take
-    their samples in turn, round by round, up to BATCH_GPU_S of GPU work and BATCH_CALLS calls behind one park (one
-    wait for the GPU a batch, not a sample). Within a call an event between the forward and the backward times each
+    their samples in turn, round by round, up to BATCH_GPU_S of GPU work, BATCH_CALLS calls and QUEUE_LAUNCHES
+    launches behind one park (one wait for the GPU a batch, not a sample). Within a call an event between the forward and the backward times each
     apart. With `flush` (cold), the L2 is flushed before every call, outside its events."""
     plans = {}
     for s in subjects:
@@ -228,25 +237,27 @@ def time_gpu(subjects: list[Timed], check: Callable[[], None], flush: Callable[[
         torch.cuda.synchronize()
         per_call_s = max(sum(sum(_per_phase([marks], len(s.phases), probes), [])) / 1000.0, 1e-7)
         group = _group(per_call_s)
-        plans[id(s)] = (group, _wanted(group, per_call_s), [], Park(park.issue_s, group), group * per_call_s)
+        plans[id(s)] = (group, _wanted(group, per_call_s), [], Park(park.issue_s, group), group * per_call_s,
+                        group * _entries(s, per_call_s, flush))
     # the samples in the order they are taken: round by round, each variant that still wants one
     order = [s for round_ in range(max((plan[1] for plan in plans.values()), default=0))
              for s in subjects if round_ < plans[id(s)][1]]
     while order:
         check()
-        batch, batch_s, calls = [], 0.0, 0
+        batch, batch_s, calls, queued = [], 0.0, 0, 0
         while order and (not batch or (batch_s + plans[id(order[0])][4] <= BATCH_GPU_S
-                                       and calls + plans[id(order[0])][0] <= BATCH_CALLS)):
+                                       and calls + plans[id(order[0])][0] <= BATCH_CALLS
+                                       and queued + plans[id(order[0])][5] <= QUEUE_LAUNCHES)):
             s = order.pop(0)
-            group, _, samples, park, sample_s = plans[id(s)]
+            group, _, samples, park, sample_s, entries = plans[id(s)]
             marks = _marks(s, group)
             samples.append(marks)
             batch.append(_Queued(park, _in_context(s, _issuing(s, marks, flush)), marks[0][0].query, sample_s))
-            batch_s, calls = batch_s + sample_s, calls + group
+            batch_s, calls, queued = batch_s + sample_s, calls + group, queued + entries
         _take(batch)
     torch.cuda.synchronize()
     for s in subjects:
-        group, _, samples, park, _ = plans[id(s)]
+        group, _, samples, park, *_ = plans[id(s)]
         method = ("cuda events" if group == 1 else f"cuda events per {group} calls") + \
             (", L2 flushed before each call" if flush is not None else "")
         _pass_timings(s.run, _per_phase(samples, len(s.phases), group), method)
