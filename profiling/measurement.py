@@ -171,6 +171,7 @@ class _Subject:
     phases: list[Callable[[], None]] = field(default_factory=list)
     inputs: Inputs | None = None
     estimate_s: float = 0.0
+    issue_s: float | None = None
     finished: bool = False
 
     @property

@@ -18,7 +18,8 @@ import math
 import statistics
 import time
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 import torch
@@ -56,7 +57,11 @@ HOST_CALL_MAX_S = 5e-4        # a first guess of the host's time to issue a call
 PROBE_PARK_S = 0.002          # the probe's park beyond its guess: its calls are not timed yet
 PARK_MARGIN = 1.5             # park for this many times the host's measured lead ...
 PARK_SLACK_S = 20e-6          # ... plus this
+HOST_PARK_SLACK_S = 1e-4      # the host cost's park beyond 1.5x its calls' measured issue (2 ms beyond a guess before:
+                              # ~32 ms of idle GPU in a fused pair's 16 rounds)
 PARK_RETRIES = 2              # a sample the GPU reached before the host had issued it is taken again, parked longer
+ISSUE_WINDOW = 5              # a park follows the median issue of its variant's last 5 samples: a stall of the host
+                              # (another thread holding the GIL, the collector) is retaken, and lengthens no park
 BATCH_GPU_S = 3e-3            # samples queued behind one park: up to this much GPU work, BATCH_CALLS calls and
 BATCH_CALLS = 128             # QUEUE_LAUNCHES launches at most (`_entries`) (0: one sample a park)
 PIN_CALLS = 100               # the pin's median: 200 calls came no closer to 5×1,000 calls' (95th percentile 0.9%
@@ -75,6 +80,7 @@ class Timed(Protocol):
     run: Run
     phases: list[Callable[[], None]]  # one call: the forward, or a training step's forward then backward
     estimate_s: float                 # a warm call's wall time, from the warm-up
+    issue_s: float | None             # the host's time to issue one call, its events included: `time_gpu` measures it
 
     def call(self) -> None: ...
 
@@ -106,17 +112,22 @@ def _pass_timings(run: Run, per_phase: list[list[float]], method: str) -> None:
 
 @dataclass
 class Park:
-    """A variant's park: the host's time to issue one of its calls (measured, the longest seen), how many calls a
-    sample holds, and whether a sample still found the GPU waiting after PARK_RETRIES retakes (`ran_out` ->
-    `Timing.host_gaps`)."""
+    """A variant's park: the host's time to issue one of its calls (measured: the median of its last ISSUE_WINDOW
+    samples; a guess before the first), how many calls a sample holds, and whether a sample still found the GPU
+    waiting after PARK_RETRIES retakes (`ran_out` -> `Timing.host_gaps`)."""
     issue_s: float                 # the host's time to issue one call
     calls: int                     # calls a sample holds
     slack_s: float = PARK_SLACK_S
     ran_out: bool = False
+    seen: deque = field(default_factory=lambda: deque(maxlen=ISSUE_WINDOW), repr=False)
 
     def learn(self, issued_s: float) -> None:
-        """A sample's calls took the host `issued_s` to issue."""
-        self.issue_s = max(self.issue_s, issued_s / self.calls)
+        """A sample's calls took the host `issued_s` to issue. (The longest ever seen, kept for good, let every stall
+        of the host lengthen all later parks, and each retake's doubling stayed too: on an H100 behind gradio's
+        server, whose threads take the GIL now and then, the parks grew to 12 ms a call and a warm fused pair's
+        timing from 0.05-0.09 s to 0.20-0.40 s.)"""
+        self.seen.append(issued_s / self.calls)
+        self.issue_s = statistics.median(self.seen)
 
 
 @dataclass
@@ -136,7 +147,7 @@ def _lead_s(batch: list[_Queued]) -> float:
     (GPU-bound samples: about the first one's issue; host-bound ones: what the host falls behind over them all)."""
     lead = issued = ran = 0.0
     for q in batch:
-        issued += q.park.calls * q.park.issue_s
+        issued += q.park.calls * q.park.issue_s * 2 ** q.retries
         lead = max(lead, issued - ran)
         ran += q.gpu_s
     return lead
@@ -145,8 +156,8 @@ def _lead_s(batch: list[_Queued]) -> float:
 def _sample(batch: list[_Queued]) -> list[_Queued]:
     """Queue `batch` behind one parked GPU, parked for the host's lead (`_lead_s`, with a margin), and issue it; the
     samples whose first event the GPU had reached before the host finished issuing them may hold a wait on the host:
-    they come back to be taken again, their variant's issue time doubled (once a batch), up to PARK_RETRIES times;
-    one that still found the GPU there is kept and marks its timing (`Park.ran_out`)."""
+    they come back to be taken again, their issue time doubled for each retake (`_lead_s`), up to PARK_RETRIES
+    times; one that still found the GPU there is kept and marks its timing (`Park.ran_out`)."""
     torch.cuda.synchronize()
     _park_gpu(PARK_MARGIN * _lead_s(batch) + max(q.park.slack_s for q in batch))
     caught = []
@@ -157,8 +168,6 @@ def _sample(batch: list[_Queued]) -> list[_Queued]:
         if q.reached():
             caught.append(q)
     again = [q for q in caught if q.retries < PARK_RETRIES]
-    for park in {id(q.park): q.park for q in again}.values():
-        park.issue_s *= 2
     for q in caught:
         if q.retries < PARK_RETRIES:
             q.retries += 1
@@ -262,6 +271,7 @@ def time_gpu(subjects: list[Timed], check: Callable[[], None], flush: Callable[[
             (", L2 flushed before each call" if flush is not None else "")
         _pass_timings(s.run, _per_phase(samples, len(s.phases), group), method)
         _mark_gaps(s.run, park.ran_out)
+        s.issue_s = park.issue_s
 
 
 def _in_context(s: Timed, issue: Callable[[], None]) -> Callable[[], None]:
@@ -481,7 +491,8 @@ def host_rounds(gpu_ms: float) -> int:
 
 
 def _host_plan(s: Timed) -> tuple[int, int, float]:
-    """Per round: (back-to-back calls, host-cost calls, a generous guess of one call's host time in seconds)."""
+    """Per round: (back-to-back calls, host-cost calls, the park before the host-cost calls in seconds: PARK_MARGIN
+    times their issue as `time_gpu` measured it, or a generous guess of it where it did not)."""
     gpu_s = s.run.warm_call_ms / 1000.0
     host_guess_s = max(s.estimate_s, 1e-4) if gpu_s < LONG_CALL_S else HOST_CALL_MAX_S  # a warm call: an upper bound
     per_call_s = max(gpu_s, host_guess_s)
@@ -491,7 +502,10 @@ def _host_plan(s: Timed) -> tuple[int, int, float]:
                 QUEUE_LAUNCHES // MAX_LAUNCHES_PER_CALL)
     # a loop's first call is issued before the GPU has work: over 10 calls its host time is a tenth of the pace,
     # over 2 half (a 1.1 ms step read 10% slow); only calls of 10 ms and more can afford 2
-    return max(LOOP_CALLS if gpu_s < 10 * LONG_CALL_S else 2, loop), max(2, calls), host_guess_s
+    calls = max(2, calls)
+    park_s = (PARK_MARGIN * calls * s.issue_s + HOST_PARK_SLACK_S if s.issue_s
+              else 1.5 * calls * host_guess_s + 0.002)
+    return max(LOOP_CALLS if gpu_s < 10 * LONG_CALL_S else 2, loop), calls, park_s
 
 
 def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
@@ -510,7 +524,7 @@ def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
             for s in subjects:
                 if round_ >= host_rounds(s.run.warm_call_ms):
                     continue
-                loop, calls, host_guess_s = plans[id(s)]
+                loop, calls, park_s = plans[id(s)]
                 with s.context():  # entered outside every timed call
                     # settle after whatever ran before (another variant): a long call settles in one
                     for _ in range(3 if s.run.warm_call_ms < LONG_CALL_S * 1000 else 1):
@@ -521,7 +535,7 @@ def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
                         s.call()
                     torch.cuda.synchronize()
                     loops[id(s)].append((time.perf_counter() - t0) * 1000.0 / loop)
-                    _park_gpu(1.5 * calls * host_guess_s + 0.002)
+                    _park_gpu(park_s)
                     for _ in range(calls):
                         t0 = time.perf_counter()
                         s.call()
