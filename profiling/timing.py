@@ -508,6 +508,14 @@ def _host_plan(s: Timed) -> tuple[int, int, float]:
     return max(LOOP_CALLS if gpu_s < 10 * LONG_CALL_S else 2, loop), calls, park_s
 
 
+def _settle_calls(gpu_ms: float) -> int:
+    """Calls that settle the GPU after whatever ran before a round's loop (another variant's calls): three short ones,
+    one of a millisecond or more; none before a call of 10 ms or more, which nothing before it changes (an L2 of
+    50-60 MB is refilled within its first microseconds) and whose settling call cost 8 whole calls a measurement:
+    0.4 s of a live sweep's 9 at S=32,768 on an H100."""
+    return 3 if gpu_ms < LONG_CALL_S * 1000 else 1 if gpu_ms < 10 * LONG_CALL_S * 1000 else 0
+
+
 def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
     """Back-to-back time per call (a plain loop: what a model sees) and host cost per call (each call timed
     while the GPU is parked, so the host never waits on it), in every timing mode; which side sets the pace is
@@ -526,8 +534,7 @@ def host_figures(subjects: list[Timed], check: Callable[[], None]) -> None:
                     continue
                 loop, calls, park_s = plans[id(s)]
                 with s.context():  # entered outside every timed call
-                    # settle after whatever ran before (another variant): a long call settles in one
-                    for _ in range(3 if s.run.warm_call_ms < LONG_CALL_S * 1000 else 1):
+                    for _ in range(_settle_calls(s.run.warm_call_ms)):
                         s.call()
                     torch.cuda.synchronize()
                     t0 = time.perf_counter()
