@@ -42,7 +42,9 @@ HOST_ROUNDS = 8               # back-to-back samples per variant, one per round
 LONG_HOST_ROUNDS = 4          # ... for a call of LONG_CALL_S or more: GPU-bound beyond doubt, and each round costs
                               # 5 to 13 whole calls (flash at S=16,384 in the H200 recording: 14 ms a call, 8 rounds
                               # of 5 are 0.57 s a variant, a live sweep's largest share); budget prices 4
-LOOP_CALLS = 10               # the fewest calls of a back-to-back sample of calls under 10 ms
+LOOP_CALLS = 10               # the fewest calls of a back-to-back sample of calls under 10 ms (the most, for calls of
+                              # a millisecond or more whose issue `time_gpu` has measured: `_loop_calls`)
+LOOP_BIAS = 0.01              # ... which take as many as make their first call's issue at most 1% of the loop
 QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well under CUDA's queue depth (a full queue
                               # makes the host wait while the GPU, its park over, reaches samples still being issued:
                               # taken again in vain, then marked as gaps)
@@ -500,12 +502,21 @@ def _host_plan(s: Timed) -> tuple[int, int, float]:
     loop = _calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // rounds
     calls = min(_calls(per_call_s, HOST_FIGURES_BUDGET_S / per_call_s) // rounds,
                 QUEUE_LAUNCHES // MAX_LAUNCHES_PER_CALL)
-    # a loop's first call is issued before the GPU has work: over 10 calls its host time is a tenth of the pace,
-    # over 2 half (a 1.1 ms step read 10% slow); only calls of 10 ms and more can afford 2
     calls = max(2, calls)
     park_s = (PARK_MARGIN * calls * s.issue_s + HOST_PARK_SLACK_S if s.issue_s
               else 1.5 * calls * host_guess_s + 0.002)
-    return max(LOOP_CALLS if gpu_s < 10 * LONG_CALL_S else 2, loop), calls, park_s
+    return max(LOOP_CALLS, loop) if gpu_s < LONG_CALL_S else _loop_calls(gpu_s, s.issue_s), calls, park_s
+
+
+def _loop_calls(gpu_s: float, issue_s: float | None) -> int:
+    """Back-to-back calls a round of a call of a millisecond or more: a loop's first call is issued before the GPU
+    has work, which a GPU-bound loop adds to its pace (a 1.1 ms step read 10% slow over 2 calls), so as many as make
+    that issue (as `time_gpu` measured it) at most LOOP_BIAS of the loop, 2 to LOOP_CALLS (fused calls of 1-10 ms
+    issue in ~0.03-0.06 ms: 10 calls were 4-8 whole calls more a round than that needs); where it is not measured,
+    LOOP_CALLS under 10 ms and 2 from there."""
+    if not issue_s:
+        return LOOP_CALLS if gpu_s < 10 * LONG_CALL_S else 2
+    return min(LOOP_CALLS, max(2, math.ceil(round(issue_s / (LOOP_BIAS * gpu_s), 6))))
 
 
 def _settle_calls(gpu_ms: float) -> int:

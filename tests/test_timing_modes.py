@@ -366,6 +366,26 @@ def test_the_host_cost_s_park_covers_its_calls_issue_as_time_gpu_measured_it(gpu
     assert sum(gpu.parks) < guessed / 3
 
 
+@pytest.mark.parametrize("issue_s, gpu_s, loop", [(3e-5, 3e-3, 2), (1e-4, 2e-3, 5), (3e-4, 1.2e-3, timing.LOOP_CALLS)])
+def test_a_long_call_s_loop_is_as_long_as_its_measured_issue_needs(gpu, issue_s, gpu_s, loop):
+    """A GPU-bound loop's first call is issued before the GPU has work, which the loop's pace carries: calls of a
+    millisecond or more take as many back to back as keep that within LOOP_BIAS (1%) of the loop, by the issue
+    time_gpu measured, up to LOOP_CALLS (naive at 1.2 ms issues in ~0.3 ms: 2.5% over 10); the pace then is the
+    GPU's within that."""
+    s = subject(gpu, host_s=(issue_s,), gpu_s=(gpu_s,))
+    timing.time_gpu([s], lambda: None)
+    assert s.issue_s == pytest.approx(issue_s, rel=0.05)
+    gpu.log.clear()
+    timing.host_figures([s], lambda: None)
+    settle, parked = timing._settle_calls(gpu_s * 1000), timing._host_plan(s)[1]
+    assert timing._host_plan(s)[0] == loop
+    assert gpu.log.count("phase0") == timing.LONG_HOST_ROUNDS * (settle + loop + parked)
+    bias = issue_s / (loop * gpu_s)
+    assert bias <= timing.LOOP_BIAS or loop == timing.LOOP_CALLS
+    assert s.run.back_to_back.median_ms == pytest.approx(gpu_s * 1000 * (1 + bias), rel=1e-3)
+    assert s.run.bound == "gpu"
+
+
 def test_every_call_of_a_sample_is_timed_between_its_own_events(gpu):
     """Each call of a sample (a group of short calls) between its own events, before each phase and after the last,
     as a bare loop and triton's do_bench time them (two events around a whole group read S=256 8-11% lower on an
