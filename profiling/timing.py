@@ -50,6 +50,9 @@ QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well unde
                               # taken again in vain, then marked as gaps)
 MIN_LAUNCH_S = 2.5e-6         # no launch holds the GPU less (the H200 recording's fewest: 2.9 µs a launch, cuDNN's 7
                               # a call in a graph): a call of t seconds queues t / MIN_LAUNCH_S launches at most
+MIN_LAUNCH_HOST_S = 1e-6      # nor does a launch take the host less (cudaLaunchKernel alone: 2-5 µs): a call the host
+                              # issues in t seconds queues t / MIN_LAUNCH_HOST_S launches at most (naive at 1.26 ms of
+                              # GPU, ~0.25 ms to issue: 250, not the GPU bound's 504, which let no two samples share a park)
 MAX_LAUNCHES_PER_CALL = 64    # more than any variant launches per call (math at S=4096: 24 kernels); the host
                               # figures come before the profile, so the real count is not known yet
 LONG_CALL_S = 1e-3            # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls
@@ -221,10 +224,14 @@ def _wanted(group: int, per_call_s: float) -> int:
     return int(min(MAX_SAMPLES, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * per_call_s))))
 
 
-def _entries(s: Timed, per_call_s: float, flush: Callable[[], None] | None) -> int:
-    """The most a call of `per_call_s` on the GPU adds to its queue: a launch per MIN_LAUNCH_S of it, its events and
-    the flush before it (cold)."""
-    return math.ceil(per_call_s / MIN_LAUNCH_S) + len(s.phases) + 1 + (flush is not None)
+def _entries(s: Timed, per_call_s: float, flush: Callable[[], None] | None, issue_s: float | None = None) -> int:
+    """The most a call of `per_call_s` on the GPU, issued in `issue_s` by the host (events included; None: not
+    measured), adds to its queue: a launch per MIN_LAUNCH_S of the one or per MIN_LAUNCH_HOST_S of the other, the
+    fewer, then its events and the flush before it (cold)."""
+    launches = math.ceil(round(per_call_s / MIN_LAUNCH_S, 6))
+    if issue_s:
+        launches = min(launches, math.ceil(round(issue_s / MIN_LAUNCH_HOST_S, 6)))
+    return launches + len(s.phases) + 1 + (flush is not None)
 
 
 def _per_phase(marks_per_sample: list[Marks], phases: int, calls: int) -> list[list[float]]:
@@ -249,7 +256,7 @@ def time_gpu(subjects: list[Timed], check: Callable[[], None], flush: Callable[[
         per_call_s = max(sum(sum(_per_phase([marks], len(s.phases), probes), [])) / 1000.0, 1e-7)
         group = _group(per_call_s)
         plans[id(s)] = (group, _wanted(group, per_call_s), [], Park(park.issue_s, group), group * per_call_s,
-                        group * _entries(s, per_call_s, flush))
+                        group * _entries(s, per_call_s, flush, park.issue_s))
     # the samples in the order they are taken: round by round, each variant that still wants one
     order = [s for round_ in range(max((plan[1] for plan in plans.values()), default=0))
              for s in subjects if round_ < plans[id(s)][1]]

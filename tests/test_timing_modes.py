@@ -261,7 +261,8 @@ def test_rounds_are_queued_together_behind_one_park(gpu, monkeypatch):
     assert a.run.timing.samples == b.run.timing.samples == timing.MAX_SAMPLES
     group = timing._group(9e-5)
     most = min(int(timing.BATCH_GPU_S // (group * 9e-5)),         # samples a batch holds: 16 of 180 µs, but
-               timing.QUEUE_LAUNCHES // (group * timing._entries(a, 9e-5, None)))  # 6 by the launches they may queue
+               timing.QUEUE_LAUNCHES // (group * timing._entries(a, 9e-5, None, a.issue_s)))  # 11 by the launches
+    assert most == 11                                             # they may queue: 20 µs to issue, 20 at most
     batches = gpu.parks[2:]                                       # after a probe each
     assert len(batches) == -(-samples // most) and len(waits) == len(batches) + 2 * 2 + 1  # one a batch, two a probe
     lead = timing.PARK_MARGIN * group * 2e-5 + timing.PARK_SLACK_S
@@ -295,7 +296,7 @@ def test_a_batch_never_queues_more_launches_than_queue_launches(gpu):
 
     def call():
         issued.append(len(gpu.parks))
-        gpu.host(5e-6)
+        gpu.host(2e-5)                                  # time for 20 launches: the GPU's bound is the tighter
         gpu.run(2.7e-5)
     s = subject(gpu)
     s.given = [call]
@@ -304,6 +305,25 @@ def test_a_batch_never_queues_more_launches_than_queue_launches(gpu):
     assert timing._entries(s, 2.7e-5, None) == 11 + 2
     assert max(per_park) * 13 <= timing.QUEUE_LAUNCHES and max(per_park) > timing._group(2.7e-5)
     assert sum(per_park) == s.run.timing.samples * timing._group(2.7e-5) and not s.run.timing.host_gaps
+
+
+def test_a_long_call_s_launches_are_bounded_by_its_issue_too(gpu):
+    """A call of 1.26 ms on the GPU (naive at the blog's size) could hold 504 launches by its GPU time alone, and no
+    two samples would share a park; the host issues it in 0.25 ms, and a launch takes the host MIN_LAUNCH_HOST_S at
+    least: 250 at most, two samples a park."""
+    issued = []
+
+    def call():
+        issued.append(len(gpu.parks))
+        gpu.host(2.5e-4)
+        gpu.run(1.26e-3)
+    s = subject(gpu)
+    s.given, s.estimate_s = [call], 1.3e-3              # the warm-up's wall time: the probe takes two calls
+    assert timing._entries(s, 1.26e-3, None) == 504 + 2
+    assert timing._entries(s, 1.26e-3, None, 2.5e-4) == 250 + 2
+    timing.time_gpu([s], lambda: None)
+    per_park = [issued.count(i) for i in range(2, len(gpu.parks) + 1)]  # after the probe's park
+    assert max(per_park) == 2 and sum(per_park) == s.run.timing.samples and not s.run.timing.host_gaps
 
 
 def test_a_gpu_that_waits_on_nothing_is_not_marked(gpu):
@@ -720,6 +740,7 @@ def test_the_readme_says_the_batches_and_the_park_the_code_takes():
     assert (f"up to {timing.BATCH_GPU_S * 1000:g} ms of GPU work, {timing.BATCH_CALLS} calls and "
             f"{timing.QUEUE_LAUNCHES} launches (a call counted as one launch per {timing.MIN_LAUNCH_S * 1e6:g} µs of its "
             f"GPU time") in readme
+    assert f"or per {timing.MIN_LAUNCH_HOST_S * 1e6:g} µs of the host's issue of it, the fewer" in readme
     assert f"behind one park, which lasts {timing.PARK_MARGIN:g}× the host's measured lead" in readme
     assert "twice at most" in readme and timing.PARK_RETRIES == 2
     assert f"the median of its last {timing.ISSUE_WINDOW} samples'" in readme
