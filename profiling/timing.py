@@ -50,9 +50,10 @@ QUEUE_LAUNCHES = 512          # launches queued behind the parked GPU, well unde
                               # taken again in vain, then marked as gaps)
 MIN_LAUNCH_S = 2.5e-6         # no launch holds the GPU less (the H200 recording's fewest: 2.9 µs a launch, cuDNN's 7
                               # a call in a graph): a call of t seconds queues t / MIN_LAUNCH_S launches at most
-MIN_LAUNCH_HOST_S = 1e-6      # nor does a launch take the host less (cudaLaunchKernel alone: 2-5 µs): a call the host
-                              # issues in t seconds queues t / MIN_LAUNCH_HOST_S launches at most (naive at 1.26 ms of
-                              # GPU, ~0.25 ms to issue: 250, not the GPU bound's 504, which let no two samples share a park)
+MIN_LAUNCH_HOST_S = 1e-6      # nor does a launch take the host less (a kernel launch costs the host microseconds): a
+                              # call the host issues in t seconds queues t / MIN_LAUNCH_HOST_S launches at most (naive
+                              # at 1.26 ms of GPU, ~0.25 ms to issue: 250, not the GPU bound's 504, which let no two
+                              # samples share a park)
 MAX_LAUNCHES_PER_CALL = 64    # more than any variant launches per call (math at S=4096: 24 kernels); the host
                               # figures come before the profile, so the real count is not known yet
 LONG_CALL_S = 1e-3            # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls
@@ -62,8 +63,9 @@ HOST_CALL_MAX_S = 5e-4        # a first guess of the host's time to issue a call
 PROBE_PARK_S = 0.002          # the probe's park beyond its guess: its calls are not timed yet
 PARK_MARGIN = 1.5             # park for this many times the host's measured lead ...
 PARK_SLACK_S = 20e-6          # ... plus this
-HOST_PARK_SLACK_S = 1e-4      # the host cost's park beyond 1.5x its calls' measured issue (2 ms beyond a guess before:
-                              # ~32 ms of idle GPU in a fused pair's 16 rounds)
+HOST_PARK_SLACK_S = 1e-4      # the host cost's park beyond PARK_MARGIN times its calls' issue as time_gpu measured it
+                              # (PROBE_PARK_S beyond a guess where it did not, as before: ~32 ms of idle GPU in a fused
+                              # pair's 16 rounds)
 PARK_RETRIES = 2              # a sample the GPU reached before the host had issued it is taken again, parked longer
 ISSUE_WINDOW = 5              # a park follows the median issue of its variant's last 5 samples: a stall of the host
                               # (another thread holding the GIL, the collector) is retaken, and lengthens no park
@@ -511,7 +513,7 @@ def _host_plan(s: Timed) -> tuple[int, int, float]:
                 QUEUE_LAUNCHES // MAX_LAUNCHES_PER_CALL)
     calls = max(2, calls)
     park_s = (PARK_MARGIN * calls * s.issue_s + HOST_PARK_SLACK_S if s.issue_s
-              else 1.5 * calls * host_guess_s + 0.002)
+              else PARK_MARGIN * calls * host_guess_s + PROBE_PARK_S)
     return max(LOOP_CALLS, loop) if gpu_s < LONG_CALL_S else _loop_calls(gpu_s, s.issue_s), calls, park_s
 
 
