@@ -744,3 +744,5 @@ def test_the_readme_says_the_batches_and_the_park_the_code_takes():
     assert f"behind one park, which lasts {timing.PARK_MARGIN:g}× the host's measured lead" in readme
     assert "twice at most" in readme and timing.PARK_RETRIES == 2
     assert f"the median of its last {timing.ISSUE_WINDOW} samples'" in readme
+    assert (f"within {timing.LOOP_BIAS:.0%} of the loop, 2 to {timing.LOOP_CALLS}" in readme
+            and f"parked for {timing.PARK_MARGIN:g}× the calls' issue" in readme)
