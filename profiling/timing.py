@@ -68,7 +68,8 @@ HOST_PARK_SLACK_S = 1e-4      # the host cost's park beyond PARK_MARGIN times it
                               # pair's 16 rounds)
 PARK_RETRIES = 2              # a sample the GPU reached before the host had issued it is taken again, parked longer
 ISSUE_WINDOW = 5              # a park follows the median issue of its variant's last 5 samples: a stall of the host
-                              # (another thread holding the GIL, the collector) is retaken, and lengthens no park
+                              # (another thread taking the GIL, which torch releases in each event's record; the
+                              # collector) is retaken, and lengthens no park
 BATCH_GPU_S = 3e-3            # samples queued behind one park: up to this much GPU work, BATCH_CALLS calls and
 BATCH_CALLS = 128             # QUEUE_LAUNCHES launches at most (`_entries`) (0: one sample a park)
 PIN_CALLS = 100               # the pin's median: 200 calls came no closer to 5×1,000 calls' (95th percentile 0.9%
