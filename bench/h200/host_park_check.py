@@ -1,0 +1,80 @@
+"""Did the host cost's shorter park move its figure? On a GPU (~1 min; issue 29): the host cost and back-to-back
+figures of live measurements, taken alternately with the park as it is now (PARK_MARGIN times the calls' issue that
+`time_gpu` measured, + HOST_PARK_SLACK_S) and as it was (PARK_MARGIN times a generous guess + PROBE_PARK_S, ~2 ms
+more), the loops alike; each row the median over the measurements of the runs' medians, and the host figures' time.
+
+    python bench/h200/host_park_check.py        # the table on stdout and in $OUT/host_park_check.txt
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+
+import torch  # noqa: E402
+
+from attention_variants import VARIANTS  # noqa: E402
+from profiling import phases, timing  # noqa: E402
+from profiling.measurement import measure_runs  # noqa: E402
+from profiling.workload import Workload  # noqa: E402
+
+OUT = Path(os.environ.get("OUT", "."))
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # a CPU: a dry run, small (no host figures there)
+CASES = [("blog fwd", "sdpa_flash", "sdpa_cudnn", {}), ("blog fwd", "naive", "naive_inplace", {}),
+         ("blog step", "sdpa_flash", "sdpa_cudnn", {"passes": "fwd+bwd"}),
+         ("S=128", "sdpa_flash", "naive", {"seq_len": 128}), ("S=8192", "sdpa_flash", "sdpa_cudnn", {"seq_len": 8192})]
+REPEATS = 3 if DEVICE == "cuda" else 1
+_now = timing._host_plan
+
+
+def _before(s) -> tuple[int, int, float]:
+    """The plan as now, its park as before: from the guess, not the measured issue."""
+    loop, calls, _ = _now(s)
+    issue, s.issue_s = s.issue_s, None
+    try:
+        return (loop, calls, _now(s)[2])
+    finally:
+        s.issue_s = issue
+
+
+def main() -> None:
+    env = f"{torch.cuda.get_device_name()} · torch {torch.__version__}" if DEVICE == "cuda" else "CPU (dry run)"
+    lines = [env, f"{'case':10s} {'variant':14s} {'park':7s} {'host µs':>8s} {'b2b ms':>8s} {'gpu ms':>8s} "
+                  f"{'host figures s':>14s}"]
+    for case, a, b, changes in CASES:
+        w = Workload.blog(device=DEVICE, **changes) if DEVICE == "cuda" else Workload.blog(
+            device="cpu", dtype="fp32", batch=1, heads=2, **changes)
+        got = {}
+        for _ in range(REPEATS):
+            for label, plan in (("now", _now), ("before", _before)):
+                timing._host_plan = plan
+                try:
+                    with phases.recording() as spent:
+                        runs = measure_runs([VARIANTS[a], VARIANTS[b]], w)
+                finally:
+                    timing._host_plan = _now
+                for run in runs:
+                    row = got.setdefault((run.variant, label), {"host": [], "b2b": [], "gpu": [], "s": []})
+                    if run.host_cost is not None:
+                        row["host"].append(run.host_cost.median_ms * 1000)
+                        row["b2b"].append(run.back_to_back.median_ms)
+                    row["gpu"].append(run.gpu_ms or 0.0)
+                    row["s"].append(spent.get("host figures", 0.0))
+        for (variant, label), row in got.items():
+            med = {k: statistics.median(v) if v else float("nan") for k, v in row.items()}
+            lines.append(f"{case:10s} {variant:14s} {label:7s} {med['host']:8.1f} {med['b2b']:8.4f} {med['gpu']:8.4f} "
+                         f"{med['s']:14.3f}")
+    text = "\n".join(lines)
+    print(text)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "host_park_check.txt").write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    started = time.perf_counter()
+    main()
+    print(f"{time.perf_counter() - started:.1f} s")
