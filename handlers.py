@@ -9,6 +9,7 @@ from __future__ import annotations
 from profiling import startup
 
 _COLLECTING = startup.pause()  # until this module, which imports everything the server keeps, is loaded (its end)
+startup.skip_type_stubs()  # before anything imports gradio (spaces does)
 
 try:  # ZeroGPU wants `spaces` imported before torch touches CUDA; elsewhere GPU() is a no-op
     import spaces

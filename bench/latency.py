@@ -80,6 +80,7 @@ def serve(port: int, record_path: str) -> None:
     marks = {"interpreter": started}
     from profiling import startup
     collecting = startup.pause()  # as a server's start does (handlers, app.py's first import, pauses it first) ...
+    startup.skip_type_stubs()     # ... and turns gradio's stub writing off before gradio's import
     import torch  # noqa: F401
     marks["import torch"] = now()
     import gradio  # noqa: F401
@@ -297,6 +298,7 @@ def front_door(quick: bool, mode: str, host_rounds: int | None) -> None:
     started = now()
     from profiling import startup
     collecting = startup.pause()  # as a server's start does (see serve)
+    startup.skip_type_stubs()
     import torch
     t_torch = now()
     import gradio  # noqa: F401

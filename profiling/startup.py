@@ -10,12 +10,19 @@ whatever is dropped; only a cycle alive at the freeze and dropped later is never
 garbage is frozen with it (the server's: ~17,000 objects, 2.3 MiB, once).
 
 Used by the server's start (`handlers`, app.py's first import: `pause` at its top, `settle` at its end), the
-command line's (`profiling.__main__`) and the recording's loader (`paused`, for any other caller).
+command line's (`profiling.__main__`) and the recording's loader (`paused`, for any other caller). Also here:
+`after_import`, a change to a library made as it is imported: the server's start skips gradio's stub writing
+(`skip_type_stubs`).
 """
 from __future__ import annotations
 
 import gc
+import importlib.abc
+import importlib.util
+import sys
 from contextlib import contextmanager
+from types import ModuleType
+from typing import Callable
 
 
 def pause() -> bool:
@@ -40,3 +47,39 @@ def paused():
         yield
     finally:
         settle(was_on)
+
+
+def after_import(name: str, then: Callable[[ModuleType], None]) -> None:
+    """Run `then` on the module `name` as soon as it has been executed, before whatever imports it goes on (at once if
+    it is already imported): a one-shot finder ahead of the others, which hands the import back to them."""
+    if name in sys.modules:
+        then(sys.modules[name])
+        return
+
+    class _Then(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname != name:
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(fullname)
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                execute = spec.loader.exec_module
+
+                def exec_module(module: ModuleType) -> None:
+                    execute(module)
+                    then(module)
+                spec.loader.exec_module = exec_module
+            return spec
+    sys.meta_path.insert(0, _Then())
+
+
+def skip_type_stubs() -> None:
+    """gradio writes its components' type stubs at every import (`create_or_modify_pyi`, 6.31: each component class's
+    source file parsed, its .pyi beside gradio's own sources compared and rewritten where it differs): 0.9 s of
+    gradio's 2.25 s import on a 2-core CPU, for type checkers, nothing a server uses. Turned off as gradio is
+    imported; to call before anything imports it."""
+    after_import("gradio.component_meta", _no_stubs)
+
+
+def _no_stubs(component_meta: ModuleType) -> None:
+    component_meta.create_or_modify_pyi = lambda *args, **kwargs: None

@@ -6,6 +6,7 @@ server's events import no pyplot; a long call's host figures take the rounds the
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import handlers
-from profiling import budget, caches, phases, session, timing, warmup
+from profiling import budget, caches, phases, session, startup, timing, warmup
 from profiling.environment import detect
 from profiling.request import LIVE, Request
 from profiling.results import Timing
@@ -176,6 +177,42 @@ def test_neither_the_start_nor_the_first_profiled_window_imports_a_compiler(tmp_
     said = [line for line in done.stdout.splitlines() if line.startswith(("imported:", "ranges:"))]
     assert said == ["imported: []", "ranges: ['attention_profiler::call#1', 'attention_profiler::call#2', "
                                     "'attention_profiler::call#3']"], (done.stdout[-2000:], done.stderr[-2000:])
+
+
+def test_the_server_s_start_skips_gradio_s_type_stubs_and_its_components_still_build():
+    """gradio compares and rewrites its components' .pyi stubs at every import, each component class's source file
+    parsed (0.9 s of its 2.25 s import on this CPU); the server's start turns that off as gradio is imported (before
+    spaces imports it). In fresh processes: a plain `import gradio` parses the sources (the probe sees it), the
+    server's start parses none, and a component still builds."""
+    probe = ("import ast\ncalls = []\nreal = ast.get_source_segment\n"
+             "ast.get_source_segment = lambda *a, **k: calls.append(1) or real(*a, **k)\n"
+             "import {module}\nimport gradio as gr\n"
+             "print('parsed:', len(calls), 'built:', gr.Textbox(value='x').value)\n")
+    said = {}
+    for module in ("gradio", "handlers"):
+        done = subprocess.run([sys.executable, "-c", probe.format(module=module)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, done.stderr[-2000:]
+        said[module] = [line for line in done.stdout.splitlines() if line.startswith("parsed:")]
+    assert said["gradio"] != said["handlers"] == ["parsed: 0 built: x"], said
+    assert said["gradio"][0].startswith("parsed: ") and int(said["gradio"][0].split()[1]) > 50
+
+
+def test_after_import_changes_a_module_as_it_is_imported_then_steps_aside(tmp_path, monkeypatch):
+    name = f"late_module_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text("value = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+    finders = len(sys.meta_path)
+    startup.after_import(name, lambda m: seen.append(m.value) or setattr(m, "value", 2))
+    assert len(sys.meta_path) == finders + 1
+    try:
+        module = importlib.import_module(name)
+        assert seen == [1] and module.value == 2 and len(sys.meta_path) == finders  # run once, then gone
+        startup.after_import(name, lambda m: seen.append("at once"))                 # already imported
+        assert seen == [1, "at once"] and len(sys.meta_path) == finders
+    finally:
+        sys.modules.pop(name, None)
 
 
 def test_the_servers_events_import_no_pyplot_and_its_charts_still_draw():
