@@ -32,7 +32,7 @@ from attention_variants import VARIANTS, guess_for
 from handlers import (DEFAULT_SOURCE, ENV, MAX_REQUEST_BYTES, RECORDINGS, REPLAYS_AT_ONCE, SESSIONS_KEPT, Kept,
                       endpoint, kept, serve, served_trace, stop_sweep)
 from links import MODES, LinkPreview, opening, prefill, share_link, view_links
-from profiling import reports, scratch, session, text
+from profiling import reports, scratch, session, startup, text
 from profiling.budget import LIVE_BUDGET_S, compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
@@ -420,7 +420,8 @@ HEAD = (Path(__file__).parent / "page_head.html").read_text()
 # from api.gradio.app as the page is built and post usage data at launch; this app reaches nothing beyond its own host.
 BLOCKS = dict(title="Attention Profiler", delete_cache=(1800, 3600), analytics_enabled=False)
 
-with gr.Blocks(**BLOCKS) as demo:
+# gradio builds its web app once, at launch (not also as the page is made and queued: profiling/startup.py)
+with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
     gr.Markdown("# Attention Profiler\nTwo attention implementations, the same inputs, under PyTorch's profiler: "
                 "what the trace shows against the guess.  \n" + machine_line(),
                 elem_id="machine", elem_classes="page-only")
@@ -620,11 +621,11 @@ with gr.Blocks(**BLOCKS) as demo:
     for click in (run_button.click, sweep_button.click, *(button.click for button in preset_buttons)):
         click(None, cancels=[opened], api_visibility="private", queue=False)  # the page's opening is overtaken
 
-demo.validate_inputs = refuse_short_requests
-# api_open=False: the REST routes (/gradio_api/run/compare, /gradio_api/api/compare) refuse queued events, so
-# every measurement goes through the queue and its concurrency limit (/gradio_api/call/compare and clients do)
-demo.queue(max_size=16, api_open=False)
-quiet_queue(demo._queue)  # an idle server polls every 10 ms, not every 1 ms (serving.QUEUE_POLL_S)
+    demo.validate_inputs = refuse_short_requests
+    # api_open=False: the REST routes (/gradio_api/run/compare, /gradio_api/api/compare) refuse queued events, so
+    # every measurement goes through the queue and its concurrency limit (/gradio_api/call/compare and clients do)
+    demo.queue(max_size=16, api_open=False)
+    quiet_queue(demo._queue)  # an idle server polls every 10 ms, not every 1 ms (serving.QUEUE_POLL_S)
 
 # gradio's bundled semibold faces hold ~60 glyphs (space, A, B, Cyrillic): every semibold text would mix two faces.
 # The theme declares the regular and the bold faces only (both complete, served by gradio itself), so text asked for

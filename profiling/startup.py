@@ -12,7 +12,7 @@ garbage is frozen with it (the server's: ~17,000 objects, 2.3 MiB, once).
 Used by the server's start (`handlers`, app.py's first import: `pause` at its top, `settle` at its end), the
 command line's (`profiling.__main__`) and the recording's loader (`paused`, for any other caller). Also here:
 `after_import`, a change to a library made as it is imported: the server's start skips gradio's stub writing
-(`skip_type_stubs`).
+(`skip_type_stubs`); and `app_built_at_launch`, around the page's making: gradio builds its web app once, at launch.
 """
 from __future__ import annotations
 
@@ -83,3 +83,26 @@ def skip_type_stubs() -> None:
 
 def _no_stubs(component_meta: ModuleType) -> None:
     component_meta.create_or_modify_pyi = lambda *args, **kwargs: None
+
+
+@contextmanager
+def app_built_at_launch():
+    """Inside, a gradio Blocks does not build its web app (`gradio.routes.App.create_app`: FastAPI's analysis of ~80
+    routes). gradio 6.31 builds one as a Blocks is made (it queues itself), as its `with` closes and at every `queue()`,
+    then builds the one it serves at `launch`: the three before it, 0.25 s of the app's 0.47 s import on a 2-core
+    CPU, were thrown away unread. Around the page's making and its queue's setting; the Blocks' `app` is None until
+    `launch` (or a later `queue()`) builds it. Leaves gradio as it found it, also when the block raises."""
+    try:
+        from gradio.routes import App
+    except ImportError:  # no gradio here: nothing is built either way
+        yield
+        return
+    build = App.__dict__.get("create_app")
+    if build is None:  # a gradio that builds its app elsewhere: left alone
+        yield
+        return
+    App.create_app = staticmethod(lambda *args, **kwargs: None)
+    try:
+        yield
+    finally:
+        App.create_app = build

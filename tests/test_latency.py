@@ -2,7 +2,7 @@
 live request waits only for the step in progress; nothing warms on ZeroGPU or a CPU; neither the server's start nor
 its first profiled window imports a compiler; the phases a request records are the ones it ran; the compilers'
 caches go to the app's folder only where the user set none; the machine is read without importing triton; the
-server's events import no pyplot; a long call's host figures take the rounds the cost model prices."""
+server's events import no pyplot; gradio builds the served app once; a long call's host figures take the rounds the cost model prices."""
 from __future__ import annotations
 
 import asyncio
@@ -196,6 +196,64 @@ def test_the_server_s_start_skips_gradio_s_type_stubs_and_its_components_still_b
         said[module] = [line for line in done.stdout.splitlines() if line.startswith("parsed:")]
     assert said["gradio"] != said["handlers"] == ["parsed: 0 built: x"], said
     assert said["gradio"][0].startswith("parsed: ") and int(said["gradio"][0].split()[1]) > 50
+
+
+SERVED_PAGE_PROBE = """
+import contextlib, json, re, sys, urllib.request
+from profiling import startup
+if {gradios}:  # gradio's own way: the app built at every step
+    startup.app_built_at_launch = contextlib.nullcontext
+from gradio.routes import App
+build, builds = App.create_app, []
+App.create_app = staticmethod(lambda *a, **k: builds.append(1) or build(*a, **k))
+import app
+made = app.demo.app
+app.demo.launch(server_port={port}, prevent_thread_lock=True, **app.LAUNCH)
+url = "http://127.0.0.1:{port}/"
+served = {{"config": json.loads(urllib.request.urlopen(url + "config").read()),
+          "api": json.loads(urllib.request.urlopen(url + "gradio_api/info").read())}}
+served["config"].pop("app_id")  # random per process
+app.demo.close()
+served = re.sub(r" at 0x[0-9a-f]+|127\\.0\\.0\\.1:\\d+", "", json.dumps(served, sort_keys=True, default=str))
+print("BUILDS", len(builds), made is None, "SERVED", served)
+"""
+
+
+def test_gradio_builds_the_served_app_once_and_serves_what_it_built_four_times():
+    """gradio 6.31 builds its web app as a Blocks is made, as its `with` closes, at `queue()` and at `launch`, which
+    serves the last; the app's page is made inside `startup.app_built_at_launch`, so launch's is the only build. In
+    fresh processes, the server's start against gradio's own way: one build against four, and the page and API
+    served the same (the config and the API's description, functions' addresses and the port aside)."""
+    from conftest import free_port
+
+    said = {}
+    for gradios in (False, True):
+        done = subprocess.run([sys.executable, "-c", SERVED_PAGE_PROBE.format(gradios=gradios, port=free_port())],
+                              cwd=ROOT, capture_output=True, text=True, timeout=180,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "GRADIO_ANALYTICS_ENABLED": "False"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        said[gradios] = next(line for line in done.stdout.splitlines() if line.startswith("BUILDS ")).split(" SERVED ")
+    assert [said[False][0], said[True][0]] == ["BUILDS 1 True", "BUILDS 4 False"]
+    ours, gradios = said[False][1], said[True][1]
+    first = next((i for i, (x, y) in enumerate(zip(ours, gradios)) if x != y), min(len(ours), len(gradios)))
+    assert ours == gradios, (ours[first - 200:first + 200], gradios[first - 200:first + 200])  # not pytest's diff
+    assert '"compare"' in ours and len(ours) > 100_000  # a whole page and its API, compared
+
+
+def test_app_built_at_launch_skips_the_builds_inside_and_leaves_gradio_as_it_was():
+    import gradio as gr
+    from gradio.routes import App
+
+    build = App.__dict__["create_app"]
+    with startup.app_built_at_launch(), gr.Blocks() as page:
+        gr.Textbox()
+    assert page.app is None and App.__dict__["create_app"] is build
+    with pytest.raises(ValueError, match="inside"):
+        with startup.app_built_at_launch():
+            raise ValueError("inside")
+    assert App.__dict__["create_app"] is build
+    page.queue()  # outside: gradio's own way
+    assert page.app is not None
 
 
 def test_after_import_changes_a_module_as_it_is_imported_then_steps_aside(tmp_path, monkeypatch):
