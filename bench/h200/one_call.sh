@@ -3,12 +3,14 @@
 #      (6 repeats, each arm first in turn, a first one discarded: is the 8-26% seen over 3 repeats real? ~2 min);
 #   2. bench/latency.py --quick --api-only --starts 3: the table through the API (gradio from wh/), the start
 #      now without gradio's stub writing and with one build of its web app;
-#   3. the GPU's live tests, with TESTS=1;
+#   3. the GPU's live tests, with TESTS=1; and first, whether the host's libraries have their bytecode compiled;
 # with PARK_LOG=1, step 2 also logs every timing batch to $OUT/tlog.jsonl (bench/h200/park_log/sitecustomize.py).
 #     bash bench/h200/one_call.sh
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-.}
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+# is the host's import slow because nothing is compiled ahead (no __pycache__, or bytecode writing off)?
+python3 -c "import os, sys, importlib.util as u; print('PYTHONDONTWRITEBYTECODE', os.environ.get('PYTHONDONTWRITEBYTECODE'), 'dont_write', sys.dont_write_bytecode); [print(m, os.path.isdir(os.path.join(os.path.dirname(u.find_spec(m).origin), '__pycache__'))) for m in ('torch', 'gradio', 'fastapi')]"
 if [ -d wh ]; then python3 -m pip install -q --no-index --no-deps $(ls wh/*.whl | grep -v hf_xet) 2>&1 | tail -2; fi
 OUT=$OUT timeout 200 python3 bench/h200/host_park_check.py > $OUT/host_park_check.log 2>&1; tail -14 $OUT/host_park_check.log
 [ "$PARK_LOG" = 1 ] && export TLOG=$OUT/tlog.jsonl PYTHONPATH=bench/h200/park_log
