@@ -2,7 +2,7 @@
 live request waits only for the step in progress; nothing warms on ZeroGPU or a CPU; neither the server's start nor
 its first profiled window imports a compiler; the phases a request records are the ones it ran; the compilers'
 caches go to the app's folder only where the user set none; the machine is read without importing triton; the
-server's events import no pyplot; gradio builds the served app once; a long call's host figures take the rounds the cost model prices."""
+server's events import no pyplot; gradio writes no stubs and builds the served app once; a long call's host figures take the rounds the cost model prices."""
 from __future__ import annotations
 
 import asyncio
@@ -179,33 +179,18 @@ def test_neither_the_start_nor_the_first_profiled_window_imports_a_compiler(tmp_
                                     "'attention_profiler::call#3']"], (done.stdout[-2000:], done.stderr[-2000:])
 
 
-def test_the_server_s_start_skips_gradio_s_type_stubs_and_its_components_still_build():
-    """gradio compares and rewrites its components' .pyi stubs at every import, each component class's source file
-    parsed (0.9 s of its 2.25 s import on this CPU); the server's start turns that off as gradio is imported (before
-    spaces imports it). In fresh processes: a plain `import gradio` parses the sources (the probe sees it), the
-    server's start parses none, and a component still builds."""
-    probe = ("import ast\ncalls = []\nreal = ast.get_source_segment\n"
-             "ast.get_source_segment = lambda *a, **k: calls.append(1) or real(*a, **k)\n"
-             "import {module}\nimport gradio as gr\n"
-             "print('parsed:', len(calls), 'built:', gr.Textbox(value='x').value)\n")
-    said = {}
-    for module in ("gradio", "handlers"):
-        done = subprocess.run([sys.executable, "-c", probe.format(module=module)], cwd=ROOT, capture_output=True,
-                              text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        assert done.returncode == 0, done.stderr[-2000:]
-        said[module] = [line for line in done.stdout.splitlines() if line.startswith("parsed:")]
-    assert said["gradio"] != said["handlers"] == ["parsed: 0 built: x"], said
-    assert said["gradio"][0].startswith("parsed: ") and int(said["gradio"][0].split()[1]) > 50
-
-
 SERVED_PAGE_PROBE = """
-import contextlib, json, re, sys, urllib.request
+import ast, contextlib, json, re, sys, urllib.request
 from profiling import startup
-if {gradios}:  # gradio's own way: the app built at every step
+if {gradios}:  # gradio's own way: its stubs written, its app built at every step
+    startup.skip_type_stubs = lambda: None
     startup.app_built_at_launch = contextlib.nullcontext
-from gradio.routes import App
-build, builds = App.create_app, []
-App.create_app = staticmethod(lambda *a, **k: builds.append(1) or build(*a, **k))
+parsed, parse = [], ast.get_source_segment  # how gradio reads a component's source for its stubs
+ast.get_source_segment = lambda *a, **k: parsed.append(1) or parse(*a, **k)
+import handlers  # the server's start: app.py's first import, which imports gradio
+import gradio.routes
+build, builds = gradio.routes.App.create_app, []
+gradio.routes.App.create_app = staticmethod(lambda *a, **k: builds.append(1) or build(*a, **k))
 import app
 made = app.demo.app
 app.demo.launch(server_port={port}, prevent_thread_lock=True, **app.LAUNCH)
@@ -215,15 +200,18 @@ served = {{"config": json.loads(urllib.request.urlopen(url + "config").read()),
 served["config"].pop("app_id")  # random per process
 app.demo.close()
 served = re.sub(r" at 0x[0-9a-f]+|127\\.0\\.0\\.1:\\d+", "", json.dumps(served, sort_keys=True, default=str))
-print("BUILDS", len(builds), made is None, "SERVED", served)
+print("PARSED", min(len(parsed), 50), "BUILDS", len(builds), made is None, "SERVED", served)
 """
 
 
-def test_gradio_builds_the_served_app_once_and_serves_what_it_built_four_times():
-    """gradio 6.31 builds its web app as a Blocks is made, as its `with` closes, at `queue()` and at `launch`, which
-    serves the last; the app's page is made inside `startup.app_built_at_launch`, so launch's is the only build. In
-    fresh processes, the server's start against gradio's own way: one build against four, and the page and API
-    served the same (the config and the API's description, functions' addresses and the port aside)."""
+def test_the_server_s_start_skips_gradio_s_stubs_and_extra_builds_and_serves_the_same_page():
+    """At every import gradio compares and rewrites its components' .pyi stubs, each component class's source file
+    parsed (0.9 s of its 2.25 s import on this CPU); and gradio 6.31 builds its web app as a Blocks is made, as its
+    `with` closes, at `queue()` and at `launch`, which serves the last. The server's start turns the stubs off as gradio
+    is imported (before spaces imports it) and makes its page inside `startup.app_built_at_launch`. In fresh
+    processes, the server's start against gradio's own way: no source parsed against many, one build against four,
+    and the page and API served the same (the config and the API's description, functions' addresses and the port
+    aside): every component still builds as it did."""
     from conftest import free_port
 
     said = {}
@@ -232,8 +220,8 @@ def test_gradio_builds_the_served_app_once_and_serves_what_it_built_four_times()
                               cwd=ROOT, capture_output=True, text=True, timeout=180,
                               env={**os.environ, "PYTHONPATH": str(ROOT), "GRADIO_ANALYTICS_ENABLED": "False"})
         assert done.returncode == 0, done.stderr[-2000:]
-        said[gradios] = next(line for line in done.stdout.splitlines() if line.startswith("BUILDS ")).split(" SERVED ")
-    assert [said[False][0], said[True][0]] == ["BUILDS 1 True", "BUILDS 4 False"]
+        said[gradios] = next(line for line in done.stdout.splitlines() if line.startswith("PARSED ")).split(" SERVED ")
+    assert [said[False][0], said[True][0]] == ["PARSED 0 BUILDS 1 True", "PARSED 50 BUILDS 4 False"]
     ours, gradios = said[False][1], said[True][1]
     first = next((i for i, (x, y) in enumerate(zip(ours, gradios)) if x != y), min(len(ours), len(gradios)))
     assert ours == gradios, (ours[first - 200:first + 200], gradios[first - 200:first + 200])  # not pytest's diff
