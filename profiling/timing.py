@@ -31,6 +31,10 @@ from .results import UNSUPPORTED, Run, Timing
 
 TIMING_BUDGET_S = 0.06        # GPU, per variant: CUDA events are steady, this gives a stable median
 MIN_SAMPLES, MAX_SAMPLES = 8, 50  # 8 a side: the rank test can separate at p = 2/12870
+LONG_MAX_SAMPLES = 16         # ... for a call of LONG_CALL_S or more, warm or cold: in the H200 recording every pair with a
+                              # side that long (2,698) reached its verdict on all samples (up to 50) on that side's first 16
+                              # but one, whose both verdicts find no winner, its median within 1.3% (bench/rounds_needed.py):
+                              # a 1.26 ms naive call took 47, 0.06 s, a third of a warm naive pair's server time on an H100
 GROUP_S, GROUP_MAX = 200e-6, 64  # forwards shorter than 200 µs are timed in groups of up to 64
 CPU_TIMING_BUDGET_S = 1.0     # CPU, per comparison: more samples while the spread is wide, up to this
 CPU_MAX_SAMPLES = 200
@@ -223,8 +227,8 @@ def _group(per_call_s: float) -> int:
     return int(min(GROUP_MAX, max(1, GROUP_S // per_call_s)))
 
 
-def _wanted(group: int, per_call_s: float) -> int:
-    return int(min(MAX_SAMPLES, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * per_call_s))))
+def _wanted(group: int, per_call_s: float, most: int = MAX_SAMPLES) -> int:
+    return int(min(most, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * per_call_s))))
 
 
 def _entries(s: Timed, per_call_s: float, flush: Callable[[], None] | None, issue_s: float | None = None) -> int:
@@ -258,7 +262,8 @@ def time_gpu(subjects: list[Timed], check: Callable[[], None], flush: Callable[[
         torch.cuda.synchronize()
         per_call_s = max(sum(sum(_per_phase([marks], len(s.phases), probes), [])) / 1000.0, 1e-7)
         group = _group(per_call_s)
-        plans[id(s)] = (group, _wanted(group, per_call_s), [], Park(park.issue_s, group), group * per_call_s,
+        most = LONG_MAX_SAMPLES if per_call_s >= LONG_CALL_S else MAX_SAMPLES
+        plans[id(s)] = (group, _wanted(group, per_call_s, most), [], Park(park.issue_s, group), group * per_call_s,
                         group * _entries(s, per_call_s, flush, park.issue_s))
     # the samples in the order they are taken: round by round, each variant that still wants one
     order = [s for round_ in range(max((plan[1] for plan in plans.values()), default=0))

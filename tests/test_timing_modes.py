@@ -427,6 +427,22 @@ def test_every_call_of_a_sample_is_timed_between_its_own_events(gpu):
     assert records == 2 * calls == 2 * gpu.log.count("flush") and cold.run.timing.median_ms == pytest.approx(0.09)
 
 
+
+@pytest.mark.parametrize("gpu_s, samples", [(2e-4, timing.MAX_SAMPLES),       # the budget (0.06 s) would take 300
+                                             (9e-4, timing.MAX_SAMPLES),       # ... 66: under 1 ms, 50 still
+                                             (1.26e-3, timing.LONG_MAX_SAMPLES),  # naive at the blog's size: 47 before
+                                             (5e-3, 12),                       # the budget's 12, under the cap
+                                             (2e-2, timing.MIN_SAMPLES)])      # the budget's 3: never under 8
+@pytest.mark.parametrize("cold", [False, True])
+def test_a_call_of_a_millisecond_or_more_takes_the_samples_its_verdict_needs_and_no_more(gpu, gpu_s, samples, cold):
+    """Under 1 ms: the samples that fill the budget (TIMING_BUDGET_S), within MIN_SAMPLES and MAX_SAMPLES. From 1 ms
+    (GPU-bound beyond doubt; the recording's pairs with a side that long got their verdict from its first 16):
+    LONG_MAX_SAMPLES at most, warm or cold, and still MIN_SAMPLES at least."""
+    s = subject(gpu, host_s=(2e-5,), gpu_s=(gpu_s,))
+    timing.time_gpu([s], lambda: None, (lambda: gpu.log.append("flush")) if cold else None)
+    assert s.run.timing.samples == samples
+    assert s.run.timing.median_ms == pytest.approx(gpu_s * 1000)
+
 # -- cold: the L2 flushed before every timed call, outside its events ---------------------------------------------
 def test_cold_flushes_before_every_call_and_outside_its_events(gpu):
     s = subject(gpu, host_s=(1e-5, 1e-5), passes="fwd+bwd")
