@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
+import statistics
 import time
 from types import SimpleNamespace
 
@@ -17,7 +19,7 @@ from attention_variants import VARIANTS
 from profiling import budget, environment, timing
 from profiling.environment import Environment, parse_smi
 from profiling.explain import facts
-from profiling.replay import find_recorded, unrecorded_message
+from profiling.replay import find_recorded, recorded_runs, unrecorded_message
 from profiling.request import LIVE, Request
 from profiling.results import UNSUPPORTED, Run, Timing
 from profiling.workload import Refusal, Workload
@@ -442,6 +444,34 @@ def test_a_call_of_a_millisecond_or_more_takes_the_samples_its_verdict_needs_and
     timing.time_gpu([s], lambda: None, (lambda: gpu.log.append("flush")) if cold else None)
     assert s.run.timing.samples == samples
     assert s.run.timing.median_ms == pytest.approx(gpu_s * 1000)
+
+
+def test_the_cap_on_a_long_call_s_samples_keeps_the_verdicts_of_the_h200_recording():
+    """Re-derived from real samples: every warm or cold pair the H200 recording timed together with a side of 1 ms or
+    more, that side cut to its first LONG_MAX_SAMPLES (as `time_gpu` now stops it), the other kept whole. No winner
+    changes, no pair without one gains one; a change between the two verdicts that find no winner ("level",
+    "no practical difference") in at most 1 pair in 1,000; each cut side's median within 2% of all its samples'."""
+    from profiling.stats import decide
+    sessions: dict[tuple[str, str], list[Run]] = {}
+    for run in recorded_runs("h200-torch2.11"):
+        if run.ok and run.timing and run.timing.samples_ms and run.workload.timing in ("warm", "cold"):
+            sessions.setdefault((run.session, run.workload.timing), []).append(run)
+    pairs = shifts = 0
+    for runs in sessions.values():
+        for a, b in itertools.combinations(runs, 2):
+            whole = [r.timing.samples_ms for r in (a, b)]
+            long = [statistics.median(s) >= timing.LONG_CALL_S * 1000 for s in whole]
+            if not any(long):
+                continue
+            cut = [s[:timing.LONG_MAX_SAMPLES] if is_long else s for s, is_long in zip(whole, long)]
+            full, early = decide(*whole), decide(*cut)
+            pairs += 1
+            assert (full.kind == "ranked") == (early.kind == "ranked") and full.faster == early.faster or \
+                {full.kind, early.kind} == {"level", "no_practical_difference"}, (a.variant, b.variant, full, early)
+            shifts += full.kind != early.kind
+            for c, s in zip(cut, whole):
+                assert abs(statistics.median(c) / statistics.median(s) - 1) <= 0.02
+    assert pairs > 2000 and shifts <= pairs / 1000
 
 # -- cold: the L2 flushed before every timed call, outside its events ---------------------------------------------
 def test_cold_flushes_before_every_call_and_outside_its_events(gpu):
