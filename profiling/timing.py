@@ -31,10 +31,11 @@ from .results import UNSUPPORTED, Run, Timing
 
 TIMING_BUDGET_S = 0.06        # GPU, per variant: CUDA events are steady, this gives a stable median
 MIN_SAMPLES, MAX_SAMPLES = 8, 50  # 8 a side: the rank test can separate at p = 2/12870
-LONG_MAX_SAMPLES = 16         # ... for a call of LONG_CALL_S or more, warm or cold: in the H200 recording every pair with a
-                              # side that long (2,698) reached its verdict on all samples (up to 50) on that side's first 16
-                              # but one, whose both verdicts find no winner, its median within 1.3% (bench/rounds_needed.py):
-                              # a 1.26 ms naive call took 47, 0.06 s, a third of a warm naive pair's server time on an H100
+LONG_MAX_SAMPLES = 16         # ... for a call of LONG_CALL_S or more, warm or cold: of the H200 recording's 2,730 pairs with a
+                              # side that long, all but one get from that side's first 16 samples the verdict all of them
+                              # (up to 50) gave, and that one's two verdicts both find no winner; its median moves 1.3% at
+                              # most (bench/rounds_needed.py). A 1.26 ms naive call took 47: 0.06 s, a third of a warm
+                              # naive pair's server time on an H100
 GROUP_S, GROUP_MAX = 200e-6, 64  # forwards shorter than 200 µs are timed in groups of up to 64
 CPU_TIMING_BUDGET_S = 1.0     # CPU, per comparison: more samples while the spread is wide, up to this
 CPU_MAX_SAMPLES = 200
