@@ -37,9 +37,10 @@ def kernel_table(run: Run) -> pd.DataFrame:
     for k in rows_of:
         label = labels[id(k)]
         row = {"kernel" if gpu else "op": label,  # the numbers next to the name: on a phone they stay in view
-               ("GPU µs" if gpu else "self µs, profiled"): round(k.us_per_forward, 1),
+               (f"GPU µs per {run.phase}" if gpu else f"self µs per {run.phase}, profiled"):
+                   round(k.us_per_forward, 1),
                f"% of {run.phase}": round(100 * k.us_per_forward / total_us, 1),
-               "calls": round(k.calls_per_forward, 2),
+               "calls": round(k.calls_per_forward, 2),  # per call of the phase the table's label names
                "category": k.category if k.phase == "forward" or run.phase == "backward" else f"{k.category} (bwd)"}
         if gpu:
             row.update({"occupancy %": k.occupancy_pct, "regs/thread": k.registers_per_thread,
@@ -67,9 +68,10 @@ def _dims(dims) -> str:
 def host_ops_table(run: Run, top: int = 10) -> pd.DataFrame:
     """The CPU side of one profiled call (a forward, or a step): the ops' times under the profiler (with its
     overhead), per call, each naming its phase."""
-    return pd.DataFrame([{"op": h.name, "phase": h.phase, "calls": round(h.calls_per_forward, 2),
-                          "CPU µs, profiled": round(h.total_us_per_forward, 1),
-                          "self µs, profiled": round(h.self_us_per_forward, 1)} for h in run.host_ops[:top]])
+    per = text.host_call(run.workload)
+    return pd.DataFrame([{"op": h.name, "phase": h.phase, f"calls per {per}": round(h.calls_per_forward, 2),
+                          f"CPU µs per {per}, profiled": round(h.total_us_per_forward, 1),
+                          f"self µs per {per}, profiled": round(h.self_us_per_forward, 1)} for h in run.host_ops[:top]])
 
 
 def sweep_table(result: Sweep) -> pd.DataFrame:
@@ -78,6 +80,8 @@ def sweep_table(result: Sweep) -> pd.DataFrame:
     shows its status and reason, never the figures it had reached."""
     gpu = result.workload.device == "cuda"
     time_label, what = ("GPU ms", "kernels or reason") if gpu else ("wall ms", "aten ops or reason")
+    time_label = f"{time_label} per {text.call(result.workload)}"
+    host_label = f"host µs per {text.host_call(result.workload)}"
     rows = []
     for s in result.seq_lens:
         for r in (r for v in result.variants for r in result.of(v) if result.value(r) == s):
@@ -87,7 +91,7 @@ def sweep_table(result: Sweep) -> pd.DataFrame:
                 continue
             row = {text.axis_symbol(result.axis): s, "variant": r.variant, "status": r.status,
                    time_label: round(r.gpu_ms, 4) if r.gpu_ms else None,
-                   "host µs": round(r.host_cost.median_ms * 1000, 1) if r.host_cost else None, "bound": r.bound,
+                   host_label: round(r.host_cost.median_ms * 1000, 1) if r.host_cost else None, "bound": r.bound,
                    "peak MiB": _figures(r.peak_extra_bytes / 2**20) if r.peak_extra_bytes is not None else None,
                    "TFLOP/s": _figures(r.tflops) if r.tflops else None,
                    "% peak": round(100 * r.peak_share, 1) if r.peak_share else None}
@@ -183,7 +187,7 @@ def _host_line(run: Run) -> str:
     the work itself."""
     if run.host_cost is None or run.back_to_back is None:
         return ("- host: on a CPU the host does the work itself; its time is the wall time above"
-                if run.workload.device == "cpu" else "- host cost per call: — (not measured in this run)")
+                if run.workload.device == "cpu" else f"- host cost per {run.call}: — (not measured in this run)")
     pin = f"; the sdpa_kernel pin costs {text.ms(run.pin_cost_ms)} apart" if run.pin_cost_ms is not None else ""
     return (f"- host (CPU) cost to issue one {run.call}: **{text.ms(run.host_cost.median_ms)}** (unprofiled, GPU kept "
             f"busy); back to back {text.ms(run.back_to_back.median_ms)} per {run.call}: **{_bound_words(run)}**{pin}")

@@ -317,7 +317,7 @@ class Run:
         data = asdict(self)
         data["environment"] = self.environment.to_dict()
         data |= {"phase": self.phase, "bound": self.bound, "kernels_per_forward": self.kernels_per_forward,
-                 "tflops": self.tflops, "peak_share": self.peak_share}
+                 "tflops": self.tflops, "peak_share": self.peak_share, "warm_call_ms": self.warm_call_ms}
         return data
 
     @classmethod

@@ -214,7 +214,7 @@ def test_the_pages_sweep_renders_every_point_its_link_and_its_files(app_url):
     assert seen == sorted(points, key=lambda p: (p[0], answer["variants"].index(p[1])))  # every point, S by S
     assert seen == [(2048, "naive", "ok"), (2048, "sdpa_flash", "ok"), (16384, "naive", "does not fit"),
                     (16384, "sdpa_flash", "ok")]
-    gpu_ms = [row[headers.index("GPU ms")] for row in rows]
+    gpu_ms = [row[headers.index("GPU ms per forward")] for row in rows]
     assert gpu_ms[0] == round(answer["runs"][0]["timing"]["median_ms"], 4) and gpu_ms[2] is None
     downloaded = json.loads(httpx.get(json_file["value"]["url"], timeout=30).content)
     assert downloaded == answer  # the download is what an API client gets

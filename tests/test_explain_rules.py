@@ -482,7 +482,7 @@ def test_the_speed_note_gives_a_reason_or_says_none_is_known():
     inplace = sampled(recorded("naive_inplace"), seed=5)
     (copy_costs,) = [n for n in explain(Comparison(naive, inplace)).notes if n.rule == "speed"]
     (memcpy,) = [k for k in naive.kernels if k.category == "memcpy"]  # compared by role, not by name
-    assert f"memcpy kernels take {text.us(memcpy.us_per_forward)} a call; Naive (in-place masked_fill_) runs none" \
+    assert f"memcpy kernels take {text.us(memcpy.us_per_forward)} per forward; Naive (in-place masked_fill_) runs none" \
         in copy_costs.body
 
 

@@ -132,7 +132,7 @@ def test_a_point_that_does_not_fit_is_refused_before_allocating_with_the_models_
                           f"{text.size(free)} available") and note.side == "a"
     assert_numbers_are_the_runs(note, {"sweep": result})
     row = reports.sweep_table(result).query("S == 256 and variant == 'naive'").iloc[0]
-    assert row["status"] == DOES_NOT_FIT and row["aten ops or reason"] == refused.reason and math.isnan(row["wall ms"])
+    assert row["status"] == DOES_NOT_FIT and row["aten ops or reason"] == refused.reason and math.isnan(row["wall ms per forward"])
     columns = list(reports.sweep_table(result).columns)  # a CPU's table: aten ops, no kernels to count
     assert not any("kernel" in c for c in columns), columns
     # what the model predicts for its forward, as a measured run of the same variant states it
@@ -265,12 +265,12 @@ def test_the_table_has_a_row_per_run_with_the_runs_numbers():
         r = result.at(row["variant"], row["S"])
         assert row["status"] == r.status
         if r.ok:
-            assert row["GPU ms"] == round(r.gpu_ms, 4) and row["bound"] == r.bound
-            assert row["host µs"] == round(r.host_cost.median_ms * 1000, 1)
+            assert row["GPU ms per forward"] == round(r.gpu_ms, 4) and row["bound"] == r.bound
+            assert row["host µs per forward"] == round(r.host_cost.median_ms * 1000, 1)
             assert row["peak MiB"] == round(r.peak_extra_bytes / 2**20, 1)
             assert row[f"kernels per {text.call(result.workload)}"] == round(r.kernels_per_forward, 2)
         else:
-            assert row["kernels or reason"] == r.reason and math.isnan(row["GPU ms"])
+            assert row["kernels or reason"] == r.reason and math.isnan(row["GPU ms per forward"])
 
 
 # -- curve facts on synthetic runs -------------------------------------------------------------------------------
@@ -388,7 +388,7 @@ def test_cli_sweep_prints_the_table_and_notes_and_writes_the_answer(tmp_path, ca
     assert main(["sweep", "naive", "sdpa_flash", "--device", "cpu", "--seq", "64,128", "--heads", "2",
                  "--batch", "1", "--head-dim", "32", "--json", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "workload: B=1, H=2, D=32, fp32, causal, S over 64, 128 (live)" in out and "wall ms" in out
+    assert "workload: B=1, H=2, D=32, fp32, causal, S over 64, 128 (live)" in out and "wall ms per forward" in out
     data = json.loads(path.read_text())
     result = Sweep.from_dict({k: data[k] for k in (f.name for f in dataclasses.fields(Sweep))})
     assert [(r.variant, r.workload.seq_len, r.status) for r in result.runs] == [
@@ -402,11 +402,24 @@ def test_cli_replays_a_recorded_sweep_and_refuses_one_it_lacks_saying_what_it_ho
     assert main(["sweep", "sdpa_flash", "naive", "--source", "h200-torch2.11", "--seq", "512,1024"]) == 0
     out = capsys.readouterr().out
     assert "workload: B=8, H=16, D=64, bf16, causal, S over 512, 1024 (recorded: h200-torch2.11)" in out
-    assert "GPU ms" in out and "naive_inplace" not in out and "2048" not in out
+    assert "GPU ms per forward" in out and "naive_inplace" not in out and "2048" not in out
     assert main(["sweep", "sdpa_flash", "naive", "--source", "h200-torch2.11", "--head-dim", "96"]) == 2
     err = capsys.readouterr().err
     assert "has no sweep of sdpa_flash and naive at B=8, H=16, D=96, bf16, causal" in err
     assert f"It holds: {RECORDED[0].workload.family()} for {', '.join(RECORDED[0].variants)}" in err
+
+
+def test_the_tables_time_columns_name_the_pass_they_are_per():
+    """A training step's sweep gives its GPU time and its host cost per step, a forward's per forward: every unit
+    names its pass (the same numbers, read as per forward, would be 2-3× off)."""
+    passes = {}
+    for result in RECORDED:
+        columns = list(reports.sweep_table(result).columns)
+        call = text.call(result.workload)
+        assert f"GPU ms per {call}" in columns and f"host µs per {text.host_call(result.workload)}" in columns, columns
+        assert not any(c in ("GPU ms", "host µs") for c in columns)
+        passes[result.workload.passes] = columns
+    assert {"fwd", "fwd+bwd"} <= set(passes) and "GPU ms per step" in passes["fwd+bwd"]
 
 
 def test_a_stopped_point_shows_as_stopped_with_no_times():
@@ -422,7 +435,7 @@ def test_a_stopped_point_shows_as_stopped_with_no_times():
     assert stopped["kernels or reason"] == "stopped after 59 s: time budget"
     numbers = [c for c in table.columns if c not in ("S", "variant", "status", "kernels or reason")]
     assert stopped[numbers].isna().all(), stopped
-    assert table[table["status"] == "ok"]["GPU ms"].notna().all()
+    assert table[table["status"] == "ok"]["GPU ms per forward"].notna().all()
 
 
 def test_the_charts_hollow_key_is_there_only_where_a_point_is_drawn_hollow():

@@ -332,6 +332,29 @@ def test_two_clean_lengths_are_too_few_to_fit_not_too_noisy():
     assert notes == []  # two points always make a line: no finding, and not "too noisy" either
 
 
+def test_the_bound_note_sets_the_host_s_call_against_that_call_s_warm_gpu_time():
+    """The host figures are of one whole call the host issues (a forward, or a training step), taken as a warm loop
+    in every mode: the sweep's bound note names that call and sets its host cost against the same call's warm GPU
+    time (a step's, not its forward's; warm, where the sweep's own figures are cold), re-derived here from the
+    recorded H200 sweeps."""
+    seen = set()
+    for result in RECORDED:
+        for n in explain_sweep(result).notes:
+            if n.rule != "sweep_bound" or "issuing" not in n.body:
+                continue
+            (i,) = {int(re.search(r"runs\[(\d+)\]", q.source).group(1)) for q in n.facts.values()}  # one run's
+            r = result.runs[i]
+            s = result.value(r)
+            assert n.title.startswith(label(r.variant) + ":")
+            call = "step" if result.workload.passes != "fwd" else "forward"
+            warm = "" if result.workload.timing == "warm" else " warm"
+            assert n.body == (f"At {text.axis_symbol(result.axis)}={s:,} issuing a {call} costs the CPU "
+                              f"{text.ms(r.host_cost.median_ms)}; the GPU runs it in {text.ms(r.warm_call_ms)}{warm}."), \
+                n.body
+            seen.add((call, result.workload.timing))
+    assert {("forward", "warm"), ("step", "warm"), ("forward", "cold")} <= seen, seen
+
+
 def test_bound_and_kernel_changes():
     host = run("x", 1, 2.0, seed=5, n=40).timing
     runs = [run("naive", 256, 1.0, bound="host", host_cost=host, kernels=[("gemm", 2), ("softmax_warp_forward", 1)]),
@@ -341,7 +364,7 @@ def test_bound_and_kernel_changes():
     result = synthetic(runs)
     notes = {n.rule: n for n in assert_words_hold(result).notes}
     assert notes["sweep_bound"].title == "Naive (masked_fill): host-bound up to S=256, GPU-bound from S=512"
-    assert notes["sweep_bound"].body == (f"At S=256 issuing a call costs the CPU {text.ms(host.median_ms)}; the GPU "
+    assert notes["sweep_bound"].body == (f"At S=256 issuing a forward costs the CPU {text.ms(host.median_ms)}; the GPU "
                                          f"runs it in {text.ms(runs[0].gpu_ms)}.")
     assert notes["sweep_kernels"].title == "Naive (masked_fill): 3 → 6 kernels per forward from S=256 to 512"
     assert notes["sweep_kernels"].body == ("Adds cunn_SoftMaxForwardReg, elementwise · where ×3; drops "

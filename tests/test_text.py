@@ -156,7 +156,9 @@ def test_every_recorded_summary_table_names_its_rows_uniquely_and_readably():
         assert list(table["full name"]) == [k.name for k in rows], where
         # the five columns on screen: label, µs, share of the phase (named), calls, category (rounded for reading)
         total = sum(k.us_per_forward for k in rows)
-        assert table.columns[2] == f"% of {run.phase}", where
+        assert list(table.columns[1:4]) == [f"GPU µs per {run.phase}" if run.workload.device == "cuda" else
+                                            f"self µs per {run.phase}, profiled", f"% of {run.phase}",
+                                            "calls"], where
         assert list(table.iloc[:, 1]) == [round(k.us_per_forward, 1) for k in rows], where
         assert list(table.iloc[:, 2]) == [round(100 * k.us_per_forward / total, 1) for k in rows], where
         assert list(table.iloc[:, 3]) == [round(k.calls_per_forward, 2) for k in rows], where
@@ -166,8 +168,15 @@ def test_a_kernel_line_and_a_host_line_say_the_rows_numbers():
     run = next(r for r in RUNS if r.ok and r.variant == "naive" and r.workload.seq_len == 1024)
     memcpy = next(k for k in run.kernels if k.category == "memcpy")
     line = text.kernel_line(memcpy)
-    assert line.startswith(text.kernel(memcpy, 64)) and f"{text.us(memcpy.us_per_forward)} a call" in line
+    assert line.startswith(text.kernel(memcpy, 64)) and f"{text.us(memcpy.us_per_forward)} per forward" in line
     assert f"({text.share(memcpy.share)} of the forward)" in line and memcpy.launch_api in line and "×" not in line
+    # a backward's kernel launched twice a call: each launch's time and the pass's, both named
+    twice = next(k for r in RUNS if r.ok and r.workload.passes == "bwd" for k in r.kernels
+                 if k.phase == "backward" and round(k.calls_per_forward, 2) == 2)
+    line = text.kernel_line(twice)
+    assert (f"×2, {text.us(twice.us_per_forward / 2)} each · {text.us(twice.us_per_forward)} per backward "
+            f"({text.share(twice.share)} of the backward)") in line, line
+    assert " a call" not in line
     op = run.host_ops[0]
     assert text.host_line(op) == (f"{op.name} · forward · {text.plural(op.calls_per_forward, 'call')} · "
                                   f"{text.us(op.total_us_per_forward)} ({text.us(op.self_us_per_forward)} self) "

@@ -119,17 +119,18 @@ def block_mask_setup(run: Run, peers: Peers) -> Note | None:
     if not run.ok or run.setup_ms is None or not run.workload.causal or not run.gpu_ms:
         return None
     facts = {"setup": measured(run, "setup_ms", "ms"), "call": measured(run, "timing.median_ms", "ms")}
+    call = f"a {run.phase} takes {{call}}"  # the run's figure, of its pass
     if run.setup_reused:
-        return note("block_mask_setup", "guess", "The block mask was found built, in {setup}; a call takes {call}",
+        return note("block_mask_setup", "guess", "The block mask was found built, in {setup}; " + call,
                     "This process had built the block mask for this mask and S before, and reused it: "
                     "`create_block_mask` runs once per mask, before the first call, never per call.",
                     weight=0.05, facts=facts)
     if run.setup_reused is None:  # a run recorded before reuse was told apart
-        return note("block_mask_setup", "guess", "Preparing the block mask took {setup}; a call takes {call}",
+        return note("block_mask_setup", "guess", "Preparing the block mask took {setup}; " + call,
                     "`create_block_mask` runs once per mask, before the first call, never per call; this recording "
                     "does not say whether it built the mask then or found it built earlier in the process.",
                     weight=0.05, facts=facts)
-    return note("block_mask_setup", "guess", "Building the block mask took {setup}; a call takes {call}",
+    return note("block_mask_setup", "guess", "Building the block mask took {setup}; " + call,
                 "`create_block_mask` evaluated the mask at every query–key pair once and kept which tiles are empty, "
                 "full or partial; later calls with this mask reuse it (a new S or window builds another).",
                 weight=0.1 if facts["setup"].value < 10 * facts["call"].value else 0.3, facts=facts)

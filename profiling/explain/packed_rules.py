@@ -134,7 +134,7 @@ def packed_host(run: Run, peers: Peers) -> Note | None:
     if _packing(run) != "packed" or run.variant not in ("sdpa_nested", "varlen"):
         return None
     python = _python_ops(run)
-    evidence = [f"{h.name} · {text.us(h.self_us_per_forward)} self per call" for h in python]
+    evidence = [f"{h.name} · {text.us(h.self_us_per_forward)} self per {run.call}" for h in python]
     if on_gpu(run) and run.host_cost is not None and run.warm_call_ms:
         if run.bound == "host":  # the host-bound note says these figures, and what the trace shows of the cause
             return None
@@ -142,10 +142,10 @@ def packed_host(run: Run, peers: Peers) -> Note | None:
         facts["ratio"] = ratio(facts["host"], facts["gpu"])
         if facts["ratio"].value < 0.5:
             return None
-        return note("packed_host", "timing", "{who} costs the host {host} a call, {ratio} its GPU time",
+        return note("packed_host", "timing", "{who} costs the host {host} per " + run.call + ", {ratio} its GPU time",
                     "Its Python path (" + ("nested tensors' subclass dispatch" if run.variant == "sdpa_nested" else
                                            "varlen_attn's custom op") +
-                    ") issues each call in {host} against {gpu} on the GPU; the trace's Python-level ops are below.",
+                    ") issues each " + run.call + " in {host} against {gpu} on the GPU; the trace's Python-level ops are below.",
                     weight=min(0.5, 0.25 * facts["ratio"].value), facts=facts, names={"who": label(run)},
                     evidence=evidence)
     subclass = [k for k in run.kernels_of("forward") if k.name == "PythonSubclass"]

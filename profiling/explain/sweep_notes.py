@@ -220,12 +220,14 @@ def _bound(result: Sweep, f: BoundChange) -> Note:
     said = "Back to back, calls waited on the CPU that issues them, then on the GPU."
     if host.host_cost is not None and host.timing is not None:
         facts = {"host": _of(result, v, f.last_host, "host_cost.median_ms", "ms"),
-                 "gpu": _of(result, v, f.last_host, "timing.median_ms", "ms")}
-        said = f"At {_s(result, f.last_host)} issuing a call costs the CPU {{host}}; the GPU runs it in {{gpu}}."
+                 "gpu": _of(result, v, f.last_host, "warm_call_ms", "ms")}  # the call the host issues, warm
+        warm = "" if host.workload.timing == "warm" else " warm"
+        said = (f"At {_s(result, f.last_host)} issuing a {host.call} costs the CPU {{host}}; the GPU runs it in "
+                f"{{gpu}}{warm}.")
     return _sided(note(
         "sweep_bound", "sweep", f"{label(v)}: host-bound up to {_s(result, f.last_host)}, GPU-bound from {_s(result, f.first_gpu)}",
         said, weight=WEIGHTS["sweep_bound"], facts=facts,
-        evidence=[f"{_s(result, result.value(r))}: {r.bound}-bound, back to back {text.ms(r.back_to_back_ms)} per call"
+        evidence=[f"{_s(result, result.value(r))}: {r.bound}-bound, back to back {text.ms(r.back_to_back_ms)} per {r.call}"
                   for r in result.of(v) if r.ok and r.bound and r.back_to_back is not None]), result, v)
 
 

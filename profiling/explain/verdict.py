@@ -272,10 +272,10 @@ def _role_gap(fast: Run, slow: Run, side: dict) -> tuple[str | None, dict]:
     where = f"{role_phase} " if slow.phase == "step" else ""
     unit = "kernels" if on_gpu(slow) else "ops"  # a CPU's table: aten ops by CPU time
     if not fasts:
-        return f"{label(slow)}'s {where}{category} {unit} take {{role_slow}} a call; {label(fast)} runs none", facts
+        return f"{label(slow)}'s {where}{category} {unit} take {{role_slow}} per {phase}; {label(fast)} runs none", facts
     facts["role_fast"] = total(of_kernel(fast, k, "us_per_forward", "us", f) for k in fasts)
-    return (f"{label(slow)}'s {where}{category} {unit} take {{role_slow}} a call to {label(fast)}'s {{role_fast}}",
-            facts)
+    return (f"{label(slow)}'s {where}{category} {unit} take {{role_slow}} per {phase} to {label(fast)}'s "
+            "{role_fast}", facts)
 
 
 def ranking_notes(a: Run, b: Run) -> list[Note]:
