@@ -207,6 +207,9 @@ def test_every_kernel_is_guessed_or_in_the_ledger_and_the_ledger_counts_its_rows
                 if "rows" in n.facts:
                     assert n.facts["rows"].value == sum(u.whole for u in unpredicted) and \
                         n.facts["table"].value == len(run.kernels_of()), (pair_id(c), n.title)
+                    one = n.facts["rows"].value == 1  # its words agree with the count: "1 … was", "It takes"
+                    assert (" was not" in n.title) == one and n.body.startswith("It takes" if one else "They take"), \
+                        (pair_id(c), n.title, n.body)
 
 
 def test_the_headline_and_the_top_three_are_short(explained):

@@ -32,7 +32,8 @@ def unpredicted_kernels(run: Run, explained: set[str]) -> Note | None:
     named = [k for k in rest if k.share >= NEGLIGIBLE][:2]
     sentences = []
     if whole:
-        sentences.append("They take {share}; the evidence lists each with the op that launched it.")
+        sentences.append("They take {share}; the evidence lists each with the op that launched it." if len(whole) > 1
+                         else "It takes {share}; the evidence gives the op that launched it.")
     if named:
         for i, k in enumerate(named):
             facts[f"k{i}"] = share_of(run, [k], run.phase)
@@ -40,7 +41,8 @@ def unpredicted_kernels(run: Run, explained: set[str]) -> Note | None:
             (f"{text.kernel(k, 40)} from `{text.op(innermost_op(k) or '?')}`" if k.launched_by else f"`{text.op(k.name)}`")
             + f" ({{k{i}}})" for i, k in enumerate(named)) + ".")
     elif whole:
-        sentences.append("The notes explain the ones that matter.")
+        sentences.append("The notes explain the ones that matter." if len(whole) > 1 else
+                         "A note explains it." if whole[0].name in explained else "Too small to need a note.")
     if extra:
         sentences.append(f"{text.plural(len(extra), unit[:-1])} ran more often than guessed.")
     if missing:
