@@ -5,16 +5,22 @@
 #      their bytecode compiled;
 #   2. the GPU's live tests, with TESTS=1;
 #   3. bench/h200/host_park_check.py (not with PARK=0): the host cost with the park from the measured issue against the
-#      old guess + 2 ms (6 repeats, each arm first in turn, a first one discarded: is the 8-26% seen over 3 repeats
-#      real? ~2 min);
-# with PARK_LOG=1, step 1 also logs every timing batch to $OUT/tlog.jsonl (bench/h200/park_log/sitecustomize.py).
+#      old guess + 2 ms, four times as long, and 2 ms longer; whether any park ended before its calls were issued
+#      (6 repeats, each arm first in turn, a first one discarded; ~1 min);
+# wh/ must hold pytz and tzdata too: the lent host's Python has neither (gradio imports pytz).
+# With PARK_LOG=1, step 1 also logs every timing batch to $OUT/tlog.jsonl (bench/h200/park_log/sitecustomize.py);
+# with COMPILE=1, torch's bytecode is compiled first, as pip does at install (a Space's image has it; the lent host's
+# torch has none, and PYTHONDONTWRITEBYTECODE=1 there keeps each start compiling it again).
 #     bash bench/h200/one_call.sh
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-.}
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+if [ -d wh ]; then python3 -m pip install -q --no-index --no-deps $(ls wh/*.whl | grep -v hf_xet) 2>&1 | tail -2; fi
 # is the host's import slow because nothing is compiled ahead (no __pycache__, or bytecode writing off)?
 python3 -c "import os, sys, importlib.util as u; print('PYTHONDONTWRITEBYTECODE', os.environ.get('PYTHONDONTWRITEBYTECODE'), 'dont_write', sys.dont_write_bytecode); [print(m, os.path.isdir(os.path.join(os.path.dirname(u.find_spec(m).origin), '__pycache__'))) for m in ('torch', 'gradio', 'fastapi')]"
-if [ -d wh ]; then python3 -m pip install -q --no-index --no-deps $(ls wh/*.whl | grep -v hf_xet) 2>&1 | tail -2; fi
+if [ "$COMPILE" = 1 ]; then
+  python3 -c "import compileall, importlib.util as u, os, time; t = time.perf_counter(); ok = compileall.compile_dir(os.path.dirname(u.find_spec('torch').origin), quiet=2, workers=0); print('compileall torch:', ok, round(time.perf_counter() - t, 1), 's')"
+fi
 [ "$PARK_LOG" = 1 ] && export TLOG=$OUT/tlog.jsonl PYTHONPATH=bench/h200/park_log
 OUT=$OUT timeout 240 python3 bench/latency.py --quick --api-only --starts 3 > $OUT/latency.txt 2>$OUT/latency_stderr.txt
 unset TLOG PYTHONPATH
