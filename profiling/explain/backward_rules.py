@@ -44,7 +44,7 @@ def backward_ratio(run: Run, peers: Peers) -> Note | None:
     if bwd and on_gpu(run):
         top = max(bwd, key=lambda k: k.us_per_forward)
         facts["top"] = of_kernel(run, top, "us_per_forward", "us")
-        said += f" Its largest kernel is {text.kernel(top, 40)} ({{top}} per step)."
+        said += f" Its largest kernel is {text.kernel(top, 40)} ({{top}} per backward)."
     off = abs(facts["ratio"].value - g.backward_ratio) / g.backward_ratio
     return note("backward_ratio", "guess", f"{label(run)}: backward {{ratio}} the forward, {{backward}} vs {{forward}}",
                 said, weight=min(0.5, 0.15 + off / 2), facts=facts, kernels=bwd,

@@ -113,7 +113,7 @@ def decode_kernels(run: Run, peers: Peers) -> Note | None:
                 "walks all {keys} keys alone.")
         weight = 0.3
     else:
-        title = "{who} ran one kernel for q_len {queries}: `{main}` ({time})"
+        title = "{who} ran one kernel for q_len {queries}: `{main}` ({time} per " + path.main.phase + ")"
         body = "No split of the keys and no combine: each (query block, head) tile walks all {keys} keys."
         if path.heads_at and path.main.short_name == FLASH:
             facts["blocks"] = constant(float(path.main.grid[0] * path.main.grid[1] * path.main.grid[2]), "count",

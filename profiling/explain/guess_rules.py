@@ -148,7 +148,7 @@ def fp32_gemms(run: Run, peers: Peers) -> Note | None:
     if sixteen_bit(run) and ran(run) == "math":
         if upcast:
             facts["upcast"] = total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in upcast)
-        why = ("SDPA's math path casts {dtype} q, k, v up to fp32" + (" ({upcast})" if upcast else "")
+        why = ("SDPA's math path casts {dtype} q, k, v up to fp32" + (" ({upcast} per forward)" if upcast else "")
                + ", so cuBLAS runs fp32 GEMMs on CUDA cores (FFMA): {gemm}, {share}. "
                "`allow_fp16_bf16_reduction_math_sdp(True)` keeps them {dtype}.")
     elif not sixteen_bit(run):

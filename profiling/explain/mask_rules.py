@@ -26,7 +26,7 @@ def mask_conversion(run: Run, peers: Peers) -> Note | None:
     then = ("the math path then adds it to the scores, as it would any bias." if ran(run) == "math" else
             "the kernel then reads it. Given a mask instead of is_causal, a kernel cannot know which tiles are empty, "
             "so it skips none.")
-    return note("mask_conversion", "guess", "The bool mask becomes an additive one on every call ({time})",
+    return note("mask_conversion", "guess", "The bool mask becomes an additive one in every forward ({time})",
                 "SDPA turns the S×S bool mask into a float one ({bytes}) with a `where` before each call, {share}; "
                 + then,
                 weight=max(0.15, facts["share"].value), facts=facts, kernels=[k for k, _ in where],
@@ -92,7 +92,7 @@ def kv_expansion(run: Run, peers: Peers) -> Note | None:
         facts["time"] = total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in copies)
     who = "SDPA's math path" if ran(run) == "math" else f"{label(run)}'s code"
     return note("kv_expansion", "guess", f"{label(run)} copies k and v from {{kv}} to {{heads}} heads"
-                + (" ({time})" if copies else ""),
+                + (" ({time} per forward)" if copies else ""),
                 f"{who} repeats each kv head for its query heads (`repeat_interleave`) before the GEMMs: full-size "
                 "copies of k and v, which grouped-query kernels (flash, cuDNN, flex) read in place.",
                 weight=0.3, facts=facts, kernels=[k for k, _ in copies], ops=["aten::repeat_interleave"])

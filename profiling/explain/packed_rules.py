@@ -119,7 +119,7 @@ def packed_kernel(run: Run, peers: Peers) -> Note | None:
         how = "flash_attn_varlen_func walks each document's tiles from the cumulative lengths"
     else:
         return None
-    return note("packed_kernel", "guess", "{who} reached `{main}` ({time})", how + ": {share}.", weight=0.15,
+    return note("packed_kernel", "guess", "{who} reached `{main}` ({time} per forward)", how + ": {share}.", weight=0.15,
                 facts=facts, names=names, kernels=[k], evidence=[text.kernel_line(k)])
 
 
