@@ -12,7 +12,8 @@ one starts the profiler), trace, pin cost, replay lookup, explain, serialize); t
 (a start-up warm-up in progress); rendering (the page's); and transfer (the client's wall time less the server's
 handler). "other" is what no phase holds. The scenarios: server start to its first replayed answer, a replay (and
 the same replay over plain HTTP: gradio_client's message loop polls every 50 ms, a floor no server can lower), the
-first live comparison of a fused pair, the same warm, a warm naive pair, a live sweep (9 lengths on a GPU; a
+first live comparison of a fused pair, the same warm, a warm naive pair (both warm pairs over plain HTTP too), a live
+sweep (9 lengths on a GPU; a
 CPU-sized one on a CPU), replays while the same sweep runs again and once the server is idle; and the time of
 `import torch, gradio` in a fresh interpreter, the yardstick of start-up.
 """
@@ -245,13 +246,19 @@ def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) 
                 facts[name] = walls[middle]
                 print(f"{rows[-1][0]}: {rows[-1][2]:.3f} s", file=sys.stderr, flush=True)  # as it goes
 
+            def over_plain_http(name: str, api: str, values: dict, repeats: int) -> None:
+                """The same request as gradio_client's, over plain HTTP (as the page's own client reads it: a
+                stream, no polling): what the server's answer costs without the client library's 50 ms loop."""
+                with httpx.Client(timeout=REQUEST_TIMEOUT_S) as plain:
+                    walls = [raw_http(plain, server.url, api, values) for _ in range(1 + repeats)]
+                walls = walls[1:]  # the first opened the connection
+                middle = walls.index(statistics.median_low(walls))
+                rows.append((f"{name} over plain HTTP (median of {len(walls)})", "API", walls[middle],
+                             parts_of(server.records()[-len(walls) + middle], walls[middle])))
+                facts[f"{name} over plain HTTP"] = walls[middle]
+
             timed("replay", "/replay", server.replay, 3 if quick else 10)
-            with httpx.Client(timeout=REQUEST_TIMEOUT_S) as plain:
-                walls = [raw_http(plain, server.url, "replay", server.replay) for _ in range(1 + (3 if quick else 10))]
-            walls = walls[1:]  # the first opened the connection
-            middle = walls.index(statistics.median_low(walls))
-            rows.append((f"replay over plain HTTP (median of {len(walls)})", "API", walls[middle],
-                         parts_of(server.records()[-len(walls) + middle], walls[middle])))
+            over_plain_http("replay", "replay", server.replay, 3 if quick else 10)
             warmed = [e for e in server.records() if "warmed" in e]
             if warmed:  # before the first live request: it would drop the steps not started
                 facts["warm-up done, after start"] = warmed[0]["warmed"] - server.started
@@ -261,6 +268,8 @@ def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) 
             naive = values_of("live", *pairs["naive"], device)
             client.submit(**naive, api_name="/compare").result(timeout=REQUEST_TIMEOUT_S)  # its first call's costs
             timed("warm naive pair", "/compare", naive, 3 if quick else 5)
+            over_plain_http("warm fused pair", "compare", live, 3 if quick else 5)
+            over_plain_http("warm naive pair", "compare", naive, 3 if quick else 5)
             lengths = (GPU_SWEEP if device == "cuda" else CPU_SWEEP[:2] if quick else CPU_SWEEP)
             timed("live sweep", "/sweep", live, seq_lens=",".join(map(str, lengths)), axis="seq_len")
             rows[-1] = (f"live sweep of {len(lengths)} lengths", *rows[-1][1:])
