@@ -147,12 +147,15 @@ def start_warm_up(device: str | None = None, keys: list[str] | None = None) -> N
     GPU exists only inside `serve_live`, a call in another process that costs the visitor's GPU quota, nor on a CPU,
     whose cores the replays share. A page or a replay never waits for it; a live request stops the step in progress
     at its next safe point and waits for that only (`_drop_warm_up`). The steps are queued at once: each asks whether
-    its own variant runs here when it runs (the asking imports that variant's libraries)."""
+    its own variant runs here when it runs (the asking imports that variant's libraries). Once a live request has
+    come, nothing of it runs: not the steps queued, nor any queued after that request."""
     device = device or ENV.device
     if os.environ.get("SPACES_ZERO_GPU") or WARM_UP.queued or device != "cuda":
         return
 
     def step(name, call) -> None:
+        if WARM_UP.dropped:  # a live request came before this step started (even before the steps were queued)
+            return
         started = time.perf_counter()
         try:
             ran = call()
@@ -166,6 +169,8 @@ def start_warm_up(device: str | None = None, keys: list[str] | None = None) -> N
         found = warmup.steps(device, keys, stopped=lambda: WARM_UP.dropped)
     except Exception as error:  # no warm-up: every first request pays its own, and says why it cannot run
         log.warning("the warm-up's plan failed: %s", str(error).splitlines()[0] if str(error) else error)
+        return
+    if WARM_UP.dropped:  # a live request came while the server was still starting (matplotlib's import, the plan)
         return
     WARM_UP.queued = [LIVE_WORKER.submit(step, name, call) for name, call in found]
 

@@ -218,6 +218,9 @@ def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) 
     import httpx
 
     pairs = GPU_PAIRS if device == "cuda" else CPU_PAIRS
+    # matplotlib's font cache, built once here: a server stopped below while building it (behind its first answer,
+    # on a fresh machine) leaves its lock file, and every later server's import waits 5 s for that lock
+    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], check=True)
     with tempfile.TemporaryDirectory() as folder:
         servers = []
         for _ in range(starts - 1):  # the start alone, measured again: it varies with the machine's load

@@ -96,6 +96,26 @@ def test_a_live_request_waits_for_the_step_in_progress_and_the_rest_give_way(fre
     assert handlers.wait_for_warm_up(30)  # over, a step dropped: nothing raised
 
 
+@pytest.mark.parametrize("late", ["planned after the request", "queued after the request"])
+def test_a_live_request_before_the_warm_up_started_leaves_nothing_of_it_to_run(fresh_warm_up, monkeypatch, late):
+    """A live request while the server is still starting (importing matplotlib, planning the warm-up) has paid its
+    own first costs: the warm-up found later runs none of its steps, each of which would otherwise run to its first
+    safe point and hold the next live request (2.5 s of a sweep on a lent H100, its start slowed by matplotlib's font
+    cache)."""
+    ran, replay = [], session.compare
+    monkeypatch.setattr(handlers.session, "compare", lambda request, **kwargs: replay(replayed()))
+    live = Request.build(LIVE, "naive", "sdpa_math", {}, "cpu")
+    asyncio.run(handlers.serve("compare", live, lambda *a, **k: None, keep=False))
+    steps = [("first", lambda: ran.append("first") or True), ("second", lambda: ran.append("second") or True)]
+    monkeypatch.setattr(warmup, "steps", lambda device, keys=None, stopped=None: steps)
+    if late == "queued after the request":  # the request came between the plan and the queueing
+        monkeypatch.setattr(handlers, "WARM_UP", handlers.WarmUp())
+        monkeypatch.setattr(warmup, "steps", lambda *a, **k: handlers._drop_warm_up() or steps)
+    handlers.start_warm_up("cuda")
+    handlers.wait_for_warm_up(30)
+    assert ran == [] and handlers.WARM_UP.steps == {}
+
+
 def test_the_warm_up_is_planned_without_asking_any_variant_and_each_step_asks_its_own(monkeypatch):
     """Asking whether a variant runs here imports its libraries (nested tensors' 0.7 s, flex's 0.3 s here, FA4's
     ~2 s): the plan asks none, so a live request soon after the start waits for one step's asking at most; each step
