@@ -13,8 +13,7 @@ one starts the profiler), trace, pin cost, replay lookup, explain, serialize); t
 handler). "other" is what no phase holds. The scenarios: server start to its first replayed answer, a replay (and
 the same replay over plain HTTP: gradio_client's message loop polls every 50 ms, a floor no server can lower), the
 first live comparison of a fused pair, the same warm, a warm naive pair (both warm pairs over plain HTTP too), a live
-sweep (9 lengths on a GPU; a
-CPU-sized one on a CPU), replays while the same sweep runs again and once the server is idle; and the time of
+sweep (9 lengths on a GPU; a CPU-sized one on a CPU), replays while the same sweep runs again and once the server is idle; and the time of
 `import torch, gradio` in a fresh interpreter, the yardstick of start-up.
 """
 from __future__ import annotations
