@@ -405,15 +405,24 @@ def import_yardstick(repeats: int) -> float:
 
 
 # -- the table ---------------------------------------------------------------------------------------------------
+# The phases that measure (make the inputs, run the variants' calls, read the clocks, the copy ceiling and the pin's
+# cost): the bare work a live answer wraps. The rest (plan, trace, explain, serialize, waits, transfer) is the wrapping.
+MEASURING = ("copy ceiling", "inputs", "setup", "first call", "accuracy", "warm-up", "timing rounds", "host figures",
+             "memory", "profiling", "pin cost")
+
+
 def table(rows: list, machine: str, facts: dict, yardstick_s: float, device: str) -> str:
     load = " · load average %.1f, %.1f, %.1f" % os.getloadavg() if hasattr(os, "getloadavg") else ""
     lines = [f"latency on {machine} ({os.cpu_count()} CPUs{load})",
              f"import torch, gradio in a fresh interpreter: {yardstick_s:.2f} s", "",
-             f"{'scenario':<46} {'path':<10} {'wall s':>7}  parts (s), largest first"]
+             f"{'scenario':<46} {'path':<10} {'wall s':>7} {'× bare':>6}  parts (s), largest first"]
     for name, path, wall, parts in rows:
         shown = sorted(((k, v) for k, v in parts.items() if v >= 0.0005), key=lambda kv: -kv[1])
-        lines.append(f"{name:<46} {path:<10} {wall:>7.3f}  " + " · ".join(f"{k} {v:.3f}" for k, v in shown))
-    lines.append("")
+        bare = sum(parts.get(k, 0.0) for k in MEASURING)
+        ratio = f"{wall / bare:>5.2f}×" if bare >= 0.001 else ""
+        lines.append(f"{name:<46} {path:<10} {wall:>7.3f} {ratio:>6}  " + " · ".join(f"{k} {v:.3f}" for k, v in shown))
+    lines += ["", "× bare: a live answer's wall time over the bare work it wraps, its measuring phases (" +
+              ", ".join(MEASURING) + ")"]
     start = facts.get("server start → first answer")
     if start is not None:
         own = facts["the server's own import torch, gradio"]
