@@ -22,7 +22,7 @@ if [ "$COMPILE" = 1 ]; then
   python3 -c "import compileall, importlib.util as u, os, time; t = time.perf_counter(); ok = compileall.compile_dir(os.path.dirname(u.find_spec('torch').origin), quiet=2, workers=0); print('compileall torch:', ok, round(time.perf_counter() - t, 1), 's')"
 fi
 [ "$PARK_LOG" = 1 ] && export TLOG=$OUT/tlog.jsonl PYTHONPATH=bench/h200/park_log
-OUT=$OUT timeout 240 python3 bench/latency.py --quick --api-only --starts 3 > $OUT/latency.txt 2>$OUT/latency_stderr.txt
+OUT=$OUT timeout 330 python3 bench/latency.py --quick --api-only --starts 3 > $OUT/latency.txt 2>$OUT/latency_stderr.txt
 unset TLOG PYTHONPATH
 tail -16 $OUT/latency.txt; tail -3 $OUT/latency_stderr.txt
 [ "$TESTS" = 1 ] && timeout 90 python3 -m pytest -o addopts=-ra -q -p no:cacheprovider tests/test_gpu_live.py 2>&1 | tail -8
