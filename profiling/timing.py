@@ -228,8 +228,12 @@ def _group(per_call_s: float) -> int:
     return int(min(GROUP_MAX, max(1, GROUP_S // per_call_s)))
 
 
-def _wanted(group: int, per_call_s: float, most: int = MAX_SAMPLES) -> int:
-    return int(min(most, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * per_call_s))))
+def _wanted(group: int, per_call_s: float, most: int = MAX_SAMPLES, issue_s: float = 0.0) -> int:
+    """Samples of `group` calls that fill the budget (TIMING_BUDGET_S) of the GPU's work, or of the host's issue where
+    the host is the slower (`issue_s` a call: the wall time of the rounds is then the host's), within MIN_SAMPLES and
+    `most`. (SDPA on nested jagged tensors, on the start-up warm-up's tiny workload, spent 3.6 s of a lent H100's
+    timing rounds on its GPU budget's samples: milliseconds of Python a call, for a kernel of microseconds.)"""
+    return int(min(most, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * max(per_call_s, issue_s)))))
 
 
 def _entries(s: Timed, per_call_s: float, flush: Callable[[], None] | None, issue_s: float | None = None) -> int:
@@ -264,8 +268,8 @@ def time_gpu(subjects: list[Timed], check: Callable[[], None], flush: Callable[[
         per_call_s = max(sum(sum(_per_phase([marks], len(s.phases), probes), [])) / 1000.0, 1e-7)
         group = _group(per_call_s)
         most = LONG_MAX_SAMPLES if per_call_s >= LONG_CALL_S else MAX_SAMPLES
-        plans[id(s)] = (group, _wanted(group, per_call_s, most), [], Park(park.issue_s, group), group * per_call_s,
-                        group * _entries(s, per_call_s, flush, park.issue_s))
+        plans[id(s)] = (group, _wanted(group, per_call_s, most, park.issue_s), [], Park(park.issue_s, group),
+                        group * per_call_s, group * _entries(s, per_call_s, flush, park.issue_s))
     # the samples in the order they are taken: round by round, each variant that still wants one
     order = [s for round_ in range(max((plan[1] for plan in plans.values()), default=0))
              for s in subjects if round_ < plans[id(s)][1]]

@@ -191,7 +191,8 @@ def test_stalls_of_the_host_do_not_lengthen_every_later_park(gpu):
 def test_the_park_is_planned_from_the_host_s_issue_time_not_from_a_guess(gpu):
     s = subject(gpu, host_s=(1e-3,), gpu_s=(1e-5,))  # a host-bound call: 1 ms to issue, 10 µs to run, guessed at 10 µs
     timing.time_gpu([s], lambda: None)
-    assert s.run.timing.samples == timing.MAX_SAMPLES and not s.run.timing.host_gaps
+    # the host sets the rounds' wall: 20 calls a sample of 1 ms each, the budget's 3 samples, so MIN_SAMPLES
+    assert s.run.timing.samples == timing.MIN_SAMPLES and not s.run.timing.host_gaps
     # every batch's park covers what the host falls behind over it: ~1 ms a sample, 1.5 times
     batches = gpu.parks[1:]
     per_batch = timing.QUEUE_LAUNCHES // (timing._group(1e-5) * timing._entries(s, 1e-5, None))  # the queue's bound
@@ -443,6 +444,22 @@ def test_a_call_of_a_millisecond_or_more_takes_the_samples_its_verdict_needs_and
     timing.time_gpu([s], lambda: None, (lambda: gpu.log.append("flush")) if cold else None)
     assert s.run.timing.samples == samples
     assert s.run.timing.median_ms == pytest.approx(gpu_s * 1000)
+
+
+@pytest.mark.parametrize("host_s, samples", [(1e-5, timing.MAX_SAMPLES),   # the GPU the slower: its budget, 50
+                                              (1e-4, 30),                   # the host's 2 ms a sample: 30 of them
+                                              (4.5e-3, timing.MIN_SAMPLES)])  # nested jagged tensors: never under 8
+def test_a_call_the_host_issues_slower_than_the_gpu_runs_takes_the_samples_the_host_s_budget_allows(gpu, host_s,
+                                                                                                   samples):
+    """Where the host issues a call slower than the GPU runs it, the host's issue sets the timing rounds' wall: the
+    samples fill the budget with the host's time, not the GPU's (nested jagged tensors' tiny calls, milliseconds of
+    Python each, took 3.6 s of rounds on a lent H100), and the GPU's figure is still the GPU's."""
+    s = subject(gpu, host_s=(host_s,), gpu_s=(1e-5,))
+    started = gpu.clock
+    timing.time_gpu([s], lambda: None)
+    assert s.run.timing.samples == pytest.approx(samples, abs=1)  # the host's issue as the probe measured it
+    assert s.run.timing.median_ms == pytest.approx(0.01, rel=0.5)
+    assert gpu.clock - started < 2 * max(timing.TIMING_BUDGET_S, timing.MIN_SAMPLES * 20 * host_s) + 0.05
 
 
 def test_the_cap_on_a_long_call_s_samples_keeps_the_verdicts_of_the_h200_recording():
