@@ -36,6 +36,12 @@ LONG_MAX_SAMPLES = 16         # ... for a call of LONG_CALL_S or more, warm or c
                               # (up to 50) gave, and that one's two verdicts both find no winner; its median moves 1.3% at
                               # most (bench/rounds_needed.py). A 1.26 ms naive call took 47: 0.06 s, a third of a warm
                               # naive pair's server time on an H100
+HOST_MIN_SAMPLES = 25         # ... for a call the host issues slower than the GPU runs it (SDPA on nested jagged tensors:
+                              # 2.4-15 ms of Python a call for 0.1-0.8 ms of GPU work in the H200 recording; on the
+                              # start-up warm-up's tiny workload, 3.6 s of timing rounds on a lent H100): of the
+                              # recording's 4,375 warm and cold pairs, 461 have a side cut to what the host's budget
+                              # allows; no verdict gains or loses a winner, 2 move between "level" and "no practical
+                              # difference" (at 8: 10; at 16: 5, one of them gaining a winner; at 20: 3)
 GROUP_S, GROUP_MAX = 200e-6, 64  # forwards shorter than 200 µs are timed in groups of up to 64
 CPU_TIMING_BUDGET_S = 1.0     # CPU, per comparison: more samples while the spread is wide, up to this
 CPU_MAX_SAMPLES = 200
@@ -229,11 +235,13 @@ def _group(per_call_s: float) -> int:
 
 
 def _wanted(group: int, per_call_s: float, most: int = MAX_SAMPLES, issue_s: float = 0.0) -> int:
-    """Samples of `group` calls that fill the budget (TIMING_BUDGET_S) of the GPU's work, or of the host's issue where
-    the host is the slower (`issue_s` a call: the wall time of the rounds is then the host's), within MIN_SAMPLES and
-    `most`. (SDPA on nested jagged tensors, on the start-up warm-up's tiny workload, spent 3.6 s of a lent H100's
-    timing rounds on its GPU budget's samples: milliseconds of Python a call, for a kernel of microseconds.)"""
-    return int(min(most, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * max(per_call_s, issue_s)))))
+    """Samples of `group` calls that fill the budget (TIMING_BUDGET_S) of the GPU's work, within MIN_SAMPLES and
+    `most`; where the host issues a call slower than the GPU runs it (`issue_s` a call), the rounds' wall is the
+    host's: no more than fill the budget with the host's issue, and HOST_MIN_SAMPLES at least."""
+    wanted = min(most, max(MIN_SAMPLES, TIMING_BUDGET_S / (group * per_call_s)))
+    if issue_s > per_call_s:
+        wanted = min(wanted, max(HOST_MIN_SAMPLES, TIMING_BUDGET_S / (group * issue_s)))
+    return int(wanted)
 
 
 def _entries(s: Timed, per_call_s: float, flush: Callable[[], None] | None, issue_s: float | None = None) -> int:
