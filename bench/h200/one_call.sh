@@ -4,6 +4,7 @@
 #      now without gradio's stub writing and with one build of its web app; first, whether the host's libraries have
 #      their bytecode compiled;
 #   2. the GPU's live tests, with TESTS=1;
+#   2b. with PROBE=1, bench/h200/nested_first_probe.py: the sdpa_nested warm-up step's phases and samples (~20 s);
 #   3. bench/h200/host_park_check.py (not with PARK=0): the host cost with the park from the measured issue against the
 #      old guess + 2 ms, four times as long, and 2 ms longer; whether any park ended before its calls were issued
 #      (6 repeats, each arm first in turn, a first one discarded; ~1 min);
@@ -26,5 +27,6 @@ OUT=$OUT timeout 330 python3 bench/latency.py --quick --api-only --starts 3 > $O
 unset TLOG PYTHONPATH
 tail -16 $OUT/latency.txt; tail -3 $OUT/latency_stderr.txt
 [ "$TESTS" = 1 ] && timeout 90 python3 -m pytest -o addopts=-ra -q -p no:cacheprovider tests/test_gpu_live.py 2>&1 | tail -8
+[ "$PROBE" = 1 ] && timeout 90 python3 bench/h200/nested_first_probe.py 2>&1 | grep -v Warning | tail -8 | tee $OUT/nested_probe.txt
 # last, what matters least if the lease runs short
 [ "$PARK" != 0 ] && { OUT=$OUT timeout 170 python3 bench/h200/host_park_check.py > $OUT/host_park_check.log 2>&1; tail -14 $OUT/host_park_check.log; }
