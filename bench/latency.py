@@ -15,7 +15,8 @@ the same replay over plain HTTP: gradio_client's message loop polls every 50 ms,
 first live comparison of a fused pair, the same warm, a warm naive pair (both warm pairs over plain HTTP too), a live
 sweep (9 lengths on a GPU; a CPU-sized one on a CPU), replays while the same sweep runs again and once the server
 is idle, on a GPU the first live fused pair of a fresh server left alone until its warm-up is over; and the time of
-`import torch, gradio` in a fresh interpreter, the yardstick of start-up.
+`import torch, gradio` in a fresh interpreter, the yardstick of start-up; and gradio_client's own floor, a bare
+gradio app's echo (this file with --echo) through gradio_client and over plain HTTP.
 """
 from __future__ import annotations
 
@@ -120,6 +121,56 @@ def serve(port: int, record_path: str) -> None:
         time.sleep(3600)
 
 
+def serve_echo(port: int) -> None:
+    """A bare gradio app of one endpoint that hands its text back: what gradio and its client cost with no work."""
+    import gradio as gr
+    with gr.Blocks() as demo:
+        text, same = gr.Textbox(), gr.Textbox()
+        text.submit(lambda x: x, text, same, api_name="echo")
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    while True:
+        time.sleep(3600)
+
+
+def client_floor(rows: list, facts: dict, repeats: int) -> None:
+    """gradio_client's own floor on this host: a bare gradio app's echo (`serve_echo`, a process of its own) through
+    gradio_client and over plain HTTP, each the median of `repeats` after a first. A row each, no server phases: all
+    of it is gradio, the client and the transfer."""
+    import httpx
+    from gradio_client import Client
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    process = subprocess.Popen([sys.executable, __file__, "--echo", str(port)], cwd=ROOT,
+                               env=os.environ | {"GRADIO_ANALYTICS_ENABLED": "False"})
+    try:
+        until = now() + REQUEST_TIMEOUT_S
+        while True:
+            try:
+                urllib.request.urlopen(url + "config", timeout=5).read()
+                break
+            except OSError:
+                if process.poll() is not None or now() > until:
+                    raise SystemExit("the echo server did not start")
+                time.sleep(0.05)
+        client = Client(url, verbose=False)
+
+        def through_client() -> float:
+            t0 = now()
+            client.predict("echo", api_name="/echo")
+            return now() - t0
+        with httpx.Client(timeout=REQUEST_TIMEOUT_S) as plain:
+            for name, once in (("bare gradio echo", through_client),
+                               ("bare gradio echo over plain HTTP", lambda: raw_http(plain, url, "echo", ["echo"]))):
+                walls = [once() for _ in range(1 + repeats)][1:]  # the first opened the connection
+                wall = statistics.median_low(walls)
+                rows.append((f"{name} (median of {repeats})", "API", wall, {"transfer": wall}))
+                facts[name] = wall
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -196,13 +247,12 @@ class Server:
         self.process.wait(timeout=30)
 
 
-def raw_http(client, url: str, api: str, values: dict) -> float:
+def raw_http(client, url: str, api: str, data: list) -> float:
     """One request through the same queue as gradio_client's (gradio's /call route: join, then read the event's
     stream) on `client` (an httpx.Client, its connection kept, as a browser keeps it), without the client library,
     whose message loop polls every 50 ms (gradio_client.utils.stream_sse_v1plus). Its wall time in seconds."""
-    from profiling.request import KEYS
     t0 = now()
-    event = client.post(f"{url}gradio_api/call/{api}", json={"data": [values[k] for k in KEYS]})
+    event = client.post(f"{url}gradio_api/call/{api}", json={"data": data})
     event.raise_for_status()
     with client.stream("GET", f"{url}gradio_api/call/{api}/{event.json()['event_id']}") as stream:
         complete = False
@@ -222,6 +272,7 @@ def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) 
     # matplotlib's font cache, built once here: a server stopped below while building it (behind its first answer,
     # on a fresh machine) leaves its lock file, and every later server's import waits 5 s for that lock
     subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], check=True)
+    client_floor(rows, facts, 5 if quick else 10)
     with tempfile.TemporaryDirectory() as folder:
         servers = []
         for _ in range(starts - 1):  # the start alone, measured again: it varies with the machine's load
@@ -253,8 +304,9 @@ def through_api(quick: bool, device: str, rows: list, facts: dict, starts: int) 
             def over_plain_http(name: str, api: str, values: dict, repeats: int) -> None:
                 """The same request as gradio_client's, over plain HTTP (as the page's own client reads it: a
                 stream, no polling): what the server's answer costs without the client library's 50 ms loop."""
+                from profiling.request import KEYS
                 with httpx.Client(timeout=REQUEST_TIMEOUT_S) as plain:
-                    walls = [raw_http(plain, server.url, api, values) for _ in range(1 + repeats)]
+                    walls = [raw_http(plain, server.url, api, [values[k] for k in KEYS]) for _ in range(1 + repeats)]
                 walls = walls[1:]  # the first opened the connection
                 middle = walls.index(statistics.median_low(walls))
                 rows.append((f"{name} over plain HTTP (median of {len(walls)})", "API", walls[middle],
@@ -454,6 +506,11 @@ def table(rows: list, machine: str, facts: dict, yardstick_s: float, device: str
         lines.append(f"server start → first replayed answer: {start:.2f} s = {start / yardstick_s:.2f}× import "
                      f"torch, gradio in a fresh interpreter, {start / own:.2f}× the server's own ({own:.2f} s, the "
                      f"same moment's load) (target ≤ 2× on a CPU)")
+    floor = facts.get("bare gradio echo")
+    if floor is not None:
+        lines.append(f"gradio_client's own floor here: {floor:.3f} s for a bare gradio app's echo, "
+                     f"{facts['bare gradio echo over plain HTTP']:.3f} s over plain HTTP: every row through gradio_client "
+                     "carries its client's costs and its message loop's 50 ms sleeps")
     if "warm-up done, after start" in facts:
         lines.append(f"start-up warm-up done {facts['warm-up done, after start']:.2f} s after the server's start")
     if device == "cuda":
@@ -469,11 +526,14 @@ def main() -> None:
     parser.add_argument("--api-only", action="store_true", help="only through the API")
     parser.add_argument("--starts", type=int, help="server starts measured (default 1 with --quick, else 3)")
     parser.add_argument("--serve", nargs=2, metavar=("PORT", "RECORD"), help=argparse.SUPPRESS)
+    parser.add_argument("--echo", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--front-door", choices=("cold", "warm", "sweep"), help=argparse.SUPPRESS)
     parser.add_argument("--host-rounds", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         return serve(int(args.serve[0]), args.serve[1])
+    if args.echo:
+        return serve_echo(args.echo)
     if args.front_door:
         front_door(args.quick, args.front_door, args.host_rounds)
         import handlers
