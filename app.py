@@ -42,7 +42,7 @@ from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request, fiel
 from profiling.results import Comparison
 from profiling.timeline import run_timeline
 from profiling.workload import FIELDS, Refusal, Workload
-from serving import RequestGuard, draw_off_screen, limit_malloc_arenas, log, quiet_queue, refuse_short_requests
+from serving import RequestGuard, cap_waiting, draw_off_screen, limit_malloc_arenas, log, quiet_queue, refuse_short_requests
 
 scratch.clean_stale_folders()  # what a crashed or restarted process left in the temp dir
 limit_malloc_arenas()  # before gradio starts its worker threads
@@ -624,8 +624,9 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
     demo.validate_inputs = refuse_short_requests
     # api_open=False: the REST routes (/gradio_api/run/compare, /gradio_api/api/compare) refuse queued events, so
     # every measurement goes through the queue and its concurrency limit (/gradio_api/call/compare and clients do)
-    demo.queue(max_size=16, api_open=False)
+    demo.queue(api_open=False)
     quiet_queue(demo._queue)  # an idle server polls every 10 ms, not every 1 ms (serving.QUEUE_POLL_S)
+    cap_waiting(demo._queue)  # each concurrency group's waiting events bounded apart (serving.WAITING)
 
 # gradio's bundled semibold faces hold ~60 glyphs (space, A, B, Cyrillic): every semibold text would mix two faces.
 # The theme declares the regular and the bold faces only (both complete, served by gradio itself), so text asked for

@@ -5,6 +5,7 @@ Nothing here knows about attention; app.py builds the screen and uses these.
 """
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import inspect
 import itertools
@@ -69,6 +70,48 @@ def quiet_queue(queue) -> list[str]:
             setattr(queue, name, seconds)
             done.append(name)
     return done
+
+
+# How many events of one concurrency group may wait at once (gradio's own max_size counts every group together: 16
+# live requests queued by one client made every replay answer 503 "Queue is full"). Live runs each hold the machine
+# for up to their budget, so fewer of them wait; the replays' and the pages' groups keep room of their own.
+WAITING = {"gpu": 8}
+WAITING_DEFAULT = 16
+_WAITERS = {"gpu": "live runs", "replay": "replays", "show": "answers being drawn"}
+
+
+def cap_waiting(queue) -> bool:
+    """Bound the events waiting in each of `queue`'s concurrency groups (WAITING, else WAITING_DEFAULT): an event past
+    its group's bound is refused as gradio refuses a full queue (503), in words that name the group and the bound,
+    and a full group leaves every other one open. gradio's own bound becomes the sum of the groups', so it never
+    refuses first. Whether it was set: a gradio whose queue lacks what this reads is left as it is."""
+    push = getattr(queue, "push", None)
+    groups = getattr(queue, "event_queue_per_concurrency_id", None)
+    fns = getattr(getattr(queue, "blocks", None), "fns", None)
+    if push is None or not isinstance(groups, dict) or not isinstance(fns, dict):
+        return False
+    lock = None
+
+    async def capped(body, request, username):
+        nonlocal lock
+        fn = fns.get(getattr(body, "fn_index", None))
+        if fn is None:  # gradio's own answer ("No function index provided.", or its error for an unknown one)
+            return await push(body, request, username)
+        lock = lock or asyncio.Lock()
+        async with lock:  # the count and the push together: two joins at once cannot both take the last place
+            group = fn.concurrency_id
+            bound = WAITING.get(group, WAITING_DEFAULT)
+            waiting = len(groups[group].queue) if group in groups else 0
+            if waiting >= bound:
+                what = _WAITERS.get(group, "requests of this kind")
+                return (False, f"{waiting} {what} are already waiting, the most this server lets wait at once; "
+                        "try again in a while" + ("; replays of a recording wait apart from them"
+                                                  if group == "gpu" else ""), "queue_full")
+            return await push(body, request, username)
+    queue.push = capped
+    queued = {fn.concurrency_id for fn in fns.values() if getattr(fn, "queue", True)}
+    queue.max_size = sum(WAITING.get(group, WAITING_DEFAULT) for group in queued)
+    return True
 
 
 def refuse_short_requests(block_fn, inputs: list) -> None:

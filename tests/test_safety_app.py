@@ -858,3 +858,58 @@ def test_building_the_page_reaches_no_host_but_its_own(monkeypatch):
 
     assert looked_up(app.BLOCKS) == []
     assert "api.gradio.app" in looked_up({**app.BLOCKS, "analytics_enabled": True})
+
+
+def test_live_runs_queued_past_their_bound_are_refused_in_words_and_replays_still_answer(monkeypatch):
+    """One client's flood of live requests filled gradio's one queue (max_size counts every group together): a replay
+    then answered 503 "Queue is full". Each concurrency group now waits apart (serving.cap_waiting): live joins past
+    the live bound are refused with a 503 that says what is full, while a replay joins and answers; the app's own
+    queue is capped so, gradio's bound the sum of its groups'."""
+    import serving
+    from conftest import free_port
+
+    assert app.demo._queue.push.__name__ == "capped"
+    groups = {fn.concurrency_id for fn in app.demo.fns.values() if fn.queue}
+    assert app.demo._queue.max_size == sum(serving.WAITING.get(g, serving.WAITING_DEFAULT) for g in groups)
+
+    monkeypatch.setattr(serving, "WAITING", {"gpu": 2})
+    started, release = threading.Event(), threading.Event()
+
+    def live(x):
+        started.set()
+        release.wait(60)
+        return x
+
+    with gr.Blocks() as page:
+        text, same = gr.Textbox(), gr.Textbox()
+        text.submit(live, text, same, api_name="live", concurrency_id="gpu", concurrency_limit=1)
+        text.submit(lambda x: x, text, same, api_name="replay", concurrency_id="replay", concurrency_limit=4)
+    page.queue()
+    assert serving.cap_waiting(page._queue)
+    port = free_port()
+    page.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            def join(api: str):
+                return http.post(f"/gradio_api/call/{api}", json={"data": ["x"]})
+            assert join("live").status_code == 200
+            assert started.wait(30)  # the first runs; the next two wait, the bound
+            assert [join("live").status_code for _ in range(2)] == [200, 200]
+            refused = join("live")
+            assert refused.status_code == 503
+            assert "2 live runs are already waiting" in refused.text and "replays" in refused.text
+            replay = join("replay")
+            assert replay.status_code == 200
+            with http.stream("GET", f"/gradio_api/call/replay/{replay.json()['event_id']}") as stream:
+                lines = [line for line in stream.iter_lines() if line.startswith("event:")]
+            assert lines[-1] == "event: complete"
+    finally:
+        release.set()
+        page.close()
+
+
+def test_a_gradio_queue_without_what_the_bound_reads_is_left_as_it_is():
+    from serving import cap_waiting
+
+    bare = SimpleNamespace(push=None, max_size=16)
+    assert cap_waiting(bare) is False and bare.max_size == 16
