@@ -204,3 +204,22 @@ def test_a_run_stopped_after_its_timing_still_has_a_verdict_and_says_it_stopped(
     assert title.endswith("SDPA · cuDNN [B] stopped after timing, before the profile.")
     early = dataclasses.replace(late, timing=None)
     assert headline(a, early).title.startswith("SDPA · cuDNN [B] could not run on the H200")
+
+
+
+def test_a_peak_past_the_scores_is_read_as_the_scores_written_only_for_a_call_that_is_not_fused():
+    """The verdict's reason "writes the S×S scores through memory" reads the slow side's peak. Naive's, at the blog
+    workload, says so. Planted: compiled flex with a peak past its scores (as on a CPU at S=128, fp32: 642 KiB over
+    128 KiB scores it never writes, its compiled graph's buffers) beside a flash that peaked at nothing: a fused call's
+    peak is not its scores, as the guess's memory note already reads it (facts.fused), and the reason is not said."""
+    from profiling.explain.facts import fused
+    from profiling.explain.verdict import _gpu_reasons
+
+    naive, flex = (next(r for r in RUNS if r.variant == key and r.workload == FLASH.workload) for key in ("naive", "flex"))
+    reasons, _ = _gpu_reasons(FLASH, naive, {id(naive): "a", id(FLASH): "b"})
+    assert any("writes the S×S scores" in r for r in reasons) and not fused(naive)
+    scores = flex.workload.scores_bytes(2)
+    flex = dataclasses.replace(flex, peak_extra_bytes=5 * scores)
+    flash = dataclasses.replace(FLASH, peak_extra_bytes=0)
+    reasons, _ = _gpu_reasons(flash, flex, {id(flex): "a", id(flash): "b"})
+    assert fused(flex) and not any("S×S" in r for r in reasons)

@@ -49,6 +49,14 @@ def ran(run: Run) -> str | None:
     return dispatch.backend_key(run.backend)
 
 
+def fused(run: Run) -> bool:
+    """Whether the call ran a fused attention kernel, which keeps its score tiles on chip and never writes S×S: an
+    SDPA backend the trace shows as flash, efficient or cuDNN, or a compiled fused variant (flex). Its peak can still
+    pass one S×S matrix (a CPU kernel's per-thread blocks, a compiled graph's buffers at a short S): not the scores."""
+    v = variant(run)
+    return ran(run) in ("flash", "efficient", "cudnn") or bool(v and v.fused and v.compiled)
+
+
 def on_gpu(run: Run) -> bool:
     return run.ok and run.environment.device == "cuda"
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from ..results import Note, Run
 from .. import text
-from .facts import (ARCH, KINETO_SHARED_PER_BLOCK, NEGLIGIBLE, Peers, constant, difference, guess, host_op,
-                    instruction, kernels_in, launch_count, launch_share, launched_under, launches, measured, note,
-                    of_kernel, of_launch, occupancy, on_gpu, ran, ratio, scores_bytes, share_of, sixteen_bit,
+from .facts import (ARCH, KINETO_SHARED_PER_BLOCK, NEGLIGIBLE, Peers, constant, difference, fused, guess,
+                    host_op, instruction, kernels_in, launch_count, launch_share, launched_under, launches, measured,
+                    note, of_kernel, of_launch, occupancy, on_gpu, ran, ratio, scores_bytes, share_of, sixteen_bit,
                     square_scores, total, variant)
 
 PYTORCH = "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native"
@@ -359,8 +359,7 @@ def scores_in_memory(run: Run, peers: Peers) -> Note | None:
     facts["matrices"] = ratio(facts["peak"], facts["scores"])
     g = guess(run)
     materialised = facts["matrices"].value >= 0.9
-    v = variant(run)
-    fused_op = ran(run) in ("flash", "efficient", "cudnn") or bool(v and v.fused and v.compiled)
+    fused_op = fused(run)
     wrong = g is not None and g.materialises_scores != (materialised and not fused_op)
     if materialised and fused_op and run.environment.device == "cpu":
         threads = run.environment.cpu_threads

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from .. import stats, text
 from ..results import STOPPED, Note, Run, Timing
 from .environment_rules import refusal
-from .facts import (ampere_design, call_gpu, constant, difference, guess, hopper_design, host_share, instruction,
-                    kernels_in, label, launch_count, main_kernel, measured, note, of_kernel, on_gpu, pinned, ran,
-                    ratio, scores_bytes, square_scores, total)
+from .facts import (ampere_design, call_gpu, constant, difference, fused, guess, hopper_design, host_share,
+                    instruction, kernels_in, label, launch_count, main_kernel, measured, note, of_kernel, on_gpu,
+                    pinned, ran, ratio, scores_bytes, square_scores, total)
 
 # Runs from two sessions (not interleaved) can differ by the machine's drift alone. Measured on the H200: the
 # host cost of one variant moved ~50% within a process; GPU time moves far less.
@@ -220,7 +220,7 @@ def _gpu_reasons(fast: Run, slow: Run, side: dict) -> tuple[list[str], dict]:
     square = square_scores(slow)  # its scores are S×S (not one packed sequence's T×T, nor per document)
     if square and not slow.workload.training:
         scores = scores_bytes(slow, s)
-        if slow.peak_extra_bytes and fast.peak_extra_bytes is not None and \
+        if slow.peak_extra_bytes and fast.peak_extra_bytes is not None and not fused(slow) and \
                 slow.peak_extra_bytes >= 0.9 * scores.value > fast.peak_extra_bytes:
             facts["scores"] = scores
             reasons.append(f"{label(slow)} writes the S×S scores ({{scores}}) through memory; {label(fast)} never does")
