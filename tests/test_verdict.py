@@ -157,7 +157,7 @@ def test_a_cpu_pairs_why_counts_aten_ops_where_a_gpus_counts_kernels():
     why = next(n for n in explain(Comparison(naive, flash)).notes if n.rule == "speed")
     assert "launches 7 kernels per forward, SDPA · FlashAttention 1" in why.body
     cpu_env = dataclasses.replace(naive.environment, device="cpu", device_name="CPU", compute_capability=None)
-    cpu = [dataclasses.replace(r, environment=cpu_env) for r in (naive, flash)]
+    cpu = [dataclasses.replace(r, environment=cpu_env, profiled_host_ms=r.timing.median_ms) for r in (naive, flash)]
     why = next(n for n in explain(Comparison(*cpu)).notes if n.rule == "speed")
     assert "runs 7 aten ops per forward, SDPA · FlashAttention 1" in why.body and "kernel" not in why.body, why.body
     # the kernel role whose time differs most, and a first call's note, in a CPU's words too
@@ -166,6 +166,10 @@ def test_a_cpu_pairs_why_counts_aten_ops_where_a_gpus_counts_kernels():
     role, _ = verdict._role_gap(cpu[1], cpu[0], side)
     gpu_role, _ = verdict._role_gap(flash, naive, {id(naive): "a", id(flash): "b"})
     assert role and " ops take " in role and "kernels" not in role and " kernels take " in gpu_role, (role, gpu_role)
+    # planted: the slow side profiled at 14x its timed call (a busy CPU): its ops' µs are not its forward's
+    inflated = dataclasses.replace(cpu[0], profiled_host_ms=14 * cpu[0].timing.median_ms)
+    assert verdict._role_gap(cpu[1], inflated, {id(inflated): "a", id(cpu[1]): "b"}) == (None, {})
+    assert not any(" ops take " in n.body for n in explain(Comparison(inflated, cpu[1])).notes)
     flex = recorded("flex")
     first = timing_rules.first_call(flex, {})
     assert first.body.endswith("on the GPU.")
