@@ -51,7 +51,10 @@ def shown(value) -> str:
     if isinstance(value, str) and len(value) > _SHOWN_CHARS:
         return f"{value[:_SHOWN_CHARS]!r}… ({len(value)} characters)"
     text = repr(value)
-    return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS]}… ({type(value).__name__})"
+    if len(text) <= _SHOWN_CHARS:
+        return text
+    return f"{text[:_SHOWN_CHARS]}… ({len(value)} items)" if isinstance(value, (list, tuple)) else \
+        f"{text[:_SHOWN_CHARS]}… ({type(value).__name__})"
 
 
 def whole_number(field: str, value, low: int, high: int) -> int:
@@ -148,6 +151,7 @@ class Spec:
         """A list field's value as a tuple, from text ("512, 1536": ASCII digits, commas or spaces between) or a
         list of whole numbers, each within `limits`, at most `items` of them; empty text means None where optional."""
         low, high = self.limits
+        sent = value  # what a refusal quotes: the client's value, not what it was read as
         if isinstance(value, str):
             if len(value) > self.items * (len(str(high)) + 2) + 16:
                 raise Refusal(name, value, f"at most {self.items} numbers between {low} and {high}")
@@ -162,7 +166,7 @@ class Spec:
         if not value:
             raise Refusal(name, value, f"give at least one number, such as {self.example}")
         if len(value) > self.items:
-            raise Refusal(name, value, f"at most {self.items} numbers ({len(value)} given)")
+            raise Refusal(name, sent, f"at most {self.items} numbers ({len(value)} given)")
         return value
 
 

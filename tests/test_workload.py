@@ -265,3 +265,18 @@ def test_every_field_changes_the_words_the_trace_name_and_the_blog_comparison():
         seen_words.add(w.words())
         seen_tags.add(w.tag())
         assert any(d.startswith(name) for d in BLOG.differences(w)) and not BLOG.matches(w), name
+
+
+def test_too_many_documents_are_refused_quoting_what_was_sent():
+    """65 document lengths sent as text were quoted back as the tuple they were read into ("lengths=(16, 16, …,…
+    (tuple)"); the refusal quotes the client's own text, and a list sent as a list says how many items it held."""
+    from profiling.workload import MAX_DOCUMENTS
+
+    sent = ",".join(["16"] * (MAX_DOCUMENTS + 1))
+    with pytest.raises(Refusal) as refused:
+        Request.build(LIVE, "varlen", "sdpa_flash", {"lengths": sent}, "cuda")
+    said = str(refused.value)
+    assert said.startswith("lengths='16,16,") and "(tuple)" not in said and f"({MAX_DOCUMENTS + 1} given)" in said
+    with pytest.raises(Refusal) as refused:
+        Request.build(LIVE, "varlen", "sdpa_flash", {"lengths": [16] * (MAX_DOCUMENTS + 1)}, "cuda")
+    assert f"({MAX_DOCUMENTS + 1} items)" in str(refused.value)
