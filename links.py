@@ -105,7 +105,15 @@ def preview_meta(params: dict) -> str:
     title = f"{VARIANTS[request.a].label} vs {VARIANTS[request.b].label}{over} · Attention Profiler"
     if request.live:
         said = text.problem(request.workload, request.axis if sweep else None, request.seq_lens or ())
-        description = f"Runs live on {ENV.device_name} when asked · {said}"
+        try:  # as Run would plan it: a link to a run this machine refuses does not promise one
+            from profiling import session
+            from profiling.budget import LIVE_BUDGET_S
+            session.plan(request, budget_s=LIVE_BUDGET_S[ENV.device], sweep=sweep)
+            description = f"Runs live on {ENV.device_name} when asked · {said}"
+        except Refusal as error:
+            why = {"memory": "too large for its memory", "time": "longer than a live run may take"}.get(
+                error.kind, error.limit.split(";")[0])
+            description = f"Asks for a live run that {ENV.device_name} refuses: {why} · {said}"
     else:
         description = text.measured(False, request.source, RECORDINGS[request.source], request.workload,
                                     request.axis if sweep else None, request.seq_lens or () if sweep else ())

@@ -260,6 +260,9 @@ def test_a_sweep_links_preview_names_its_axis_and_says_what_the_page_says():
     assert f"when asked · {family}, forward · S from 128 to 512 (3 points)" in html.unescape(tags)
     tags = links.preview_meta({k: v for k, v in live.to_query().items() if k != "seqs"} | {"mode": "sweep"})
     assert f"when asked · {family}, forward · over S\"" in html.unescape(tags)
+    # a live link to a run the plan refuses (1.3 TB at S=99,999) does not promise it runs
+    tags = html.unescape(links.preview_meta({"source": "live", "seq": "99999"}))
+    assert "refuses: too large for its memory · " in tags and "when asked" not in tags
 
 
 def test_view_mode_and_lengths_in_a_link_are_checked():
