@@ -205,6 +205,16 @@ def _clock_line(run: Run) -> str:
             f"{moved('memory_mhz')}{sms}")
 
 
+def _profiled_line(run: Run) -> str:
+    """The profiled range of one call: its median, and its mean where the host ops' shares are of the mean."""
+    if run.profiled_host_ms is None:
+        return "- profiled range: —"
+    mean = (f", mean {text.ms(run.profiled_host_mean_ms)}, what the host ops' shares are of"
+            if run.profiled_host_mean_ms and run.host_ops else "")
+    return (f"- profiled range of one {run.call}: median {text.ms(run.profiled_host_ms)}{mean} (includes the "
+            "profiler's overhead)")
+
+
 def run_card(side: str, run: Run, label: str) -> str:
     """The numbers of one run, or why there are none (Markdown)."""
     head = f"### {side} · {label} `{run.variant}`"
@@ -215,8 +225,7 @@ def run_card(side: str, run: Run, label: str) -> str:
     lines = [f"**{text.ms(t.median_ms)}** {device_time_label(run)} time per {run.phase} "
              f"(min {text.ms(t.min_ms)}, spread {text.percent(t.spread_pct)}, n={t.samples}, {t.method})",
              _host_line(run),
-             f"- profiled range of one {run.call}: {text.ms(run.profiled_host_ms)} (includes the profiler's overhead)"
-             if run.profiled_host_ms is not None else "- profiled range: —"]
+             _profiled_line(run)]
     if not run.ok:
         lines.insert(0, f"> ⚠️ **{run.status.capitalize()}** before it finished: {run.reason}")
     if run.forward_timing is not None and run.backward_timing is not None:

@@ -250,13 +250,16 @@ def test_host_bound_uses_the_unprofiled_host_cost_and_names_where_the_host_time_
     assert note.facts["host"].value == pytest.approx(0.122) and "TorchDynamo" in note.body
     # the cause is read from the run's own host ops: the one with the largest own time, as a share of the profile
     top = max(flex.host_ops, key=lambda h: h.self_us_per_forward)
-    assert f"`{text.host_op(top.name)}`'s own time is" in note.body and "of the profiled call's CPU time" in note.body
+    assert f"`{text.host_op(top.name)}`'s own time is" in note.body and "of the profiled calls' mean CPU time" in note.body
     fa4 = host_figures(recorded("fa4"), 0.217)
     body = apply(timing_rules.host_bound, fa4).body
     own = next(h for h in fa4.host_ops if h.name == "FlashAttnFunc").self_us_per_forward / (fa4.profiled_host_mean_ms
                                                                                               * 1000)
-    assert f"`FlashAttnFunc`'s own time is {text.share(own)} of the profiled call's CPU time" in body \
+    assert f"`FlashAttnFunc`'s own time is {text.share(own)} of the profiled calls' mean CPU time" in body \
         and "Python launch path" in body
+    # the total the share is of is on the run's card, beside the range's median
+    from profiling import reports
+    assert f"mean {text.ms(fa4.profiled_host_mean_ms)}, what the host ops' shares are of" in reports.run_card("A", fa4, "x")
     assert "dispatcher" not in body
     for run in RUNS:  # the recording's own figures: a note exactly where the pace is the host's ...
         assert (apply(timing_rules.host_bound, run) is not None) == (run.ok and run.bound == "host")

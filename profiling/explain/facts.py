@@ -256,14 +256,15 @@ def ratio(num: Quantity, den: Quantity, unit: str = "x") -> Quantity:
     return Quantity(num.value / den.value, unit, f"ratio({num.source}, {den.source})")
 
 
-def host_share(run: Run, i: int, of: str, who: str = "run") -> Quantity:
+def host_share(run: Run, i: int, whose: str, who: str = "run") -> Quantity:
     """Host op `i`'s own time as a share of the profiled call's CPU time, both means over the same profiled calls (the
     ranges' median against the ops' means let one slow call carry an op past 100%); a run recorded without the mean:
     the median. (The profiler inflates every op: only such shares are said.)"""
     whole = "profiled_host_mean_ms" if run.profiled_host_mean_ms else "profiled_host_ms"
     share = ratio(measured(run, f"host_ops[{i}].self_us_per_forward", "us", who),
                   scaled(measured(run, whole, "ms", who), 1000, "us"), "share")
-    share.of = of
+    share.of = f"{whose} profiled calls' mean CPU time" if whole == "profiled_host_mean_ms" else \
+        f"{whose} profiled call's CPU time"  # the card shows both the range's median and its mean
     return share
 
 

@@ -26,7 +26,7 @@ def _host_cause(run: Run) -> tuple[str, dict, list[str]]:
         return "", {}, evidence
     top = ops[0]
     # the profiler inflates every op's time (2.3-3.7x on the H200): only the share of the profiled call is stated
-    facts = {"top_share": host_share(run, run.host_ops.index(top), "the profiled call's CPU time")}
+    facts = {"top_share": host_share(run, run.host_ops.index(top), "the")}
     v = variant(run)
     if top.name.startswith("aten::"):
         aten = sum(h.calls_per_forward for h in run.host_ops if h.name.startswith("aten::"))

@@ -348,5 +348,5 @@ def _host_reason(run: Run, who: str) -> tuple[str, dict]:
     top = max(run.host_ops, key=lambda h: h.self_us_per_forward, default=None)
     if top is None or not run.profiled_host_ms:
         return "The traces do not show why; the cause is not known.", {}
-    share = host_share(run, run.host_ops.index(top), "its profiled call's CPU time", who)
+    share = host_share(run, run.host_ops.index(top), "its", who)
     return f"{label(run)}'s own `{text.host_op(top.name)}` takes {{top_share}}.", {"top_share": share}
