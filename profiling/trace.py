@@ -95,6 +95,8 @@ def category(name: str, trace_category: str = "kernel") -> str:
         return "compiled graph"
     if "attention_math" in lower or lower.endswith("scaled_dot_product_attention"):
         return "other"  # SDPA's entry and its math path only call other ops
+    if "reduce_head" in lower:  # cuDNN's sum of dK, dV over a GQA group's heads: flash's is aten's reduce_kernel
+        return "reduction"
     if any(s in lower for s in ("flash_fwd", "flash_bwd", "flash_attention", "fmha", "sdpa", "attention",
                                 "dot_do_o", "convert_dq")):  # the backward's pre- and post-passes belong to it
         return "fused attention"

@@ -227,3 +227,23 @@ def test_a_peak_past_the_scores_is_read_as_the_scores_written_only_for_a_call_th
     flash = dataclasses.replace(FLASH, peak_extra_bytes=0)
     reasons, _ = _gpu_reasons(flash, flex, {id(flex): "a", id(flash): "b"})
     assert fused(flex) and not any("S×S" in r for r in reasons)
+
+
+def test_a_gqa_backward_s_attention_kernels_are_summed_alike_on_both_sides():
+    """Grouped-query heads' backward sums dK and dV over each group's query heads: flash with aten's reduce_kernel,
+    cuDNN with its own fmha_reduce_head, which the trace's categories counted as attention (the reason compared
+    flash's 1.387 ms of attention kernels with cuDNN's 859.2 µs, its 44.1 µs reduction in). Both are reductions now,
+    and the reason's sums are each side's attention kernels, re-derived from the table."""
+    from profiling.explain import verdict
+    from profiling.trace import category
+
+    assert category("void cudnn::fusion::fmha_reduce_head<true>(void const*)") == "reduction" \
+        == category("void at::native::reduce_kernel<128, 4, at::native::ReduceOp<c10::BFloat16>>")
+    flash, cudnn = (next(r for r in RUNS if r.variant == v and r.workload.kv_heads == 8 and r.workload.passes == "bwd"
+                         and r.workload.timing == "graph") for v in ("sdpa_flash", "sdpa_cudnn"))
+    reason, facts = verdict._role_gap(cudnn, flash, {id(flash): "a", id(cudnn): "b"})
+    assert reason and "attention kernels" in reason, reason
+    for key, run in (("role_slow", flash), ("role_fast", cudnn)):
+        attention = sum(k.us_per_forward for k in run.kernels_of("backward") if k.category == "fused attention")
+        assert facts[key].value == pytest.approx(attention), key
+        assert not any("reduce" in k.name and k.category == "fused attention" for k in run.kernels)

@@ -60,13 +60,15 @@ def fused_backward(run: Run, peers: Peers) -> Note | None:
     fused = [k for k in bwd if k.category in ("fused attention", "triton")]
     if not on_gpu(run) or not (v and v.fused) or not fused or sum(k.calls_per_forward for k in bwd) < 2:
         return None
-    steps = [words for token, words in _STEPS if any(token in k.name for k in fused)]
+    # the steps named by their kernels, whatever their category (cuDNN's GQA head reduction is a reduction)
+    described = [k for k in bwd if k in fused or any(token in k.name for token, _ in _STEPS)]
+    steps = [words for token, words in _STEPS if any(token in k.name for k in described)]
     facts = {"count": total(of_kernel(run, k, "calls_per_forward", "count") for k in bwd),
              "time": total(of_kernel(run, k, "us_per_forward", "us") for k in bwd)}
     body = ("; ".join(steps) + "." if steps else "The trace names the kernels; this tool has no description of their roles.")
-    others = [k for k in bwd if k not in fused]
+    others = [k for k in bwd if k not in described]
     if others:
-        body += f" Beside {'it' if len(fused) == 1 else 'them'}: " + ", ".join(f"{text.kernel(k, 32)}" + (f" ×{text.count(k.calls_per_forward)}" if
+        body += f" Beside {'it' if len(described) == 1 else 'them'}: " + ", ".join(f"{text.kernel(k, 32)}" + (f" ×{text.count(k.calls_per_forward)}" if
                                                                        round(k.calls_per_forward, 2) != 1 else "")
                                              for k in others) + "."
     return note("fused_backward", "guess", f"{label(run)}'s backward is {{count}} kernels, not one ({{time}})",
