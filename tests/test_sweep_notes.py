@@ -184,7 +184,7 @@ def test_the_headline_names_the_faster_by_the_medians_ratio_on_the_verdicts_figu
     explanation = assert_words_hold(result)
     assert explanation.headline.title == (
         f"At S=4,096 SDPA · FlashAttention [B] is {text.times(ratio)} faster than Naive (masked_fill) [A] on the "
-        f"H200: {text.ms(a.gpu_ms)} vs {text.ms(b.gpu_ms)} per forward (GPU time, CUDA events).")  # A's, then B's
+        f"H200: {text.ms(b.gpu_ms)} vs {text.ms(a.gpu_ms)} per forward (GPU time, CUDA events).")  # in the order named
     assert explanation.headline.facts["ratio"].value == pytest.approx(ratio)
     cpu = synthetic([dataclasses.replace(r, environment=CPU) for r in result.runs], env=CPU)
     assert ("faster than Naive (masked_fill) [A] on the CPU: " in explain_sweep(cpu).headline.title

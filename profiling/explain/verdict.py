@@ -145,6 +145,7 @@ def said(a: Run, b: Run, v: Verdict, names: tuple[str, str], on: str, facts: dic
     if v.kind == "ranked":
         slow = "b" if v.faster == "a" else "a"
         more["ratio"] = ratio(facts[slow], facts[v.faster])
+        figures = f"{{{v.faster}}} vs {{{slow}}} per {text.call(a.workload)} ({v.what})"  # in the order named
         return f"{name[v.faster]} is {{ratio}} faster than {name[slow]} {on}: {figures}.", more
     if v.kind == "no_practical_difference":
         low, high = ("a", "b") if v.faster != "b" else ("b", "a")
