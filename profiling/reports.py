@@ -189,8 +189,10 @@ def _host_line(run: Run) -> str:
         return ("- host: on a CPU the host does the work itself; its time is the wall time above"
                 if run.workload.device == "cpu" else f"- host cost per {run.call}: — (not measured in this run)")
     pin = f"; the sdpa_kernel pin costs {text.ms(run.pin_cost_ms)} apart" if run.pin_cost_ms is not None else ""
+    warm = "" if run.workload.timing == "warm" else " (both taken as a plain warm loop, whatever the timing mode)"
     return (f"- host (CPU) cost to issue one {run.call}: **{text.ms(run.host_cost.median_ms)}** (unprofiled, GPU kept "
-            f"busy); back to back {text.ms(run.back_to_back.median_ms)} per {run.call}: **{_bound_words(run)}**{pin}")
+            f"busy); back to back {text.ms(run.back_to_back.median_ms)} per {run.call}: **{_bound_words(run)}**{pin}"
+            + warm)
 
 
 def _clock_line(run: Run) -> str:

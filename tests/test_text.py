@@ -181,3 +181,14 @@ def test_a_kernel_line_and_a_host_line_say_the_rows_numbers():
     assert text.host_line(op) == (f"{op.name} · forward · {text.plural(op.calls_per_forward, 'call')} · "
                                   f"{text.us(op.total_us_per_forward)} ({text.us(op.self_us_per_forward)} self) "
                                   "profiled")
+
+
+def test_a_cold_or_graph_runs_card_says_its_host_figures_are_a_warm_loops():
+    """The host figures are a plain warm loop's in every timing mode: a cold or graph run's card says so beside them,
+    a warm run's has nothing to add."""
+    from profiling import reports
+
+    for timing in ("warm", "cold", "graph"):
+        run = next(r for r in RUNS if r.ok and r.host_cost and r.back_to_back and r.workload.timing == timing)
+        card = reports.run_card("A", run, "x")
+        assert ("taken as a plain warm loop" in card) == (timing != "warm"), (timing, card)
