@@ -169,7 +169,9 @@ def test_a_crossover_across_two_figures_names_both_and_interpolates_no_length():
     (said,) = [n for n in explain_sweep(result).notes if n.rule == "sweep_crossover"]
     assert said.title == "FlashAttention-4 overtakes SDPA · FlashAttention between S=1,024 and 2,048"
     assert said.body == ("SDPA · FlashAttention is 2.1× faster at S=1,024 (back to back), "
-                                "FlashAttention-4 1.5× at S=2,048 (GPU time).")
+                         "FlashAttention-4 1.5× at S=2,048 (GPU time); on GPU time the latter leads at both.")
+    assert "S=1,024, GPU time: FlashAttention-4 0.071 ms" in said.evidence and \
+        "S=1,024, GPU time: SDPA · FlashAttention 0.095 ms" in said.evidence
     one_figure = RECORDED[0].select(["sdpa_flash", "sdpa_cudnn"])
     (cross,) = crossovers(one_figure)
     assert cross.same_figure and cross.s_before < cross.seq_len < cross.s_after
@@ -388,3 +390,26 @@ def test_the_markdown_shows_the_headline_the_top_three_and_folds_the_rest():
     present = reports.present_markdown(explanation)
     assert present.split("\n\n")[0] == f"## {reports._md(explanation.headline.title)}"
     assert len(present.split("\n\n")) == 1 + TOP
+
+
+def test_a_crossing_of_the_loops_pace_says_where_the_gpu_times_had_already_crossed():
+    """flash vs FA4's recorded sweep: "FA4 overtakes flash between S=1,024 and 2,048" on the verdict's figure, back to
+    back at 1,024 (a side host-bound) and GPU time at 2,048, while on GPU time FA4 was already the faster at 1,024.
+    Every recorded crossing whose earlier point is compared back to back says so exactly where the GPU medians there
+    rank the other way, re-derived from the runs."""
+    from test_explain_recorded import SWEEP_PAIRS
+
+    from profiling.explain.curves import crossovers
+
+    seen = 0
+    for sweep in SWEEP_PAIRS:
+        notes = [n for n in explain_sweep(sweep).notes if n.rule == "sweep_crossover"]
+        for f, n in zip(crossovers(sweep), notes):
+            before, after = (sweep.at(v, f.s_before) for v in (f.faster_before, f.faster_after))
+            already = f.path != "timing" and after.timing.median_ms < before.timing.median_ms
+            assert ("; on GPU time the latter leads at " in n.body) == already, (sweep.a, sweep.b, n.body)
+            if already:  # "at both" only where it leads at the later point too
+                later = [sweep.at(v, f.s_after).timing.median_ms for v in (f.faster_after, f.faster_before)]
+                assert ("leads at both" in n.body) == (later[0] < later[1]), n.body
+            seen += already
+    assert seen

@@ -126,15 +126,25 @@ def _crossover(result: Sweep, f: Crossover) -> Note:
     if gpu_times:  # how the work grows; a host-bound pace says how the host's cost does, which is not the point
         facts |= {"e0": _fit(result, before, [f.s_before, f.s_after], "time"),
                   "e1": _fit(result, after, [f.s_before, f.s_after], "time")}
+    # a pace crossing where the GPU times had already crossed: said, so no one reads it as the GPU times'
+    already, end = [], "."
+    if paths[f.s_before] != "timing":
+        g = {(v, s): _of(result, v, s, "timing.median_ms", "ms") for v in (before, after)
+             for s in (f.s_before, f.s_after)}
+        if g[after, f.s_before].value < g[before, f.s_before].value:
+            already = [f"{_s(result, s)}, GPU time: {label(v)} {text.quantity(g[v, s])}"
+                       for s in (f.s_before, f.s_after) for v in (after, before)]
+            end = ("; on GPU time the latter leads at both." if g[after, f.s_after].value < g[before, f.s_after].value
+                   else f"; on GPU time the latter leads at {_s(result, f.s_before)} already.")
     return _sided(note(
         "sweep_crossover", "sweep", f"{label(after)} overtakes {label(before)} {where}",
         f"{label(before)} is {{r0}} faster at {_s(result, f.s_before)}{on0}, {label(after)} {{r1}} at {_s(result, f.s_after)}{on1}"
-        + ("; between them their GPU times grow as {e0} and {e1}." if gpu_times else "."),
+        + ("; between them their GPU times grow as {e0} and {e1}." if gpu_times else end),
         weight=WEIGHTS["sweep_crossover"], facts=facts,
         evidence=[f"{_s(result, s)}: {label(v)} {text.quantity(t[v, s])}" for s in (f.s_before, f.s_after)
                   for v in (before, after)]
-        + ["a crossing is interpolated on log axes between two lengths where the verdict's test ranked A and B "
-           "in opposite orders"]),
+        + already + ["a crossing is interpolated on log axes between two lengths where the verdict's test ranked A and "
+                     "B in opposite orders"]),
         result, None)
 
 
