@@ -205,9 +205,10 @@ class DeviceCost:
 # calls: 0.05-0.3 s a variant (profiler session, trace, accuracy), and timing's 20 rounds (the pair's 1 s only while
 # the spread stays wide, as under load). flex's first compile in a process took 30 s with inductor's disk cache cold,
 # 20 s warm, ~35 s under load (an earlier report), each new shape after it 8-9 s: compile_s is that 35.
-# Rates sit 1.3-2x under the best seen, so the prediction errs long: calibrate_cost.py's grid took 0.47-0.85x it with
-# 10-14% of the cores taken by others (quiet rows 0.3-0.5x), up to ~1.6x with a third taken and the probe misreading;
-# see bench/calibrate_cost_output.txt. Before 2026-12-06 the rates were 25 GFLOP/s, 30 ns a score (math 60), fused 15
+# Rates sit 1.3-2x under the best seen, so the prediction errs long: calibrate_cost.py's grid took 0.26-0.90x it with
+# under 15% of the cores taken by others (the quietest rows, small and training ones, 0.26-0.37x), 0.4-1.6x with a
+# fifth to a third taken and the bf16 probe misreading (bench/calibrate_cost_output.txt; tests/data/cpu_comparisons.csv
+# holds the quiet rows, test_cost_model_cpu.py re-predicts them). Before 2026-12-06 the rates were 25 GFLOP/s, 30 ns a score (math 60), fused 15
 # GFLOP/s and 15 ns, fp64 5 GFLOP/s and 40 ns, 0.3 s a variant, 1 s a comparison and 0.5 s of timing a variant:
 # 3-30x long here (calibrate ratios 0.03-0.16 on 2026-12-01, 0.05-0.31 loaded).
 # GPU: the figures of an L4-class GPU (the slowest the Space is suggested on), scaled to this GPU by datasheet
