@@ -9,6 +9,8 @@ rows like these.
 """
 from __future__ import annotations
 
+import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -17,13 +19,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attention_variants import VARIANTS  # noqa: E402
 from profiling import session  # noqa: E402
-from profiling.budget import predicted_seconds  # noqa: E402
+from profiling.budget import cpu_16bit_speed, predicted_seconds  # noqa: E402
 from profiling.environment import detect  # noqa: E402
 from profiling.measurement import _cache  # noqa: E402
 from profiling.request import LIVE, Request  # noqa: E402
 
 PAIRS = (("naive", "sdpa_math"), ("naive_inplace", "sdpa_flash"))
 SHAPES = ((1, 2, 1024, 64), (1, 8, 512, 64), (1, 1, 2048, 16), (1, 4, 1024, 128), (1, 1, 4096, 8))
+
+
+def others_cpu_s() -> float:
+    """CPU seconds the whole machine has spent busy, less this process's own (/proc/stat; 0 where there is none)."""
+    try:
+        with open("/proc/stat") as stat:
+            f = [int(n) for n in stat.readline().split()[1:]]
+    except OSError:
+        return 0.0
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return (sum(f) - f[3] - f[4]) / os.sysconf("SC_CLK_TCK") - own.ru_utime - own.ru_stime
 
 
 def request(a: str, b: str, **fields) -> Request:
@@ -33,7 +46,10 @@ def request(a: str, b: str, **fields) -> Request:
 def main() -> None:
     env = detect("cpu")
     session.compare(request("naive", "sdpa_flash", seq_len=64))  # the process's first-call costs, not a row's
-    print(f"{'pair':26s} {'workload':52s} {'measured s':>10s} {'predicted s':>11s} {'ratio':>6s}")
+    speed = cpu_16bit_speed()
+    print(f"cpu_16bit_speed: bf16 {speed['bf16']:.4f}, fp16 {speed['fp16']:.4f} (of fp32's; read once, as the app does); "
+          f"others: the share of the {os.cpu_count()} cores other processes took during the row")
+    print(f"{'pair':26s} {'workload':52s} {'measured s':>10s} {'predicted s':>11s} {'ratio':>6s} {'others':>6s}")
     worst = 0.0
     for passes in ("fwd", "fwd+bwd"):
         for dtype in ("fp32", "bf16"):
@@ -43,12 +59,13 @@ def main() -> None:
                                 passes=passes)
                     _cache.clear()
                     predicted = predicted_seconds(r.workload, (VARIANTS[a], VARIANTS[b]), env)
-                    start = time.perf_counter()
+                    start, others = time.perf_counter(), others_cpu_s()
                     session.compare(r)
                     measured = time.perf_counter() - start
+                    others = max(0.0, others_cpu_s() - others) / ((os.cpu_count() or 1) * measured)
                     worst = max(worst, measured / predicted)
                     print(f"{a + ' vs ' + b:26s} {r.workload.words():52s} {measured:10.2f} {predicted:11.2f} "
-                          f"{measured / predicted:6.2f}", flush=True)
+                          f"{measured / predicted:6.2f} {others:6.2f}", flush=True)
     print(f"\nworst measured/predicted: {worst:.2f} (target <= 1)")
 
 

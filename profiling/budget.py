@@ -189,17 +189,28 @@ class DeviceCost:
     compile_s: float                     # flex's first torch.compile in a process (a later shape's takes less)
 
 
-# CPU: measured on this project's 2-core AMD EPYC (shared with other work), torch 2.14; bench/calibrate_cost.py
-# prints measured against predicted. fp32 GEMMs ran at 10-40 GFLOP/s; 16-bit ones follow from the fp32 rate
-# and `cpu_16bit_speed`, measured at run time (this EPYC: bf16 2x fp32's speed with AVX512-BF16, fp16 ~50x
-# slower; a CPU without bf16 instructions 5-20x slower: the 1.5e9 below is only the rate of such a CPU); one
-# naive forward's elementwise passes cost 15-40 ns per
-# score element in fp32 and 30-95 in 16-bit, SDPA math's 30-75 whatever the dtype (it computes in fp32); CPU
-# flash 6-20 GFLOP/s, slower per element at small head dims; the measurement makes ~10 calls of a slow forward.
-# flex's first compile in a process took 30 s with inductor's disk cache cold, 20 s with it warm, ~35 s under
-# load (an earlier report), each new shape after it 8-9 s: compile_s is that 35 (it was 30, under what was seen).
-# Rates sit between the middle and the slow end of what was seen, so the prediction errs long: whole
-# comparisons took 0.2-0.6x the prediction on a quiet machine, up to ~1.1x while other jobs shared its cores.
+# CPU: measured on 2026-12-06 on this project's 2-core AMD EPYC (a Zen 2 that day: AVX2, no AVX512-BF16), torch
+# 2.14, on a machine another session's test suite shared (often ~70% of both cores): rates are from the minimum of
+# repeated warm calls (bench/cost_pieces.py), whole comparisons from bench/calibrate_cost.py, read with its column of
+# the cores other processes took. Batched fp32 GEMMs of the naive forward's shapes ran at up to 118 GFLOP/s; a naive
+# fp32 forward fits ~85 GFLOP/s plus 5-7 ns per score element (19 at D=128), SDPA's math path 4-8 ns beyond its GEMMs
+# (24 at D=128; fp32 inside whatever the dtype); a training step took 1.8-3.5x its forward (the model's 3.5x). 16-bit
+# GEMMs follow from the fp32 rate and `cpu_16bit_speed`, measured at run time: this Zen 2 reads ~0.025 quiet (bf16
+# and fp16 ~40x slower; the probe floors at 0.02) but 0.1-0.4 while other jobs share the cores, which slow its 1 ms
+# fp32 product more than the 40 ms bf16 one, so a bf16 prediction made then is short (the guard stops the run); an
+# EPYC with AVX512-BF16 (2026-12-01) read 2.0. The naive bf16 forward's elementwise passes cost 30-50 ns a score
+# element here. CPU flash: 17-87 GFLOP/s (causal FLOPs) forward in fp32, 8-51 in bf16; its bf16 training step 4-9x
+# its fp32 one (priced as fp32's: flash alone in bf16 training can run long). The fp64 reference and the dtype's check:
+# 0.04 s quiet at 1x2x1024x64, 0.2-1.3 s forward, up to 23 s with bf16 gradients. A comparison's own costs beside the
+# calls: 0.05-0.3 s a variant (profiler session, trace, accuracy), and timing's 20 rounds (the pair's 1 s only while
+# the spread stays wide, as under load). flex's first compile in a process took 30 s with inductor's disk cache cold,
+# 20 s warm, ~35 s under load (an earlier report), each new shape after it 8-9 s: compile_s is that 35.
+# Rates sit 1.3-2x under the best seen, so the prediction errs long: calibrate_cost.py's grid took 0.26-0.90x it with
+# under 15% of the cores taken by others (the quietest rows, small and training ones, 0.26-0.37x), 0.4-1.6x with a
+# fifth to a third taken and the bf16 probe misreading (bench/calibrate_cost_output.txt; tests/data/cpu_comparisons.csv
+# holds the quiet rows, test_cost_model_cpu.py re-predicts them). Before 2026-12-06 the rates were 25 GFLOP/s, 30 ns a score (math 60), fused 15
+# GFLOP/s and 15 ns, fp64 5 GFLOP/s and 40 ns, 0.3 s a variant, 1 s a comparison and 0.5 s of timing a variant:
+# 3-30x long here (calibrate ratios 0.03-0.16 on 2026-12-01, 0.05-0.31 loaded).
 # GPU: the figures of an L4-class GPU (the slowest the Space is suggested on), scaled to this GPU by datasheet
 # peaks (_device_cost), with the GPU's first profiler session (~4 s on the H200) and flex's first compile (7.4 s
 # on the H200) on top. The fused rate is half the slowest fused kernel measured on the H200 (efficient, 132-181
@@ -207,9 +218,9 @@ class DeviceCost:
 # its per-score cost is 0.01e-9 (it was 0.02e-9, which alone priced efficient at 8x16x32768x64 above what it
 # measured). The rest are set, not measured, and err long.
 COSTS = {
-    "cpu": DeviceCost(gemm_flops_per_s={"fp32": 25e9, "bf16": 1.5e9, "fp16": 1.5e9}, fused_flops_per_s=15e9,
-                      fused_score_s=15e-9, score_s={"fp32": 30e-9, "bf16": 60e-9, "fp16": 80e-9}, math_score_s=60e-9,
-                      fp64_flops_per_s=5e9, fp64_score_s=40e-9, per_measure_s=0.3, per_comparison_s=1.0,
+    "cpu": DeviceCost(gemm_flops_per_s={"fp32": 80e9, "bf16": 1.5e9, "fp16": 1.5e9}, fused_flops_per_s=30e9,
+                      fused_score_s=3e-9, score_s={"fp32": 8e-9, "bf16": 40e-9, "fp16": 50e-9}, math_score_s=10e-9,
+                      fp64_flops_per_s=10e9, fp64_score_s=20e-9, per_measure_s=0.1, per_comparison_s=0.1,
                       compile_s=35.0),
     "cuda": DeviceCost(gemm_flops_per_s={"fp32": 10e12, "bf16": 50e12, "fp16": 50e12}, fused_flops_per_s=8e12,
                        fused_score_s=0.01e-9, score_s={"fp32": 0.3e-9, "bf16": 0.15e-9, "fp16": 0.15e-9},
@@ -217,15 +228,15 @@ COSTS = {
                        per_comparison_s=6.0, compile_s=15.0),
 }
 # What `measure` calls: the first call and 2 warm-up calls, 4 under the profiler (which slows them, ~1.2x),
-# and timed ones: on a CPU at least 20 interleaved rounds, more while the spread is wide (the pair's 1 s
-# budget, half each); on a GPU at least 8 event samples, and the host figures' back-to-back and parked
+# and timed ones: on a CPU at least 20 interleaved rounds, more while the spread is wide (up to the pair's 1 s
+# budget: on a quiet machine the spread settles within the 20, so a tenth of a second each is priced); on a GPU at least 8 event samples, and the host figures' back-to-back and parked
 # calls (20 each at least); a GPU forward of a millisecond or more: 2 probes, 8 samples and 4 host rounds
 # (timing.LONG_HOST_ROUNDS) of 1 settling, 10 back-to-back (2 from 10 ms) and 2 parked calls.
 _UNTIMED_CALLS = 3 + 4 * 1.2
 _MIN_TIMED_CALLS = {"cpu": 20, "cuda": 48}
 _LONG_CALL_S, _LONG_TIMED_CALLS = 1e-3, {"cpu": 20, "cuda": 30}
 _MID_TIMED_CALLS = {"cpu": 20, "cuda": 62}  # 1 to 10 ms on a GPU: back-to-back rounds of 10 calls
-_TIMING_S = {"cpu": 0.5, "cuda": 0.1}
+_TIMING_S = {"cpu": 0.15, "cuda": 0.1}
 
 
 def _forward_seconds(w: Workload, variant, cost: DeviceCost, env) -> float:

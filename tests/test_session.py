@@ -89,7 +89,8 @@ def test_time_over_the_budget_is_refused_with_the_prediction(monkeypatch):
                              CPU) <= 60
     slow = error.needed
     monkeypatch.setattr(budget, "cpu_16bit_speed", lambda: {"bf16": 1.5, "fp16": 0.05})
-    assert predicted_seconds(request.workload, [VARIANTS["naive"], VARIANTS["sdpa_flash"]], CPU) < slow / 3
+    # (not a third: the naive forward's 16-bit elementwise passes, measured at 30-50 ns a score, stay)
+    assert predicted_seconds(request.workload, [VARIANTS["naive"], VARIANTS["sdpa_flash"]], CPU) < slow / 2
 
 
 def test_the_cpus_16bit_probe_times_a_slow_product_once_and_a_fast_one_best_of_three(monkeypatch):
@@ -130,7 +131,8 @@ def test_the_time_model_prices_dtype_size_and_what_cannot_run(monkeypatch):
     slow = predicted_seconds(w.replace(dtype="bf16"), pair, CPU)
     assert slow > 3 * predicted_seconds(w, pair, CPU)
     monkeypatch.setattr(budget, "cpu_16bit_speed", lambda: {"bf16": 2.0, "fp16": 0.05})
-    assert predicted_seconds(w.replace(dtype="bf16"), pair, CPU) < slow / 3
+    # a half, not a third: the elementwise passes over the scores, not the GEMMs, are most of a fast-bf16 forward
+    assert predicted_seconds(w.replace(dtype="bf16"), pair, CPU) < slow / 2
     assert predicted_seconds(w.replace(dtype="fp16"), pair, CPU) >= slow  # fp16 stays slow: it measured so
     assert predicted_seconds(w.replace(seq_len=4096), pair, CPU) > 3 * predicted_seconds(w, pair, CPU)
     # on a CPU the efficient and cuDNN pins are refused before their first call: they cost nothing
