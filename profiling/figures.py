@@ -23,6 +23,7 @@ from .explain.curves import QUANTITIES, crossovers, slopes
 from .results import Comparison, Sweep
 from .timeline import Timeline
 from .trace import category
+from .workload import Workload
 
 # -- shared sizes and colours -------------------------------------------------------------------
 WIDTH_IN, DPI = 7.0, 100
@@ -426,12 +427,14 @@ MASK_KEYS = 16  # keys the picture draws: a workload's mask drawn at this S, its
 
 
 def mask_workload(w):
-    """`w` at MASK_KEYS keys, its window and query length scaled with it (at least 1): the same pattern, small
-    enough to see each cell (the picture is of the rule, which does not depend on S)."""
+    """`w`'s mask at MASK_KEYS keys, its window and query length scaled with it (at least 1): the same pattern, small
+    enough to see each cell (the picture is of the rule, which does not depend on S). Only the mask's own fields are
+    carried (causal, mask, window, q_len): the rest (timing, GPUs, pass, pages, dtype, ...) draw nothing, and a
+    workload of them may be one a CPU refuses (cold or graph timing, several GPUs)."""
     scale = MASK_KEYS / w.seq_len
-    return w.replace(seq_len=MASK_KEYS, page_size=None, device="cpu",
-                     q_len=min(w.q_len, MASK_KEYS) if w.q_len else None,  # a decode step's few queries, each
-                     window=max(1, round(w.window * scale)) if w.window else None)
+    return Workload(seq_len=MASK_KEYS, causal=w.causal, mask=w.mask, device="cpu",
+                    q_len=min(w.q_len, MASK_KEYS) if w.q_len else None,  # a decode step's few queries, each
+                    window=max(1, round(w.window * scale)) if w.window else None)
 
 
 def mask_figure(w, dark: bool | None = None) -> Figure:

@@ -30,7 +30,7 @@ from conftest import check_headline, fn_index, queued
 from profiling import figures, reports, session
 from profiling.explain import explain
 from profiling.replay import find_recorded
-from profiling.request import KEYS, LIVE, Request
+from profiling.request import KEYS, LIVE, Request, field_values
 from profiling.results import Comparison, Run
 from profiling.workload import Workload
 
@@ -750,3 +750,32 @@ def test_the_mask_picture_draws_which_query_sees_which_key(changes):
             sees = (j <= q or not w.causal) and (w.mask != "window" or q - j < small.window)
             assert bool(image[i][j]) == sees, (changes, i, j)
     assert small.seq_len == figures.MASK_KEYS and (small.window or 0) == (4 if w.window else 0)
+
+
+def _cells_seen(w: Workload, image) -> None:
+    """Each cell of the picture re-derived from positions, at the picture's keys (as above)."""
+    small = figures.mask_workload(w)
+    lq, s = small.queries, small.seq_len
+    assert len(image) == lq and len(image[0]) == s
+    for i in range(lq):
+        for j in range(s):
+            q = s - lq + i
+            assert bool(image[i][j]) == ((j <= q or not w.causal) and (w.mask != "window" or q - j < small.window))
+
+
+def test_the_mask_picture_draws_every_recorded_workload_in_every_timing():
+    """The picture is of the mask alone: a workload timed cold or in a CUDA graph (which a CPU refuses to time), a
+    training pass, a paged cache or another GPU count draws the same cells as its warm twin, through the page's own
+    handler, never an error (the picture's workload once kept `timing`, and every cold or graph link got a 500)."""
+    from profiling.replay import recorded_workloads
+
+    drawn = 0
+    for recorded in recorded_workloads(RECORDING):
+        for timing in ("warm", "cold", "graph"):
+            w = recorded.replace(timing=timing)
+            picture = app.mask_picture(RECORDING, "naive", "sdpa_flash", *field_values(w))
+            assert isinstance(picture, figures.Figure), (w, picture)
+            if w.lengths is None:
+                _cells_seen(w, picture.axes[0].images[0].get_array())
+            drawn += 1
+    assert drawn == 3 * len(recorded_workloads(RECORDING))
