@@ -779,3 +779,48 @@ def test_the_mask_picture_draws_every_recorded_workload_in_every_timing():
                 _cells_seen(w, picture.axes[0].images[0].get_array())
             drawn += 1
     assert drawn == 3 * len(recorded_workloads(RECORDING))
+
+
+# -- what each error is of -----------------------------------------------------------------------------------------
+def _error_rows(markdown: str) -> list[tuple[str, str, str]]:
+    """The numbers table's rows about error: (label, A's cell, B's cell)."""
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in markdown.splitlines()
+            if line.startswith("|")]
+    return [tuple(row) for row in rows if len(row) == 3 and "error" in row[0]]
+
+
+@pytest.mark.parametrize("passes,pair", [("bwd", ("sdpa_flash", "sdpa_cudnn")), ("fwd+bwd", ("naive", "flex")),
+                                         ("bwd", ("sdpa_math", "fa4")), ("fwd", ("sdpa_flash", "sdpa_cudnn"))])
+def test_each_error_on_the_page_is_of_the_pass_it_names(passes, pair):
+    """A backward view's error is the backward's own: the gradients' (dq, dk, dv) against fp64, each re-read here
+    from the answer's JSON, shown first and named so; the forward output's error, where a training view shows it
+    too, says it is the forward's; a forward view's one error is the output's. (The backward view once showed the
+    forward output's 8.7e-03 as its only "max error", the gradients' 1.5e-02 to 2.0e-02 nowhere in the table.)"""
+    request = Request.build(RECORDING, *pair, {"passes": passes}, "cpu")
+    answer, kept_id = asyncio.run(handlers.serve("compare", request, None))
+    rows = _error_rows(app.show(kept_id, fake_request())[4])
+    for side, column in (("a", 1), ("b", 2)):
+        accuracy = json_of(answer)[side]["accuracy"]
+        output = reports.text.error(accuracy["max_abs_error"])
+        if passes == "fwd":
+            assert [(row[0], row[column]) for row in rows] == [("max error", output)]
+            continue
+        grads = accuracy["grads"]
+        assert set(grads) == {"dq", "dk", "dv"}
+        said_grads = next(row for row in rows if "gradients" in row[0])
+        assert "backward" in said_grads[0]
+        assert said_grads[column] == " · ".join(f"{g} {reports.text.error(grads[g])}" for g in ("dq", "dk", "dv"))
+        said_output = next(row for row in rows if "output" in row[0])
+        assert "forward" in said_output[0] and said_output[column] == output
+        assert all("forward" in label or "backward" in label for label, *_ in rows), rows  # no error of no pass
+        if passes == "bwd":
+            assert rows[0] == said_grads, rows  # the backward's own first
+        # the side card and the command line's line say the same of each
+        run = getattr(handlers.RESULTS.get(kept_id).answer.result, side)
+        card = [line for line in reports.run_card(side.upper(), run, run.variant).splitlines()
+                if "error" in line]
+        assert any("the forward" in line and output in line for line in card), card
+        assert any("the backward" in line and all(reports.text.error(e) in line for e in grads.values())
+                   for line in card), card
+        line = reports.summary_line(run)
+        assert f"output {output} (forward)" in line and "(backward)" in line, line
