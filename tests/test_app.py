@@ -19,6 +19,7 @@ from types import SimpleNamespace
 from urllib.parse import parse_qsl, urlsplit
 
 import gradio as gr
+import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
 
@@ -709,8 +710,48 @@ def test_a_training_step_is_drawn_as_its_forward_and_its_backward(passes):
             assert drawn == pytest.approx(sum(k.us_per_forward for k in run.kernels if k.phase == "backward"))
             assert drawn < sum(k.us_per_forward for k in run.kernels)  # the forward's kernels are not in it
     per = "step" if passes == "fwd+bwd" else "backward"
-    assert top.get_xlabel() == f"ms per {per}" and bottom.get_xlabel() == f"GPU µs per {per}"
+    assert bottom.get_xlabel() == f"GPU µs per {per}"
     assert "per forward" not in " ".join(t.get_text() for ax in (top, bottom) for t in ax.texts)
+
+
+@pytest.mark.parametrize("passes", ["fwd", "fwd+bwd", "bwd"])
+@pytest.mark.parametrize("pair", [("naive", "sdpa_flash"), ("flex", "sdpa_cudnn")])
+def test_every_bar_and_line_of_the_time_chart_is_in_the_unit_its_axis_or_its_label_names(passes, pair):
+    """Each bar and line of "time per call" is matched, by its length, to the figure of the answer's JSON it draws,
+    and that figure's pass read from the JSON's own fields (GPU time: the view's pass; host cost and back-to-back
+    pace: the call a loop repeats, a whole step in a backward view; a step's two parts: the step). Where the axis
+    says "ms per P", every one of them is per P; otherwise each bar's value says its own pass and the axis names the
+    pass of each kind. (A backward view once drew per-step host cost and pace on an axis of "ms per backward".)"""
+    request = Request.build(RECORDING, *pair, {"passes": passes}, "cpu")
+    answer, kept_id = asyncio.run(handlers.serve("compare", request, None))
+    top = figures.timing_figure(handlers.RESULTS.get(kept_id).answer.result).axes[0]
+    view = {"fwd": "forward", "fwd+bwd": "step", "bwd": "backward"}[answer["a"]["workload"]["passes"]]
+    loop = "forward" if answer["a"]["workload"]["passes"] == "fwd" else "step"
+    drawn = []  # (what, its pass, the bar's value label or None for a line)
+    for i, side in enumerate(("a", "b")):
+        run = json_of(answer)[side]
+        figures_of = {"timing": view, "host_cost": loop, "back_to_back": loop}
+        lengths = {round(run[key]["median_ms"], 9): (key, unit) for key, unit in figures_of.items() if run.get(key)}
+        if view == "step":
+            lengths |= {round(run[key]["median_ms"], 9): (key, "step") for key in ("forward_timing", "backward_timing")}
+        for bar in (p for p in top.patches if abs(p.get_y() + p.get_height() / 2 - i) < 0.5):
+            key, unit = lengths[round(bar.get_width(), 9)]
+            label = next((t.get_text() for t in top.texts if abs(t.get_position()[1] - (bar.get_y() + bar.get_height()
+                          / 2)) < 1e-6 and abs(t.get_position()[0] - bar.get_x() - bar.get_width()) < 1e-9), None)
+            drawn.append((key, unit, label))
+        for line in (ln for ln in top.lines if abs(np.mean(ln.get_ydata()) - i) < 0.5):
+            drawn.append((*lengths[round(line.get_xdata()[0], 9)], None))
+    assert {key for key, _, _ in drawn} >= {"host_cost", "back_to_back"}  # what the check is about is drawn
+    single = re.fullmatch(r"ms per (\w+)", top.get_xlabel())
+    if single:
+        assert {unit for _, unit, _ in drawn} == {single[1]}, (top.get_xlabel(), drawn)
+    else:
+        axis = top.get_xlabel()
+        for key, unit, label in drawn:
+            words = {"timing": "time", "host_cost": "host cost", "back_to_back": "back-to-back pace"}.get(key)
+            assert re.search(rf"{words}[a-z -]* per {unit}", axis), (axis, key, unit)
+            if label is not None:
+                assert label.endswith(f" per {unit}"), (label, key, unit)
 
 
 # -- a live CPU run says when the machine was busy ---------------------------------------------------------------
