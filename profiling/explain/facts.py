@@ -470,11 +470,14 @@ def _launched_by_op(run: Run, k: Kernel, op: str) -> bool:
 
 
 def innermost_op(k: Kernel) -> str | None:
-    """The aten op that made the launch call for most of this kernel's time."""
+    """The op that made the launch call for most of this kernel's time: its innermost aten op, else its innermost op
+    of another name (a Triton kernel's launch sits in a host op named after the kernel itself, which launched
+    nothing: the op around it did); None where the chain holds no other."""
     if not k.launched_by:
         return k.name if k.name.startswith("aten::") else None
     top = max(k.launched_by, key=lambda launch: launch.us_per_forward)
-    return next((o for o in reversed(top.ops) if o.startswith("aten::")), top.ops[-1] if top.ops else None)
+    around = [o for o in top.ops if o != k.name]
+    return next((o for o in reversed(around) if o.startswith("aten::")), around[-1] if around else None)
 
 
 # -- notes -------------------------------------------------------------------------------------
