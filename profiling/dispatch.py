@@ -67,6 +67,8 @@ class Priority:
     order: tuple[str, ...]
     rule: str                            # why cuDNN is, or is not, first on this run's GPU, in a few words
     read_live: bool = False              # read from PyTorch itself rather than predicted from the version rules
+    by: str = "SDPA"                     # whose order it is: SDPA's own, or causal_lower_right's, which tries
+    sdpa: "Priority | None" = None       # flash and memory-efficient itself before SDPA's own order (this, then)
 
 
 def cudnn_first(env: Environment, compile_cudnn: int | None = None,
@@ -146,7 +148,8 @@ def priority(env: Environment, workload: Workload | None = None) -> Priority:
         return base
     rest = tuple(b for b in base.order if b not in LOWER_RIGHT_FIRST)
     return Priority(LOWER_RIGHT_FIRST + rest, "a decode step's causal_lower_right mask tries flash, then "
-                    "memory-efficient, before SDPA's order", base.read_live)
+                    "memory-efficient, before SDPA's own order", base.read_live,
+                    by="causal_lower_right", sdpa=base)
 
 
 def _priority(env: Environment) -> Priority:

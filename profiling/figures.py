@@ -23,6 +23,7 @@ from .explain.curves import QUANTITIES, crossovers, slopes
 from .results import Comparison, Sweep
 from .timeline import Timeline
 from .trace import category
+from .workload import Workload
 
 # -- shared sizes and colours -------------------------------------------------------------------
 WIDTH_IN, DPI = 7.0, 100
@@ -84,7 +85,11 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
     figure = Figure(figsize=(WIDTH_IN, 5.6), dpi=DPI, layout="constrained", facecolor=colours["bg"])
     top, bottom = figure.subplots(2, 1, height_ratios=(1, 1))
 
-    # time per call
+    # time per call: the device's time is per the view's pass; the host's cost and the back-to-back pace are per the
+    # call a loop repeats (a backward view's loop runs whole steps), so where the two differ every figure says its own
+    phase, call = comparison.a.phase, comparison.a.call
+    mixed = gpu and phase != call and any(r.host_cost or r.back_to_back for _, r in runs)
+    per = {"device": f" per {phase}" if mixed else "", "host": f" per {call}" if mixed else ""}
     height = 0.38
     for i, (_, run) in enumerate(runs):
         if run.timing is None:
@@ -106,21 +111,22 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
                      fontsize=SMALL_PT, color=colours["fg"])
             bars = []
         else:
-            bars = [(-height / 2, run.timing.median_ms, DEVICE_TIME_COLOUR, None, device_label)]
+            bars = [(-height / 2, run.timing.median_ms, DEVICE_TIME_COLOUR, None, device_label, per["device"])]
         if run.host_cost is not None:
             bars.append((height / 2, run.host_cost.median_ms, HOST_TIME_COLOUR, "///",
-                         "host cost to issue (CPU)" + ("" if run.call == run.phase else f", a {run.call}")))
-        for offset, value, colour, hatch, label in bars:
+                         "host cost to issue (CPU)" + ("" if run.call == run.phase else f", a {run.call}"), per["host"]))
+        for offset, value, colour, hatch, label, unit in bars:
             top.barh(i + offset, value, height, color=colour, hatch=hatch, edgecolor=colours["bg"] if hatch is None
                      else "#8a6d1a", linewidth=0, label=label if i == 0 or comparison.a.timing is None else None)
             # on the page's ground, above the pace line: a line that crosses the figure leaves it readable
-            top.text(value, i + offset, f" {text.ms(value)}", va="center", fontsize=SMALL_PT, color=colours["fg"],
-                     zorder=4, bbox=dict(facecolor=colours["bg"], edgecolor="none", pad=0.5))
+            top.text(value, i + offset, f" {text.ms(value)}{unit}", va="center", fontsize=SMALL_PT,
+                     color=colours["fg"], zorder=4, bbox=dict(facecolor=colours["bg"], edgecolor="none", pad=0.5))
         if run.back_to_back is not None:
             top.plot([run.back_to_back.median_ms] * 2, [i - height, i + height], color=colours["fg"], linewidth=2,
                      zorder=3,
                      label="back-to-back pace" + ("" if run.call == run.phase else f", a {run.call}") if i == 0 or comparison.a.back_to_back is None else None)
-    top.set_xlabel(f"ms per {text.call(comparison.a.workload)}", fontsize=TEXT_PT)
+    top.set_xlabel(f"ms: {'GPU' if gpu else 'wall'} time per {phase}; host cost and back-to-back pace per {call}"
+                   if mixed else f"ms per {text.call(comparison.a.workload)}", fontsize=TEXT_PT)
     rows = -(-len(top.get_legend_handles_labels()[0]) // 3)  # the legend's rows, between the title and the axes
     top.set_title("time per call", fontsize=TITLE_PT, loc="left", color=colours["fg"], pad=8 + 15 * max(rows, 1))
     top.margins(x=0.25)
@@ -426,12 +432,14 @@ MASK_KEYS = 16  # keys the picture draws: a workload's mask drawn at this S, its
 
 
 def mask_workload(w):
-    """`w` at MASK_KEYS keys, its window and query length scaled with it (at least 1): the same pattern, small
-    enough to see each cell (the picture is of the rule, which does not depend on S)."""
+    """`w`'s mask at MASK_KEYS keys, its window and query length scaled with it (at least 1): the same pattern, small
+    enough to see each cell (the picture is of the rule, which does not depend on S). Only the mask's own fields are
+    carried (causal, mask, window, q_len): the rest (timing, GPUs, pass, pages, dtype, ...) draw nothing, and a
+    workload of them may be one a CPU refuses (cold or graph timing, several GPUs)."""
     scale = MASK_KEYS / w.seq_len
-    return w.replace(seq_len=MASK_KEYS, page_size=None, device="cpu",
-                     q_len=min(w.q_len, MASK_KEYS) if w.q_len else None,  # a decode step's few queries, each
-                     window=max(1, round(w.window * scale)) if w.window else None)
+    return Workload(seq_len=MASK_KEYS, causal=w.causal, mask=w.mask, device="cpu",
+                    q_len=min(w.q_len, MASK_KEYS) if w.q_len else None,  # a decode step's few queries, each
+                    window=max(1, round(w.window * scale)) if w.window else None)
 
 
 def mask_figure(w, dark: bool | None = None) -> Figure:

@@ -141,7 +141,11 @@ def summary_line(run: Run) -> str:
     if run.peak_extra_bytes is not None:
         parts.append(f"peak +{text.size(run.peak_extra_bytes)}")
     if run.accuracy:
-        parts.append(f"max err {text.error(run.accuracy.max_abs_error)}")
+        if run.workload.training:
+            parts.append(f"max err: output {text.error(run.accuracy.max_abs_error)} (forward), "
+                         f"{_grad_errors(run)} (backward)")
+        else:
+            parts.append(f"max err {text.error(run.accuracy.max_abs_error)}")
     if run.tflops:
         parts.append(text.rate(run.tflops, run.peak_share))
     return " · ".join(parts)
@@ -149,6 +153,13 @@ def summary_line(run: Run) -> str:
 
 def _size(n_bytes: int | None) -> str:
     return "—" if n_bytes is None else text.size(n_bytes)
+
+
+def _grad_errors(run: Run, sep: str = ", ") -> str:
+    """The backward's own errors against fp64, a gradient each ("dq 1.5e-02, dk 1.7e-02, dv 2.0e-02"); "—" where the
+    run kept none."""
+    grads = run.accuracy.grads if run.accuracy else None
+    return sep.join(f"{name} {text.error(e)}" for name, e in grads.items()) if grads else "—"
 
 
 def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bool = False,
@@ -259,10 +270,11 @@ def run_card(side: str, run: Run, label: str) -> str:
         naive = f" (plain attention in {run.workload.dtype}: {text.error(a.naive_max_abs_error)})" \
             if a.naive_max_abs_error is not None else ""
         rows = f", on {a.rows_checked} sampled query rows" if a.rows_checked else ""
-        lines.append(f"- max error vs fp64: {text.error(a.max_abs_error)}{naive}{rows}")
+        output = "the output's max error (the forward)" if run.workload.training else "max error"
+        lines.append(f"- {output} vs fp64: {text.error(a.max_abs_error)}{naive}{rows}")
         if a.grads:
             plain = a.naive_grads or {}
-            lines.append("- gradients' max error vs fp64: " + ", ".join(
+            lines.append("- the gradients' max error (the backward) vs fp64: " + ", ".join(
                 f"{name} {text.error(e)}" + (f" (plain {text.error(plain[name])})" if name in plain else "")
                 for name, e in a.grads.items()))
     if run.tflops:
@@ -297,9 +309,16 @@ def comparison_table(comparison: Comparison) -> str:
                  (f"host cost per {call}", lambda r: text.ms(r.host_cost.median_ms) if r.host_cost else "—"),
                  (f"kernels per {text.call(comparison.a.workload)}",
                   lambda r: text.count(r.kernels_per_forward) if r.kernels_per_forward else "—")]
-    rows += [("peak memory" + (" of the step" if comparison.a.workload.training else ""),
-              lambda r: _size(r.peak_extra_bytes)),
-             ("max error", lambda r: text.error(r.accuracy.max_abs_error) if r.accuracy else "—")]
+    rows.append(("peak memory" + (" of the step" if comparison.a.workload.training else ""),
+                 lambda r: _size(r.peak_extra_bytes)))
+    output_error = ("max error", lambda r: text.error(r.accuracy.max_abs_error) if r.accuracy else "—")
+    grad_errors = ("max error of the gradients (the backward)", lambda r: _grad_errors(r, " · "))
+    if comparison.a.phase == "backward":    # the backward's own result is the gradients; the output is the forward's
+        rows += [grad_errors, ("max error of the output (the forward)", output_error[1])]
+    elif comparison.a.workload.training:
+        rows += [("max error of the output (the forward)", output_error[1]), grad_errors]
+    else:
+        rows.append(output_error)
     a, b = comparison.a, comparison.b
     lines = [f"| | A · `{a.variant}` | B · `{b.variant}` |", "|---|---:|---:|"]
     lines += [f"| {name} | {cell(a, value)} | {cell(b, value)} |" for name, value in rows]

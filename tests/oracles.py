@@ -69,6 +69,26 @@ def median_ratio(slow: list[float], fast: list[float]) -> float:
     return statistics.median(slow) / statistics.median(fast)
 
 
+def unconfirmed_gap_said(a: list[float], b: list[float]) -> str:
+    """What a headline must say of two sets of samples whose middle halves are apart but that the rank test leaves
+    unranked, re-derived from the raw samples: how many of each side's samples lie beyond the other's median (the
+    faster side's slower than the slower's median, the slower side's faster than the faster's), or, where none do,
+    that the tails overlap. Never that the samples "overlap too much": their middle halves do not."""
+    ma, mb = statistics.median(a), statistics.median(b)
+    sides = {"A": (a, mb), "B": (b, ma)}
+    fast = "A" if ma < mb else "B"
+    said = []
+    for side in (fast, "B" if fast == "A" else "A"):
+        mine, their_median = sides[side]
+        other = "B" if side == "A" else "A"
+        n = sum(x > their_median for x in mine) if side == fast else sum(x < their_median for x in mine)
+        if n:
+            said.append(f"{n} of {side}'s {len(mine)} samples {'is' if n == 1 else 'are'} "
+                        f"{'slower' if side == fast else 'faster'} than {other}'s median")
+    return "apart; " + (" and ".join(said) or "the tails of their samples overlap") \
+        + ": too spread to rank."
+
+
 def documents_fp64(workload: Workload, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Packed documents' attention in float64, each document alone: document b is the first L_b rows of batch row b
     of the padded [B, H, S, D] inputs, softmax(q·kᵀ/√D) over its own keys (the causal ones: a lower triangle), each

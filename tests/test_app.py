@@ -19,6 +19,7 @@ from types import SimpleNamespace
 from urllib.parse import parse_qsl, urlsplit
 
 import gradio as gr
+import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
 
@@ -30,7 +31,7 @@ from conftest import check_headline, fn_index, queued
 from profiling import figures, reports, session
 from profiling.explain import explain
 from profiling.replay import find_recorded
-from profiling.request import KEYS, LIVE, Request
+from profiling.request import KEYS, LIVE, Request, field_values
 from profiling.results import Comparison, Run
 from profiling.workload import Workload
 
@@ -709,8 +710,48 @@ def test_a_training_step_is_drawn_as_its_forward_and_its_backward(passes):
             assert drawn == pytest.approx(sum(k.us_per_forward for k in run.kernels if k.phase == "backward"))
             assert drawn < sum(k.us_per_forward for k in run.kernels)  # the forward's kernels are not in it
     per = "step" if passes == "fwd+bwd" else "backward"
-    assert top.get_xlabel() == f"ms per {per}" and bottom.get_xlabel() == f"GPU µs per {per}"
+    assert bottom.get_xlabel() == f"GPU µs per {per}"
     assert "per forward" not in " ".join(t.get_text() for ax in (top, bottom) for t in ax.texts)
+
+
+@pytest.mark.parametrize("passes", ["fwd", "fwd+bwd", "bwd"])
+@pytest.mark.parametrize("pair", [("naive", "sdpa_flash"), ("flex", "sdpa_cudnn")])
+def test_every_bar_and_line_of_the_time_chart_is_in_the_unit_its_axis_or_its_label_names(passes, pair):
+    """Each bar and line of "time per call" is matched, by its length, to the figure of the answer's JSON it draws,
+    and that figure's pass read from the JSON's own fields (GPU time: the view's pass; host cost and back-to-back
+    pace: the call a loop repeats, a whole step in a backward view; a step's two parts: the step). Where the axis
+    says "ms per P", every one of them is per P; otherwise each bar's value says its own pass and the axis names the
+    pass of each kind. (A backward view once drew per-step host cost and pace on an axis of "ms per backward".)"""
+    request = Request.build(RECORDING, *pair, {"passes": passes}, "cpu")
+    answer, kept_id = asyncio.run(handlers.serve("compare", request, None))
+    top = figures.timing_figure(handlers.RESULTS.get(kept_id).answer.result).axes[0]
+    view = {"fwd": "forward", "fwd+bwd": "step", "bwd": "backward"}[answer["a"]["workload"]["passes"]]
+    loop = "forward" if answer["a"]["workload"]["passes"] == "fwd" else "step"
+    drawn = []  # (what, its pass, the bar's value label or None for a line)
+    for i, side in enumerate(("a", "b")):
+        run = json_of(answer)[side]
+        figures_of = {"timing": view, "host_cost": loop, "back_to_back": loop}
+        lengths = {round(run[key]["median_ms"], 9): (key, unit) for key, unit in figures_of.items() if run.get(key)}
+        if view == "step":
+            lengths |= {round(run[key]["median_ms"], 9): (key, "step") for key in ("forward_timing", "backward_timing")}
+        for bar in (p for p in top.patches if abs(p.get_y() + p.get_height() / 2 - i) < 0.5):
+            key, unit = lengths[round(bar.get_width(), 9)]
+            label = next((t.get_text() for t in top.texts if abs(t.get_position()[1] - (bar.get_y() + bar.get_height()
+                          / 2)) < 1e-6 and abs(t.get_position()[0] - bar.get_x() - bar.get_width()) < 1e-9), None)
+            drawn.append((key, unit, label))
+        for line in (ln for ln in top.lines if abs(np.mean(ln.get_ydata()) - i) < 0.5):
+            drawn.append((*lengths[round(line.get_xdata()[0], 9)], None))
+    assert {key for key, _, _ in drawn} >= {"host_cost", "back_to_back"}  # what the check is about is drawn
+    single = re.fullmatch(r"ms per (\w+)", top.get_xlabel())
+    if single:
+        assert {unit for _, unit, _ in drawn} == {single[1]}, (top.get_xlabel(), drawn)
+    else:
+        axis = top.get_xlabel()
+        for key, unit, label in drawn:
+            words = {"timing": "time", "host_cost": "host cost", "back_to_back": "back-to-back pace"}.get(key)
+            assert re.search(rf"{words}[a-z -]* per {unit}", axis), (axis, key, unit)
+            if label is not None:
+                assert label.endswith(f" per {unit}"), (label, key, unit)
 
 
 # -- a live CPU run says when the machine was busy ---------------------------------------------------------------
@@ -750,3 +791,77 @@ def test_the_mask_picture_draws_which_query_sees_which_key(changes):
             sees = (j <= q or not w.causal) and (w.mask != "window" or q - j < small.window)
             assert bool(image[i][j]) == sees, (changes, i, j)
     assert small.seq_len == figures.MASK_KEYS and (small.window or 0) == (4 if w.window else 0)
+
+
+def _cells_seen(w: Workload, image) -> None:
+    """Each cell of the picture re-derived from positions, at the picture's keys (as above)."""
+    small = figures.mask_workload(w)
+    lq, s = small.queries, small.seq_len
+    assert len(image) == lq and len(image[0]) == s
+    for i in range(lq):
+        for j in range(s):
+            q = s - lq + i
+            assert bool(image[i][j]) == ((j <= q or not w.causal) and (w.mask != "window" or q - j < small.window))
+
+
+def test_the_mask_picture_draws_every_recorded_workload_in_every_timing():
+    """The picture is of the mask alone: a workload timed cold or in a CUDA graph (which a CPU refuses to time), a
+    training pass, a paged cache or another GPU count draws the same cells as its warm twin, through the page's own
+    handler, never an error (the picture's workload once kept `timing`, and every cold or graph link got a 500)."""
+    from profiling.replay import recorded_workloads
+
+    drawn = 0
+    for recorded in recorded_workloads(RECORDING):
+        for timing in ("warm", "cold", "graph"):
+            w = recorded.replace(timing=timing)
+            picture = app.mask_picture(RECORDING, "naive", "sdpa_flash", *field_values(w))
+            assert isinstance(picture, figures.Figure), (w, picture)
+            if w.lengths is None:
+                _cells_seen(w, picture.axes[0].images[0].get_array())
+            drawn += 1
+    assert drawn == 3 * len(recorded_workloads(RECORDING))
+
+
+# -- what each error is of -----------------------------------------------------------------------------------------
+def _error_rows(markdown: str) -> list[tuple[str, str, str]]:
+    """The numbers table's rows about error: (label, A's cell, B's cell)."""
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in markdown.splitlines()
+            if line.startswith("|")]
+    return [tuple(row) for row in rows if len(row) == 3 and "error" in row[0]]
+
+
+@pytest.mark.parametrize("passes,pair", [("bwd", ("sdpa_flash", "sdpa_cudnn")), ("fwd+bwd", ("naive", "flex")),
+                                         ("bwd", ("sdpa_math", "fa4")), ("fwd", ("sdpa_flash", "sdpa_cudnn"))])
+def test_each_error_on_the_page_is_of_the_pass_it_names(passes, pair):
+    """A backward view's error is the backward's own: the gradients' (dq, dk, dv) against fp64, each re-read here
+    from the answer's JSON, shown first and named so; the forward output's error, where a training view shows it
+    too, says it is the forward's; a forward view's one error is the output's. (The backward view once showed the
+    forward output's 8.7e-03 as its only "max error", the gradients' 1.5e-02 to 2.0e-02 nowhere in the table.)"""
+    request = Request.build(RECORDING, *pair, {"passes": passes}, "cpu")
+    answer, kept_id = asyncio.run(handlers.serve("compare", request, None))
+    rows = _error_rows(app.show(kept_id, fake_request())[4])
+    for side, column in (("a", 1), ("b", 2)):
+        accuracy = json_of(answer)[side]["accuracy"]
+        output = reports.text.error(accuracy["max_abs_error"])
+        if passes == "fwd":
+            assert [(row[0], row[column]) for row in rows] == [("max error", output)]
+            continue
+        grads = accuracy["grads"]
+        assert set(grads) == {"dq", "dk", "dv"}
+        said_grads = next(row for row in rows if "gradients" in row[0])
+        assert "backward" in said_grads[0]
+        assert said_grads[column] == " · ".join(f"{g} {reports.text.error(grads[g])}" for g in ("dq", "dk", "dv"))
+        said_output = next(row for row in rows if "output" in row[0])
+        assert "forward" in said_output[0] and said_output[column] == output
+        assert all("forward" in label or "backward" in label for label, *_ in rows), rows  # no error of no pass
+        if passes == "bwd":
+            assert rows[0] == said_grads, rows  # the backward's own first
+        # the side card and the command line's line say the same of each
+        run = getattr(handlers.RESULTS.get(kept_id).answer.result, side)
+        card = [line for line in reports.run_card(side.upper(), run, run.variant).splitlines()
+                if "error" in line]
+        assert any("the forward" in line and output in line for line in card), card
+        assert any("the backward" in line and all(reports.text.error(e) in line for e in grads.values())
+                   for line in card), card
+        line = reports.summary_line(run)
+        assert f"output {output} (forward)" in line and "(backward)" in line, line

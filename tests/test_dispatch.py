@@ -120,3 +120,40 @@ def test_the_rules_predict_every_recorded_h200_outcome():
     # block-diagonal mask beside the rest where it was recorded later), less sdpa_math's decode step whose trace
     # lost its GPU work (dropped)
     assert checked >= 5 * len({r.workload for r in RUNS}) - 1
+
+
+def test_every_note_on_a_page_tells_one_order_and_auto_is_first_only_where_it_is():
+    """On the H200 (torch 2.11, cuDNN 9.19, sm90; DESIGN's version facts) SDPA's own order tries cuDNN first; a causal
+    decode step (fewer queries than keys) goes through causal_lower_right, whose `CausalBias._dispatch` calls flash,
+    then memory-efficient, itself, and only then SDPA. So on every recorded page with SDPA on auto: every "SDPA tries
+    X first" says cudnn, and the auto-choice title calls the backend that ran first in the order that really put it
+    first (causal_lower_right's for a decode step's flash, SDPA's for cudnn). The speculative-decode page once said
+    "Auto ran flash, first in SDPA's order" beside "SDPA tries cudnn first on the H200"."""
+    import re
+
+    from profiling.explain import explain
+    from profiling.results import Comparison
+
+    by_workload: dict = {}
+    for run in RUNS:
+        by_workload.setdefault(run.workload, {})[run.variant] = run
+    seen = set()
+    for w, runs in by_workload.items():
+        auto = runs.get("sdpa_auto")
+        if auto is None or not auto.ok or w.timing != "warm":
+            continue
+        other = runs.get("flex") or runs.get("sdpa_flash")
+        notes = explain(Comparison(auto, other)).notes
+        words = " ".join(f"{n.title} {n.body}" for n in notes)
+        assert set(re.findall(r"SDPA tries (\w+) first", words)) <= {"cudnn"}, (w.words(), words)
+        decode = w.causal and w.mask == "flag" and w.q_len is not None and w.q_len < w.seq_len
+        for n in (n for n in notes if n.rule == "auto_choice" and n.side in ("a", "both")):
+            first = re.search(r"ran (\w+), first in (\S+) order", n.title)
+            if first is None:
+                continue  # "after X refused this input"
+            backend, whose = first.groups()
+            assert backend == dispatch.backend_key(auto.backend)
+            expected = ("causal_lower_right's", "flash") if decode else ("SDPA's", "cudnn")
+            assert (whose, backend) == expected, (w.words(), n.title)
+            seen.add(decode)
+    assert seen == {True, False}  # both kinds of page were checked

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import trace_oracle
 from explain_helpers import RUNS, assert_numbers_are_the_runs, comparison_context
+from oracles import unconfirmed_gap_said
 from scipy.stats import mannwhitneyu
 
 from attention_variants import guess_for
@@ -155,7 +156,7 @@ def test_the_headline_compares_one_figure_and_its_kind_is_the_true_one(explained
         if p > stats.LEVEL * 1.05:
             qa, qb = (statistics.quantiles(x, n=4, method="inclusive") for x in (a, b))
             apart = qa[2] < qb[0] or qb[2] < qa[0]  # middle halves apart: a gap the test cannot confirm, not "level"
-            said = "their samples overlap too much for the test" if apart else "level within noise"
+            said = unconfirmed_gap_said(a, b) if apart else "level within noise"
             assert v.kind == "level" and said in title, (title, p)
         elif p < stats.LEVEL * 0.95 and v.kind != "inconsistent":
             assert v.kind == ("ranked" if ratio >= 1 + v.threshold else "no_practical_difference"), (title, p, ratio)
@@ -353,3 +354,32 @@ def check_shares(explained) -> int:
                         assert math.isclose(q.value, expected, rel_tol=1e-6), where
                         checked += 1
     return checked
+
+
+def test_a_kernel_count_in_words_is_the_tables_and_no_kernel_launches_itself(explained):
+    """"{who} ran one kernel for q_len N" only where the table holds one launch in that phase (re-added here from its
+    rows); where the call launches more (flex's pointwise kernels, cuDNN's mask building) it says one attention
+    kernel and how many others, the table's launches less the main kernel's. And no kernel is said to be launched
+    "from" itself: the op named is one of the ops around its launch, never its own name (flex's
+    `triton_poi_fused_flex_attention_3` was once "from `triton_poi_fused_flex_attention_3`")."""
+    checked = named = 0
+    for c, e in explained:
+        for note in e.notes:
+            for run in runs_of(c, note):
+                if note.rule == "decode_kernels" and " kernel for q_len " in note.title:
+                    main = next(k for k in run.kernels if k.name in note.kernels)
+                    launches = sum(k.calls_per_forward for k in run.kernels if in_phase(k, main.phase))
+                    if " ran one kernel " in note.title:
+                        assert launches == main.calls_per_forward == 1, (pair_id(c), note.title, launches)
+                    else:
+                        assert " ran one attention kernel " in note.title, note.title
+                        said = re.search(r"launches (\d+) other kernels?, ", note.body)
+                        assert said and int(said[1]) == launches - main.calls_per_forward, (pair_id(c), note.body)
+                    checked += 1
+                for k in run.kernels:
+                    for launcher in re.findall(re.escape(text.kernel(k, 40)) + r" from `([^`]+)`", note.body):
+                        around = [text.host_op(text.op(o)) for launch in k.launched_by or [] for o in launch.ops
+                                  if o != k.name]
+                        assert launcher in around, (pair_id(c), note.rule, k.name, launcher, around)
+                        named += 1
+    assert checked >= 20 and named >= 20, (checked, named)

@@ -11,7 +11,7 @@ import statistics
 
 import pytest
 from explain_helpers import assert_numbers_are_the_runs
-from oracles import median_ratio
+from oracles import median_ratio, unconfirmed_gap_said
 from sweep_helpers import H200, RECORDED, run, synthetic
 
 from profiling import reports, stats, text
@@ -71,7 +71,7 @@ def headline_says(result: Sweep, s: int) -> str:
     if v.kind == "level":
         qa, qb = (statistics.quantiles(getattr(r, v.path).samples_ms, n=4, method="inclusive") for r in (ra, rb))
         if qa[2] < qb[0] or qb[2] < qa[0]:  # middle halves apart: a gap the test cannot confirm is not "level"
-            return "but their samples overlap too much for the test"
+            return unconfirmed_gap_said(getattr(ra, v.path).samples_ms, getattr(rb, v.path).samples_ms)
     return {"level": "are level within noise", "no_practical_difference": "that counts as a practical difference",
             "too_few": "samples on a side are too few for the test", "inconsistent": "are not ranked"}[v.kind]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .. import text
 from ..results import Kernel, Note, Quantity, Run
-from .facts import Peers, constant, label, main_kernel, measured, note, of_kernel, on_gpu, scaled, share_of
+from .facts import Peers, constant, label, launch_count, main_kernel, measured, note, of_kernel, on_gpu, scaled, share_of
 
 FLASH = "pytorch_flash::flash_fwd_kernel"
 FLASH_SPLIT, FLASH_COMBINE = "pytorch_flash::flash_fwd_splitkv_kernel", "pytorch_flash::flash_fwd_splitkv_combine_kernel"
@@ -113,8 +113,17 @@ def decode_kernels(run: Run, peers: Peers) -> Note | None:
                 "walks all {keys} keys alone.")
         weight = 0.3
     else:
-        title = "{who} ran one kernel for q_len {queries}: `{main}` ({time} per " + path.main.phase + ")"
+        # one kernel walks the keys; the call may launch others beside it (flex's pointwise kernels, cuDNN's mask
+        # building), which the title must not deny: "one attention kernel" then, and what the rest take
+        others = [k for k in run.kernels_of(path.main.phase) if k is not path.main]
+        title = "{who} ran one " + ("attention " if others else "") + "kernel for q_len {queries}: `{main}` ({time} " \
+            "per " + path.main.phase + ")"
         body = "No split of the keys and no combine: each (query block, head) tile walks all {keys} keys."
+        if others:
+            facts["others"] = launch_count(run, path.main.phase)
+            facts["others"] = Quantity(facts["others"].value - path.main.calls_per_forward, "count",
+                                       f"diff({facts['others'].source}, run.kernels[{i}].calls_per_forward)")
+            facts["rest"] = share_of(run, others, path.main.phase)
         if path.heads_at and path.main.short_name == FLASH:
             facts["blocks"] = constant(float(path.main.grid[0] * path.main.grid[1] * path.main.grid[2]), "count",
                                        f"product(product(run.kernels[{i}].grid[0], run.kernels[{i}].grid[1]), "
@@ -126,6 +135,9 @@ def decode_kernels(run: Run, peers: Peers) -> Note | None:
         elif run.variant == "fa4" and run.environment.sm == "sm90":
             body = ("FlashAttention-4 has no split-KV on sm90 (its interface asserts it): each (query block, kv head) "
                     "tile walks all {keys} keys, with no combine.")
+        if others:
+            body += " Beside it the call launches {others} other " + \
+                ("kernel" if facts["others"].value == 1 else "kernels") + ", {rest}."
         weight = 0.15
     return note("decode_kernels", "guess", title, body, weight=weight, facts=facts, names=names,
                 kernels=[path.main, *path.combine], evidence=evidence)

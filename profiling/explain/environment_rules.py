@@ -120,8 +120,9 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
     order = priority.order
     skipped = order[:order.index(chosen)] if chosen in order else list(order)
     how = "read from PyTorch" if priority.read_live else "predicted from the version rules"
-    evidence = [f"priority ({how}): {' → '.join(order)}", f"why cuDNN is{'' if order[0] == 'cudnn' else ' not'} "
-                f"first: {priority.rule}"]
+    sdpa = priority.sdpa or priority  # SDPA's own order: after causal_lower_right's own tries, where it has them
+    evidence = [f"priority ({how}): {' → '.join(order)}" + (f" ({priority.rule})" if priority.sdpa else ""),
+                f"why cuDNN is{'' if sdpa.order[0] == 'cudnn' else ' not'} first in SDPA's own order: {sdpa.rule}"]
     if "math" in skipped:  # math accepts every input: this order cannot be the one that ran
         result = (f" The trace shows {chosen}, which this order never reaches, so the order that ran differed "
                   "(an environment variable, or code that set it).")
@@ -144,10 +145,12 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
                                 measured(best, "timing.median_ms", "ms", f"peers[{best.variant}]"))}
         result += f" It is not the fastest {text.on_device(env)}: {label(best)} is {{ratio}} faster."
         weight = 0.45
-    title = f"{who} ran {chosen}, " + (f"first in SDPA's order {text.on_device(env)}" if not skipped else
+    title = f"{who} ran {chosen}, " + (f"first in {priority.by}'s order {text.on_device(env)}" if not skipped else
                                         f"after {_and(skipped)} refused this input")
-    return note("auto_choice", "environment", title,
-                f"SDPA tries {order[0]} first {text.on_device(env)}: {priority.rule}." + result,
+    tries = f"SDPA tries {sdpa.order[0]} first {text.on_device(env)}: {sdpa.rule}."
+    if priority.sdpa:
+        tries = f"{priority.rule[0].upper()}{priority.rule[1:]}, which tries {sdpa.order[0]} first {text.on_device(env)}."
+    return note("auto_choice", "environment", title, tries + result,
                 weight=weight, facts=facts, ops=[sdpa_op(run).name] if sdpa_op(run) else [], evidence=evidence,
                 links=[dispatch.SOURCE + " (priority_order, check_prefer_cudnn_attention)"])
 

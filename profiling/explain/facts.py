@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
@@ -292,6 +293,18 @@ def fit(pairs: Iterable[tuple[Quantity, Quantity]]) -> Quantity:
                     f"fit({', '.join(f'{s.source}, {y.source}' for s, y in pairs)})")
 
 
+def beyond_median(samples: Quantity, other: Quantity) -> Quantity:
+    """How many of `samples`' kept samples lie on the far side of `other`'s median (two Timings, read by `fact` at
+    the figure's path): above it where `samples` has the lower median, below it otherwise."""
+    return Quantity(float(_beyond_median(samples.value, other.value)), "count",
+                    f"beyond_median({samples.source}, {other.source})")
+
+
+def _beyond_median(timing, other) -> int:
+    mine, theirs = statistics.median(timing.samples_ms), statistics.median(other.samples_ms)
+    return sum(x > theirs for x in timing.samples_ms) if mine < theirs else sum(x < theirs for x in timing.samples_ms)
+
+
 def constant(value: float, unit: str, source: str) -> Quantity:
     """A figure that is not the run's: a device limit (`arch[sm90].registers_per_sm`), the blog's A100."""
     return Quantity(value, unit, source)
@@ -419,7 +432,7 @@ _FUNCTIONS = {"sum": lambda *xs: sum(xs), "ratio": lambda a, b: a / b, "diff": l
               "share": _share, "launch_share": _launch_share,
               "product": lambda a, b: a * b, "rows": lambda run: float(len(run.kernels_of())),
               "fit": lambda *sy: log_slope(sy[0::2], sy[1::2]),
-              "unpredicted_rows": unpredicted_rows,
+              "unpredicted_rows": unpredicted_rows, "beyond_median": _beyond_median,
               "occupancy_pct": occupancy_pct, "occupancy_blocks": occupancy_blocks}
 
 
@@ -469,11 +482,14 @@ def _launched_by_op(run: Run, k: Kernel, op: str) -> bool:
 
 
 def innermost_op(k: Kernel) -> str | None:
-    """The aten op that made the launch call for most of this kernel's time."""
+    """The op that made the launch call for most of this kernel's time: its innermost aten op, else its innermost op
+    of another name (a Triton kernel's launch sits in a host op named after the kernel itself, which launched
+    nothing: the op around it did); None where the chain holds no other."""
     if not k.launched_by:
         return k.name if k.name.startswith("aten::") else None
     top = max(k.launched_by, key=lambda launch: launch.us_per_forward)
-    return next((o for o in reversed(top.ops) if o.startswith("aten::")), top.ops[-1] if top.ops else None)
+    around = [o for o in top.ops if o != k.name]
+    return next((o for o in reversed(around) if o.startswith("aten::")), around[-1] if around else None)
 
 
 # -- notes -------------------------------------------------------------------------------------

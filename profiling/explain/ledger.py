@@ -38,7 +38,8 @@ def unpredicted_kernels(run: Run, explained: set[str]) -> Note | None:
         for i, k in enumerate(named):
             facts[f"k{i}"] = share_of(run, [k], run.phase)
         sentences.append("Not explained elsewhere: " + ", ".join(
-            (f"{text.kernel(k, 40)} from `{text.op(innermost_op(k) or '?')}`" if k.launched_by else f"`{text.op(k.name)}`")
+            (f"{text.kernel(k, 40)} from `{text.host_op(text.op(innermost_op(k)))}`" if innermost_op(k) and
+             k.launched_by else text.kernel(k, 40) if k.launched_by else f"`{text.op(k.name)}`")
             + f" ({{k{i}}})" for i, k in enumerate(named)) + ".")
     elif whole:
         sentences.append("The notes explain the ones that matter." if len(whole) > 1 else

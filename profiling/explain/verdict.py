@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from .. import stats, text
 from ..results import STOPPED, Note, Run, Timing
 from .environment_rules import refusal
-from .facts import (ampere_design, call_gpu, constant, difference, fused, guess, hopper_design, host_share,
-                    instruction, kernels_in, label, launch_count, main_kernel, measured, note, of_kernel, on_gpu,
-                    pinned, ran, ratio, scores_bytes, square_scores, total)
+from .facts import (ampere_design, beyond_median, call_gpu, constant, difference, fused, guess, hopper_design,
+                    host_share, instruction, kernels_in, label, launch_count, main_kernel, measured, note, of_kernel,
+                    on_gpu, pinned, ran, ratio, scores_bytes, square_scores, total)
 
 # Runs from two sessions (not interleaved) can differ by the machine's drift alone. Measured on the H200: the
 # host cost of one variant moved ~50% within a process; GPU time moves far less.
@@ -163,9 +163,23 @@ def said(a: Run, b: Run, v: Verdict, names: tuple[str, str], on: str, facts: dic
         return (f"{name['a']} and {name['b']} are not ranked {on}: {gapped}'s GPU time includes gaps where the GPU "
                 f"waited for the host: {figures}."), more
     if quartiles_apart(getattr(a, v.path), getattr(b, v.path)):
+        # the middle halves are apart and the test still finds no order: samples in the tails cross over (a complete
+        # separation would have ranked them, as `too_few` is ruled out), so say which, counted from the samples
         more["ratio"] = unconfirmed_gap(facts["a"], facts["b"])
-        return (f"{name['a']} and {name['b']} are not ranked {on}: {figures}, {{ratio}} apart, but their samples "
-                "overlap too much for the test."), more
+        runs = {"a": a, "b": b}
+        timing = {w: fact(runs[w], v.path, "count", w) for w in runs}
+        low = "a" if facts["a"].value < facts["b"].value else "b"
+        high = "b" if low == "a" else "a"
+        crossing = []
+        for w, other, beyond in ((low, high, "slower"), (high, low, "faster")):
+            counted = beyond_median(timing[w], timing[other])
+            if counted.value:
+                more[f"{w}_beyond"], more[f"{w}_kept"] = counted, fact(runs[w], f"{v.path}.kept", "count", w)
+                crossing.append(f"{{{w}_beyond}} of {w.upper()}'s {{{w}_kept}} samples "
+                                f"{'is' if counted.value == 1 else 'are'} {beyond} than {other.upper()}'s median")
+        tails = " and ".join(crossing) or "the tails of their samples overlap"
+        return (f"{name['a']} and {name['b']} are not ranked {on}: {figures}, {{ratio}} apart; {tails}: too spread "
+                "to rank."), more
     return f"{name['a']} and {name['b']} are level within noise {on}: {figures}.", more
 
 
