@@ -251,7 +251,7 @@ def show(result_id, http: gr.Request) -> list:
             if trace:
                 files[f"{side}_trace"] = Path(shutil.copy(trace, folder / f"{side}_{trace.name}"))
         if drawn.timelines:
-            caption = reports.timeline_caption(*drawn.timelines)
+            caption = reports.timeline_caption(*drawn.timelines, comparison.a.call, comparison.a.phase)
             files["timeline"] = folder / f"timeline_{comparison.a.variant}_vs_{comparison.b.variant}.png"
             files["timeline"].write_bytes(drawn.lanes)
         else:
@@ -346,7 +346,9 @@ class Side:
                              label=f"{self.side}: {'kernels' if run.environment.device == 'cuda' else 'aten ops'} per "
                                    f"{run.phase}"),
                 gr.Dataframe(reports.kernel_table(run), visible=bool(run.kernels)),
-                gr.Dataframe(reports.host_ops_table(run), visible=bool(run.host_ops)),
+                gr.Dataframe(reports.host_ops_table(run), visible=bool(run.host_ops),
+                             label=f"{self.side}: host (CPU) ops of one profiled "
+                                   f"{'training step' if run.call == 'step' else run.call}"),
                 f"#### Notes on {self.side}\n\n{reports.side_notes_markdown(explanation, key)}",
                 gr.DownloadButton(value=files.get(f"{key}_trace"), visible=f"{key}_trace" in files),
                 gr.DownloadButton(value=files.get(f"{key}_csv"), visible=f"{key}_csv" in files)]

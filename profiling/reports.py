@@ -469,8 +469,9 @@ def export(answer_json: str, comparison: Comparison, chart_png: bytes, directory
 
 
 # -- one call on a timeline ------------------------------------------------------------------------------
-def timeline_caption(a: Timeline, b: Timeline) -> str:
-    """One line under the timeline: for each side, when the CPU finished issuing the call and when the GPU finished
+def timeline_caption(a: Timeline, b: Timeline, call: str = "forward", phase: str = "forward") -> str:
+    """One line under the timeline: what one profiled call is (`call`: a forward, or a whole training step, which a
+    backward view's, `phase`, is too), and for each side when the CPU finished issuing it and when the GPU finished
     running it, and which waited on which."""
     def said(side: str, t) -> str:
         if not t.gpu:
@@ -480,7 +481,9 @@ def timeline_caption(a: Timeline, b: Timeline) -> str:
         who = "the GPU waited on the CPU" if waited else "the CPU ran ahead and the GPU worked through its queue"
         return (f"{side} ({t.label}): the CPU finished issuing at {text.us(t.range_us)}, the GPU finished at "
                 f"{text.us(gpu_end)}; {who}")
-    return ("One profiled call of each (the profiler slows the CPU side): " + "; ".join((said("A", a), said("B", b)))
+    whole = ", the whole step: a backward runs inside one" if phase == "backward" else ""
+    return (f"One profiled {'training step' if call == 'step' else call} of each{whole} (the profiler slows the CPU "
+            "side): " + "; ".join((said("A", a), said("B", b)))
             + ". "
             "Thin lines join each launch to the GPU work it started.")
 

@@ -305,7 +305,7 @@ def test_the_pages_event_keeps_the_answer_it_returns_and_show_renders_that_resul
     for note in answer["notes"][:3]:  # the top notes, in order, as the explainer ranked them
         assert note["title"] in as_read(verdict) and note["title"] in as_read(present)
     assert chart["visible"] and chart["value"]["plot"].startswith("data:image/png;base64,")
-    assert present_chart["visible"] and caption.startswith("One profiled call of each")
+    assert present_chart["visible"] and caption.startswith("One profiled forward of each")
     timeline, timeline_file, card_a = rest[:3]
     assert timeline["visible"] and timeline_file["visible"] and timeline_file["value"]["path"].endswith(".png")
     assert card_a.startswith("### A · Naive (masked_fill) `naive`")
@@ -865,3 +865,15 @@ def test_each_error_on_the_page_is_of_the_pass_it_names(passes, pair):
                    for line in card), card
         line = reports.summary_line(run)
         assert f"output {output} (forward)" in line and "(backward)" in line, line
+
+
+def test_a_sides_host_ops_table_names_the_call_it_is_of():
+    """The host ops of one profiled call: a forward's, or a whole training step's (a backward view's too)."""
+    from profiling.explain import explain
+
+    for passes, call in (("fwd", "forward"), ("fwd+bwd", "training step"), ("bwd", "training step")):
+        c = session.compare(Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {"passes": passes}, "cpu")).result
+        with gr.Blocks():
+            side = app.Side("A")
+        host = side.render(c, explain(c), {})[3]
+        assert host.label == f"A: host (CPU) ops of one profiled {call}", (passes, host.label)

@@ -192,3 +192,16 @@ def test_a_cold_or_graph_runs_card_says_its_host_figures_are_a_warm_loops():
         run = next(r for r in RUNS if r.ok and r.host_cost and r.back_to_back and r.workload.timing == timing)
         card = reports.run_card("A", run, "x")
         assert ("taken as a plain warm loop" in card) == (timing != "warm"), (timing, card)
+
+
+def test_the_timeline_caption_names_the_call_it_shows_and_a_backward_view_s_is_the_whole_step():
+    from types import SimpleNamespace
+
+    from profiling import reports
+
+    side = SimpleNamespace(label="x", gpu=[SimpleNamespace(end_us=10.0)], range_us=9.0, gpu_idle_us=0.0,
+                           gpu_busy_us=5.0)
+    assert reports.timeline_caption(side, side).startswith("One profiled forward of each (")
+    assert reports.timeline_caption(side, side, "step", "step").startswith("One profiled training step of each (")
+    assert reports.timeline_caption(side, side, "step", "backward").startswith(
+        "One profiled training step of each, the whole step: a backward runs inside one (")
