@@ -17,6 +17,12 @@ from .facts import (Peers, call_gpu, constant, host_share, label, measured, move
 
 
 # -- the host against the GPU ---------------------------------------------------------------------------
+_COMPILED_OPS = (("TorchDynamo Cache Lookup", "TorchDynamo's guard checks, in Python"),
+                 ("CompiledFxGraph", "the compiled graph's Python wrapper, which launches its kernels"),
+                 ("CompiledFunction", "AOTAutograd's wrapper around the compiled graph, in Python"),
+                 ("Torch-Compiled Region", "the compiled region's entry, in Python"))
+
+
 def _host_cause(run: Run) -> tuple[str, dict, list[str]]:
     """Why issuing a call costs the CPU what it does, from the profiled call's own host ops: the op whose own (self)
     time is largest, and for a Python-level wrapper what that wrapper is. (Sentence, facts, evidence.)"""
@@ -32,8 +38,9 @@ def _host_cause(run: Run) -> tuple[str, dict, list[str]]:
         aten = sum(h.calls_per_forward for h in run.host_ops if h.name.startswith("aten::"))
         return (f"Its {text.count(aten)} aten calls each go through the dispatcher (the largest, "
                 f"`{text.op(top.name)}`, is {{top_share}})"), facts, evidence
-    if v and v.compiled:
-        what = "TorchDynamo's guards and the graph's wrapper, in Python"
+    if v and v.compiled:  # each of torch.compile's ranges by what it is: its guards are one op of their own
+        what = next((words for token, words in _COMPILED_OPS if token in top.name),
+                    "the compiled graph's Python around its kernels")
     elif v and v.jit_s:
         what = "flash_attn.cute's Python launch path"
     elif ran(run) == "cudnn":
