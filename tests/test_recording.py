@@ -272,3 +272,23 @@ def test_stored_json_reads_as_the_standard_library_reads_it_and_what_orjson_refu
     read = read_stored(planted)
     assert read[0]["big"] == 2**70 and read[0]["x"] != read[0]["x"]
     assert loads(b'[1, 2.5, "a"]') == [1, 2.5, "a"]
+
+
+def test_the_runs_recorded_cold_and_graph_only_are_those_the_readme_names():
+    """README: every workload is recorded warm, cold and in a graph, except the packed-document variants on the
+    workloads without documents and SDPA math on the decode step (cold and graph only). Re-derived from the runs."""
+    from collections import defaultdict
+
+    from explain_helpers import RUNS
+
+    timings = defaultdict(set)
+    for r in RUNS:
+        timings[r.variant, r.workload.replace(timing="warm")].add(r.workload.timing)
+    no_warm = {(v, w) for (v, w), t in timings.items() if "warm" not in t}
+    assert all(t == {"cold", "graph"} for (v, w), t in timings.items() if (v, w) in no_warm)
+    packed = {"varlen", "sdpa_nested", "sdpa_docmask", "naive_docmask"}
+    assert {(v, w) for v, w in no_warm if v in packed} == {(v, w) for v, w in timings if v in packed and w.lengths is None}
+    assert {v for v, _ in no_warm} <= packed | {"sdpa_math"}
+    assert all(w.q_len is not None for v, w in no_warm if v == "sdpa_math")  # the decode step
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert "the packed-document\nvariants (varlen, sdpa_nested, sdpa_docmask, naive_docmask) on the workloads without" in readme
