@@ -117,14 +117,15 @@ def cap_waiting(queue) -> bool:
 def refuse_short_requests(block_fn, inputs: list) -> None:
     """Blocks.validate_inputs, run before every event's handler: what gradio would let through to a traceback,
     refused in one line instead. gradio's own check that a request sent every input raises a ValueError, logged
-    with its traceback: the same check, naming what the event takes. An event with no Python function (its work
+    with its traceback: the same check, naming what the event takes (a request of more values than that is refused
+    too: gradio dropped the rest unsaid). An event with no Python function (its work
     is the browser's: `js=` alone, or a `cancels=` click) has nothing to run on the server. And an event the page
     fires outside the queue (its instant helpers) takes what a page's control sends: one value per control, never
     a list or an object (the queued endpoints take anything: the core names each field it refuses)."""
     name = block_fn.api_name or block_fn.name
     if block_fn.fn is None:
         raise refused(f"{name} runs in the browser: there is nothing on the server to call")
-    if len(inputs) < len(block_fn.inputs):
+    if len(inputs) != len(block_fn.inputs):  # fewer would fail in gradio; more were dropped unsaid
         names = [key for key, p in inspect.signature(block_fn.fn).parameters.items()
                  if not isinstance(p.default, (gr.Progress, gr.Request))
                  and p.annotation not in (gr.Request, "gr.Request")]

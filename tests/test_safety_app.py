@@ -689,8 +689,11 @@ def test_a_request_missing_values_is_refused_in_one_line(app_url, capfd, caplog)
     event, error = called(app_url, [])
     assert event == "error"
     assert error["error"] == f"compare takes {len(KEYS)} values ({', '.join(KEYS)}); the request sent 0"
+    event, error = called(app_url, [*LIVE, "one too many"])  # more than it takes: refused, not dropped unsaid
+    assert event == "error"
+    assert error["error"] == f"compare takes {len(KEYS)} values ({', '.join(KEYS)}); the request sent {len(KEYS) + 1}"
     assert "Traceback" not in capfd.readouterr().err
-    assert [r.name for r in caplog.records].count("attention_profiler") == 1
+    assert [r.name for r in caplog.records].count("attention_profiler") == 2
 
 
 def test_the_page_load_prefill_never_fails_on_a_link():
