@@ -54,8 +54,8 @@ def _source(args, device: str) -> str:
     from . import session
     from .replay import recordings
 
-    if args.source or args.device or device == "cuda" or not recordings():
-        return args.source or LIVE
+    if args.source is not None or args.device or device == "cuda" or not recordings():
+        return LIVE if args.source is None else args.source  # an empty --source is refused as the API refuses it
     recorded = next(iter(recordings()))
     try:
         session.plan(Request.from_args(argparse.Namespace(**{**vars(args), "source": recorded}), device),

@@ -176,7 +176,7 @@ class Request:
     @classmethod
     def from_args(cls, args: argparse.Namespace, live_device: str) -> "Request":
         fields = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name, None) is not None}
-        return cls.build(args.source or LIVE, args.a, args.b, fields, live_device,
+        return cls.build(LIVE if args.source is None else args.source, args.a, args.b, fields, live_device,
                          getattr(args, "points", None), getattr(args, "axis", None) or "seq_len")
 
 

@@ -128,6 +128,8 @@ BAD = [
     (["list", "--rank", "5"], "rank='5' is not allowed: choose one of 4, 3"),
     (["list", "--rank", "3.0"], "rank='3.0' is not allowed: choose one of 4, 3"),
     (["list", "extra"], "unrecognized arguments: extra"),
+    # an empty source is refused, as the API refuses it (it was read as not given: a live run)
+    (["compare", "sdpa_flash", "sdpa_cudnn", "--source", ""], "source='' is not allowed: choose one of live"),
     (["list", "--causal", "maybe"], "unrecognized arguments: maybe"),
     (["compare", "naive"], "required: b"),
     (["compare", "--json"], "expected one argument"),
