@@ -4,6 +4,7 @@ different answer); a paged cache is the same cache, really shuffled, read back p
 sense is refused in one line naming the field."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 
@@ -183,7 +184,16 @@ def test_one_kernel_for_four_queries_says_so_with_the_tiles_its_grid_holds():
     assert note.facts["blocks"].value == 256 and "no combine" not in note.body and "splits" not in note.facts
     cudnn = synthetic("sdpa_cudnn", [kernel("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16", 45.0,
                                             [132, 1, 1])])
-    assert "No split of the keys and no combine" in apply(decode_rules.decode_kernels, cudnn).body
+    # of a kernel whose source is not read (cuDNN's), the note does not say whether it splits the keys
+    body = apply(decode_rules.decode_kernels, cudnn).body
+    assert "No split" not in body and "whether it splits them across blocks, the trace does not show" in body
+    # and a reduction launched after it is named (cuDNN's sm80 decode kernel is followed by lean_reduction_kernel)
+    lean = synthetic("sdpa_cudnn", [kernel("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16", 65.0, [4, 8, 8]),
+                                    dataclasses.replace(kernel("void cudnn::fusion::lean_reduction_kernel<false>", 2.5,
+                                                               [1, 32, 8], "other"),
+                                                        short_name="cudnn::fusion::lean_reduction_kernel")])
+    body = apply(decode_rules.decode_kernels, lean).body
+    assert "After it runs `cudnn::fusion::lean_reduction_kernel`" in body and "no combine" not in body
 
 
 def test_no_decode_note_for_a_square_problem_or_a_cpu():

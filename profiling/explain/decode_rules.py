@@ -118,7 +118,15 @@ def decode_kernels(run: Run, peers: Peers) -> Note | None:
         others = [k for k in run.kernels_of(path.main.phase) if k is not path.main]
         title = "{who} ran one " + ("attention " if others else "") + "kernel for q_len {queries}: `{main}` ({time} " \
             "per " + path.main.phase + ")"
-        body = "No split of the keys and no combine: each (query block, head) tile walks all {keys} keys."
+        # what the trace alone cannot tell is not said: whether this kernel splits the keys (cuDNN's sm80 decode
+        # kernel is followed by cudnn::fusion::lean_reduction_kernel, one block per head and sequence)
+        body = "One kernel covers all {keys} keys; whether it splits them across blocks, the trace does not show."
+        after = [k for k in run.kernels_of(path.main.phase)[run.kernels_of(path.main.phase).index(path.main) + 1:]
+                 if "reduction" in k.name.lower()]
+        if after:
+            facts["reduce"] = share_of(run, after, path.main.phase)
+            names["reduction"] = text.kernel(after[0])
+            body += " After it runs `{reduction}` ({reduce})."
         if others:
             facts["others"] = launch_count(run, path.main.phase)
             facts["others"] = Quantity(facts["others"].value - path.main.calls_per_forward, "count",
