@@ -114,6 +114,8 @@ def preview_meta(params: dict) -> str:
             why = {"memory": "too large for its memory", "time": "longer than a live run may take"}.get(
                 error.kind, error.limit.split(";")[0])
             description = f"Asks for a live run that {ENV.device_name} refuses: {why} · {said}"
+        except Exception:  # a plan that fails otherwise: a preview is a courtesy, it promises nothing then
+            description = f"Asks for a live run on {ENV.device_name} · {said}"
     else:
         description = text.measured(False, request.source, RECORDINGS[request.source], request.workload,
                                     request.axis if sweep else None, request.seq_lens or () if sweep else ())
