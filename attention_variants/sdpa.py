@@ -99,10 +99,10 @@ def _fused_scratch(w: Workload, env: Environment, backend: str = "flash") -> int
     scratch = 4 * rows + mask + SMALL
     if w.device == "cpu":
         threads = env.cpu_threads or torch.get_num_threads()
-        forward = flash_buffers(w.queries, w.seq_len, w.head_dim, w.element_bytes, threads, backward=False)
+        forward = flash_buffers(w, env.cpu_features, threads, backward=False)
         if not w.training:
             return scratch + forward
-        backward = flash_buffers(w.queries, w.seq_len, w.head_dim, w.element_bytes, threads, backward=True)
+        backward = flash_buffers(w, env.cpu_features, threads, backward=True)
         return scratch + max(forward, w.q_bytes + backward)
     if w.training:
         scratch += 2 * rows * w.head_dim * 4 + 2 * rows * w.head_dim * w.element_bytes + 4 * rows
