@@ -289,6 +289,29 @@ def test_out_of_memory_is_a_result_and_the_next_run_works():
     assert measure("naive", small(seq_len=32)).ok
 
 
+def test_a_planted_wrong_variant_is_measured_wrong_and_never_ranked():
+    """A variant whose answer is wrong (SDPA's math path with its output scaled by 1.5, as a kernel that drops a
+    normalisation would give), measured beside naive: its accuracy is read against fp64, far past plain attention's
+    in the dtype, and the headline says its answer is wrong, with both errors, and ranks neither side."""
+    import dataclasses
+
+    from profiling.explain import explain
+    from profiling.results import Comparison
+
+    real = VARIANTS["sdpa_math"]
+    planted = dataclasses.replace(real, forward=lambda x: real.forward(x) * 1.5)
+    a, b = measure_runs([VARIANTS["naive"], planted], small())
+    assert a.ok and b.ok
+    x = small().make_inputs()
+    oracle = attention_fp64(small(), x.q, x.k, x.v)
+    assert b.accuracy.max_abs_error == pytest.approx(0.5 * oracle.abs().max().item(), rel=1e-3)
+    assert b.accuracy.max_abs_error > 10 * b.accuracy.naive_max_abs_error
+    title = explain(Comparison(a, b)).headline.title
+    assert title.startswith(f"{real.label} [B] gives a wrong answer on ") and "faster" not in title, title
+    assert f"up to {text.error(b.accuracy.max_abs_error)}" in title
+    assert f"{text.error(b.accuracy.naive_max_abs_error)}" in title
+
+
 def test_a_variant_that_raises_is_a_result_not_a_crash():
     def fails(inputs):
         raise ValueError("this variant is broken")

@@ -7,7 +7,7 @@ import re
 
 from .. import dispatch, text
 from ..results import DOES_NOT_FIT, Note, Run
-from .facts import Peers, label, measured, note, on_gpu, pinned, ran, ratio, sdpa_op
+from .facts import Peers, label, measured, note, on_gpu, pinned, ran, rankable, ratio, sdpa_op
 
 
 def _rank3_story(run: Run) -> str:
@@ -137,7 +137,7 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
     else:
         result = f" {chosen} accepted this input, so {it} ran it."
     facts, weight = {}, 0.25
-    faster = [p for p in peers.values() if pinned(p) not in (None, "auto") and p.gpu_ms and run.gpu_ms
+    faster = [p for p in peers.values() if rankable(run) and pinned(p) not in (None, "auto") and p.gpu_ms and run.gpu_ms
               and p.timing.max_ms < run.timing.min_ms]
     if faster:
         best = min(faster, key=lambda p: p.gpu_ms)
