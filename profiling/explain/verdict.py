@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .. import stats, text
 from ..results import STOPPED, Note, Run, Timing
-from .environment_rules import refusal
+from .environment_rules import failure
 from .facts import (FLASH_TESTS_FACTOR, WRONG_FACTOR, ampere_design, beyond_median, call_gpu, constant, difference, fused, guess,
                     hopper_design, host_share, instruction, kernels_in, label, launch_count, main_kernel, measured, note,
                     of_kernel, on_gpu, pinned, ran, ratio, scores_bytes, square_scores, total, wrong_answer)
@@ -103,15 +103,17 @@ def headline(a: Run, b: Run) -> Note:
     name = {id(a): f"{label(a)} [A]", id(b): f"{label(b)} [B]"}
     failed = [r for r in (a, b) if not (r.ok or timed_then_stopped(r))]
     if failed:
-        why = {f"why_{i}": refusal(r)[0] for i, r in enumerate(failed)}
-        refused = "; ".join(f"{name[id(r)]} could not run {_where(r)} ({{why_{i}}})" for i, r in enumerate(failed))
+        side = {id(a): "a", id(b): "b"}
+        whys = {id(r): failure(r, side[id(r)]) for r in failed}
+        refused = "; ".join(f"{name[id(r)]} could not run {_where(r)} ({whys[id(r)][0]})" for r in failed)
         ok = [r for r in (a, b) if r.ok]
-        facts = {"time": measured(ok[0], "timing.median_ms", "ms", "a" if ok[0] is a else "b")} if ok else {}
+        facts = {k: q for _, more in whys.values() for k, q in more.items()}
+        facts |= {"time": measured(ok[0], "timing.median_ms", "ms", side[id(ok[0])])} if ok else {}
         rest = f"; {name[id(ok[0])]} ran at {{time}} per {text.call(ok[0].workload)}." if ok else "."
         if ok:
             clause, more = _fallback(ok[0], "a" if ok[0] is a else "b")
             rest, facts = rest + clause, facts | more
-        return note("verdict", "verdict", refused + rest, "", weight=1.0, facts=facts, names=why)
+        return note("verdict", "verdict", refused + rest, "", weight=1.0, facts=facts)
     v = decision(a, b)
     facts = {"a": measured(a, f"{v.path}.median_ms", "ms", "a"), "b": measured(b, f"{v.path}.median_ms", "ms", "b")}
     on = _where(a)
