@@ -35,7 +35,7 @@ from .budget import call_bytes, cap_malloc_arenas, compile_clock
 from .dispatch import clean_warning, refusals
 from .environment import Environment, detect
 from .phases import spent
-from .results import ERROR, OK, OUT_OF_MEMORY, STOPPED, UNSUPPORTED, Run
+from .results import ERROR, OK, OUT_OF_MEMORY, STOPPED, UNSUPPORTED, Run, out_of_memory_figures
 from .workload import Inputs, Refusal, Workload
 
 Progress = Callable[[float, str], None]
@@ -46,7 +46,12 @@ _LOCK = threading.RLock()     # one measurement at a time in this process, whate
 
 
 class Stopped(Exception):
-    """The guard ended the measurement: cancelled, or past the deadline. What was measured is kept."""
+    """The guard ended the measurement: cancelled, or past the deadline (`budget_s`: the budget it held to; None when
+    cancelled). What was measured is kept."""
+
+    def __init__(self, why: str, budget_s: float | None = None):
+        super().__init__(why)
+        self.budget_s = budget_s
 
 
 @dataclass
@@ -68,7 +73,7 @@ class Guard:
         if self.cancelled():
             raise Stopped("cancelled")
         if self.deadline is not None and time.perf_counter() > self.deadline:
-            raise Stopped(f"over the time budget of {text.seconds(self.budget_s)}")
+            raise Stopped(f"over the time budget of {text.seconds(self.budget_s)}", self.budget_s)
 
 
 class _OtherWork:
@@ -374,8 +379,16 @@ def _guarded(subject: _Subject, step: Callable[[], None]) -> None:
         step()
     except torch.OutOfMemoryError as error:
         _free(subject.run.workload.device)
-        subject.run.status = OUT_OF_MEMORY
-        subject.run.reason = f"out of memory on {subject.run.environment.device_name}: {str(error).splitlines()[0]}"
+        _out_of_memory(subject.run, error)
+
+
+def _out_of_memory(run: Run, error: torch.OutOfMemoryError) -> None:
+    """The run ran out of memory: PyTorch's words, and the figures they give (the allocation that failed, the free
+    memory, what the caching allocator held unallocated)."""
+    message = str(error).splitlines()[0]
+    run.status, run.reason = OUT_OF_MEMORY, f"out of memory on {run.environment.device_name}: {message}"
+    for name, value in out_of_memory_figures(message).items():
+        setattr(run, name, value)
 
 
 def measure_runs(variants: list[Variant], workload: Workload, *, env: Environment | None = None,
@@ -448,14 +461,13 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
         except Stopped as stop:
             for s in subjects:
                 if s.going and not s.finished:
-                    s.run.status = STOPPED
+                    s.run.status, s.run.budget_s = STOPPED, stop.budget_s
                     s.run.reason = f"stopped after {text.seconds(time.perf_counter() - started)}: {stop}"
         except torch.OutOfMemoryError as error:  # a late OOM in a shared phase: the figures so far stand
             _free(workload.device)
             for s in subjects:
                 if s.going and not s.finished:
-                    s.run.status = OUT_OF_MEMORY
-                    s.run.reason = f"out of memory on {env.device_name}: {str(error).splitlines()[0]}"
+                    _out_of_memory(s.run, error)
         wall_s = time.perf_counter() - started
         for s in subjects:
             s.phases, s.inputs = [], None

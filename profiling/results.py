@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import re
 import statistics
 from dataclasses import asdict, dataclass, field, fields, replace
 
@@ -176,6 +177,24 @@ class Note:
         return cls(**data)
 
 
+_SIZE_UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_OOM_FIGURES = {"needed_bytes": r"Tried to allocate ([\d.]+) (\w+)", "available_bytes": r"of which ([\d.]+) (\w+) is free",
+                "held_bytes": r"([\d.]+) (\w+) is reserved by PyTorch but unallocated"}
+
+
+def out_of_memory_figures(message: str) -> dict[str, int]:
+    """The figures PyTorch's out-of-memory message gives, as Run fields: the allocation that failed (needed_bytes),
+    the device's free memory (available_bytes) and what its caching allocator held reserved but unallocated
+    (held_bytes), each where the message says it ("Tried to allocate 32.00 GiB. GPU 0 has a total capacity of 79.19
+    GiB of which 1.20 GiB is free. ... and 29.42 GiB is reserved by PyTorch but unallocated.")."""
+    figures = {}
+    for name, pattern in _OOM_FIGURES.items():
+        found = re.search(pattern, message)
+        if found and found.group(2) in _SIZE_UNITS:
+            figures[name] = int(float(found.group(1)) * _SIZE_UNITS[found.group(2)])
+    return figures
+
+
 @dataclass
 class Run:
     variant: str
@@ -217,8 +236,14 @@ class Run:
     saved_bytes: int | None = None            # a training pass: what autograd keeps from the forward for the backward
     setup_ms: float | None = None             # one-off setup before the first call (flex: create_block_mask)
     setup_reused: bool | None = None          # the setup found its work done earlier in the process (a cached mask)
-    needed_bytes: int | None = None           # does not fit: what measuring it would need ...
-    available_bytes: int | None = None        # ... and what was free
+    needed_bytes: int | None = None           # does not fit: what measuring it would need; out of memory: the
+                                              # allocation that failed ...
+    available_bytes: int | None = None        # ... and what was free (out of memory: the device's free, at the
+                                              # failure, as PyTorch's message said)
+    held_bytes: int | None = None             # out of memory: what PyTorch's caching allocator held reserved but
+                                              # unallocated at the failure (its message's figure)
+    budget_s: float | None = None             # stopped by the time budget: that budget (None: cancelled, or not
+                                              # stopped); wall_s is the time it had run
     reference_bytes: int | None = None        # the part of needed_bytes that is the fp64 accuracy check
     accuracy: Accuracy | None = None
     profiled_forwards: int = 0
@@ -327,6 +352,8 @@ class Run:
         data["environment"] = _environment(json.dumps(data["environment"], sort_keys=True))
         data["kernels"] = share_by_phase([Kernel.from_dict(k) for k in data.get("kernels", [])])
         data["host_ops"] = [HostOp(**h) for h in data.get("host_ops", [])]
+        if data.get("status") == OUT_OF_MEMORY and data.get("needed_bytes") is None:  # recorded before the fields
+            data |= out_of_memory_figures(data.get("reason") or "")
         for key, kind in (("timing", Timing), ("host_cost", Timing), ("back_to_back", Timing), ("accuracy", Accuracy),
                           ("forward_timing", Timing), ("backward_timing", Timing), ("warm_timing", Timing),
                           ("clocks_before", Clocks), ("clocks_after", Clocks)):

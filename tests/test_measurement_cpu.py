@@ -289,6 +289,29 @@ def test_out_of_memory_is_a_result_and_the_next_run_works():
     assert measure("naive", small(seq_len=32)).ok
 
 
+def test_a_planted_wrong_variant_is_measured_wrong_and_never_ranked():
+    """A variant whose answer is wrong (SDPA's math path with its output scaled by 1.5, as a kernel that drops a
+    normalisation would give), measured beside naive: its accuracy is read against fp64, far past plain attention's
+    in the dtype, and the headline says its answer is wrong, with both errors, and ranks neither side."""
+    import dataclasses
+
+    from profiling.explain import explain
+    from profiling.results import Comparison
+
+    real = VARIANTS["sdpa_math"]
+    planted = dataclasses.replace(real, forward=lambda x: real.forward(x) * 1.5)
+    a, b = measure_runs([VARIANTS["naive"], planted], small())
+    assert a.ok and b.ok
+    x = small().make_inputs()
+    oracle = attention_fp64(small(), x.q, x.k, x.v)
+    assert b.accuracy.max_abs_error == pytest.approx(0.5 * oracle.abs().max().item(), rel=1e-3)
+    assert b.accuracy.max_abs_error > 10 * b.accuracy.naive_max_abs_error
+    title = explain(Comparison(a, b)).headline.title
+    assert title.startswith(f"{real.label} [B] gives a wrong answer on ") and "faster" not in title, title
+    assert f"up to {text.error(b.accuracy.max_abs_error)}" in title
+    assert f"{text.error(b.accuracy.naive_max_abs_error)}" in title
+
+
 def test_a_variant_that_raises_is_a_result_not_a_crash():
     def fails(inputs):
         raise ValueError("this variant is broken")
@@ -477,3 +500,71 @@ def test_a_call_that_fails_in_the_profiled_window_leaves_the_profiler_off_and_th
     capture.profile_calls(lambda: torch.ones(16, 16) @ torch.ones(16, 16), "cpu", 3, tmp_path / "next.json")
     ranges = trace.call_ranges(trace.load_trace(tmp_path / "next.json")["traceEvents"])
     assert [r["name"] for r in ranges] == [f"{trace.CALL_RANGE}#{i}" for i in (1, 2, 3)]
+
+
+# -- a failure called what it is: five kinds, each with its figure -------------------------------------------------
+OOM_MESSAGE = ("CUDA out of memory. Tried to allocate 32.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which "
+               "1.50 GiB is free. Including non-PyTorch memory, this process has 77.67 GiB memory in use. Of the "
+               "allocated memory 48.02 GiB is allocated by PyTorch, and 29.42 GiB is reserved by PyTorch but "
+               "unallocated. If reserved but unallocated memory is large try setting "
+               "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")
+
+
+def _headline_of(failed: Run) -> str:
+    """The comparison's headline with naive beside `failed` as B."""
+    from profiling.explain import explain
+    from profiling.results import Comparison
+
+    return explain(Comparison(measure("naive", failed.workload), failed)).headline.title
+
+
+def test_out_of_memory_is_called_so_with_the_allocation_that_failed_and_what_the_allocator_held():
+    def out_of_memory(inputs):
+        raise torch.OutOfMemoryError(OOM_MESSAGE)
+    failed = measure(Variant("sdpa_math", "SDPA · math", out_of_memory, lambda w, env: 0), small(seq_len=32))
+    assert (failed.status, failed.needed_bytes, failed.available_bytes, failed.held_bytes) == \
+        ("out of memory", 32 * 2**30, int(1.5 * 2**30), int(29.42 * 2**30))
+    assert "(out of memory: 32.0 GiB asked, 1.5 GiB free, 29.4 GiB held unallocated by PyTorch)" \
+        in _headline_of(failed)
+
+
+def test_a_run_stopped_by_its_time_budget_says_the_budget_and_the_time_it_ran():
+    (failed,) = measure_runs([VARIANTS["sdpa_math"]], small(seq_len=32), guard=Guard.within(1e-9))
+    assert failed.status == "stopped" and failed.budget_s == 1e-9 and failed.wall_s > 0
+    title = _headline_of(failed)
+    assert f"(stopped by the time budget: over its {text.seconds(1e-9)} budget, after {text.seconds(failed.wall_s)})" \
+        in title, title
+    (cancelled,) = measure_runs([VARIANTS["sdpa_math"]], small(seq_len=32), guard=Guard(cancelled=lambda: True))
+    assert cancelled.budget_s is None and "(cancelled: after " in _headline_of(cancelled)
+
+
+def test_a_run_refused_for_memory_says_what_it_needs_and_what_was_free():
+    from profiling.session import measure as measure_all
+
+    w = small(seq_len=32)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("profiling.session.available_bytes", lambda device: 2**20)
+        (failed,) = measure_all(w, ["sdpa_math"])
+    assert failed.status == "does not fit" and failed.available_bytes == 2**20
+    assert f"(refused for memory: needs {text.size(failed.needed_bytes)}, 1.0 MiB free)" in _headline_of(failed)
+
+
+def test_a_request_refused_for_time_says_its_estimate_and_the_budget():
+    from profiling.budget import check_time, predicted_seconds
+
+    w = small(seq_len=32)
+    variants = [VARIANTS["naive"], VARIANTS["sdpa_math"]]
+    env = detect("cpu")
+    seconds = predicted_seconds(w, variants, env)
+    with pytest.raises(Exception) as refused:
+        check_time(w, variants, env, seconds / 2)
+    assert refused.value.kind == "time" and refused.value.needed == seconds and refused.value.available == seconds / 2
+    assert f"would take about {text.seconds(seconds)}, over the {text.seconds(seconds / 2)} a live run may hold " \
+        "the machine" in str(refused.value.limit)
+
+
+def test_an_unsupported_run_says_why():
+    w = small(seq_len=32, dtype="fp32")
+    (failed,) = measure_runs([VARIANTS["sdpa_cudnn"]], w)
+    assert failed.status == "unsupported"
+    assert "(no CPU kernel)" in _headline_of(failed)

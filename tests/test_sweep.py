@@ -151,12 +151,11 @@ def test_out_of_memory_stops_the_variant_and_the_other_goes_on():
     assert [r.status for r in result.of("sdpa_flash")] == ["ok"] * 3 and result.stopped is None
     (stop,) = stops_fitting(result)
     assert (stop.variant, stop.seq_len, stop.status, stop.last_ran, stop.needed_bytes) == (
-        "naive", 128, OUT_OF_MEMORY, 64, None)
+        "naive", 128, OUT_OF_MEMORY, 64, 40 * 2**30)  # the allocation that failed, as PyTorch's message says
     note = next(n for n in explain_sweep(result).notes if n.rule == "sweep_stops")
     assert (note.title, note.body) == (
-        "Naive (masked_fill) ran out of memory at S=128",
-        "The allocator failed during the measurement; longer sequences are not tried. The longest length it ran "
-        "is S=64.")
+        "Naive (masked_fill) ran out of memory at S=128: 40.0 GiB asked",
+        "Longer sequences are not tried. The longest length it ran is S=64.")
 
 
 def test_a_cancel_between_lengths_ends_the_sweep_with_the_points_done_and_says_why():

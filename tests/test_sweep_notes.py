@@ -110,7 +110,10 @@ def test_every_recorded_pair_is_told_in_short_true_sentences():
                 assert (f"needs {text.size(stop.needed_bytes)}, {text.size(stop.available_bytes)} available"
                         in note.title) and "GiB" in note.title
             else:
-                assert note.title == f"{label(stop.variant)} ran out of memory at S={stop.seq_len:,}"
+                failed = result.at(stop.variant, stop.seq_len)  # the figures PyTorch's message gave, read again
+                assert note.title == (f"{label(stop.variant)} ran out of memory at S={stop.seq_len:,}: "
+                                      f"{text.size(failed.needed_bytes)} asked, {text.size(failed.available_bytes)} "
+                                      f"free, {text.size(failed.held_bytes)} held unallocated by PyTorch")
         fits = {(f.variant, f.quantity): f for f in slopes(result)}
         for note in (n for n in explanation.notes if n.rule.startswith("sweep_slope") or n.rule == "sweep_noisy"):
             variant = {"a": a, "b": b}[note.side]
@@ -279,8 +282,12 @@ def _stop(**fields):
      "length it ran is S=1,024."),
     (run("naive", 2048, status=OUT_OF_MEMORY, reason="out of memory on NVIDIA H200: CUDA out of memory."),
      "Naive (masked_fill) ran out of memory at S=2,048",
-     "The allocator failed during the measurement; longer sequences are not tried. The longest length it ran is "
-     "S=1,024."),
+     "Longer sequences are not tried. The longest length it ran is S=1,024."),
+    (run("naive", 2048, status=OUT_OF_MEMORY, needed_bytes=32 * 2**30, available_bytes=2**30,
+         held_bytes=29 * 2**30, reason="out of memory on NVIDIA H200: CUDA out of memory. Tried to allocate 32.00 GiB."),
+     "Naive (masked_fill) ran out of memory at S=2,048: 32.0 GiB asked, 1.0 GiB free, 29.0 GiB held unallocated by "
+     "PyTorch",
+     "Longer sequences are not tried. The longest length it ran is S=1,024."),
 ])
 def test_a_stop_note_says_what_stopped_it(stop, title, body):
     result = synthetic([run("naive", s, 1e-6 * s**2) for s in (256, 512, 1024)] + [stop]

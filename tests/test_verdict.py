@@ -275,3 +275,84 @@ def test_a_gqa_backward_s_attention_kernels_are_summed_alike_on_both_sides():
         attention = sum(k.us_per_forward for k in run.kernels_of("backward") if k.category == "fused attention")
         assert facts[key].value == pytest.approx(attention), key
         assert not any("reduce" in k.name and k.category == "fused attention" for k in run.kernels)
+
+
+# -- the correctness gate: a wrong answer is never ranked ------------------------------------------------------------
+def wrong(base: Run, **errors) -> Run:
+    """`base` with its accuracy's errors set (max_abs_error=..., grads={...}), plain attention's left as measured."""
+    return dataclasses.replace(base, accuracy=dataclasses.replace(base.accuracy, **errors))
+
+
+def test_a_wrong_answer_is_never_ranked_and_the_headline_gives_both_errors_and_the_limit():
+    """A planted wrong output (max error 0.5 where plain bf16 attention errs by 0.016: a field ignored) on the
+    faster side: the headline says it is wrong, with its error, plain attention's and the limit (10× plain's), and
+    ranks nothing; no note says a speed of it beside another's. The same side 9× plain's is still ranked: the gate is
+    no tighter than a wrong answer needs."""
+    from explain_helpers import assert_numbers_are_the_runs, comparison_context
+
+    from profiling.explain import facts
+
+    a, b = run(FLASH, 0.096, seed=1), run(CUDNN, 0.060, seed=2)
+    plain = b.accuracy.naive_max_abs_error
+    bad = wrong(b, max_abs_error=0.5)
+    assert decision(a, bad).kind == "wrong" and decision(a, bad).wrong == ("b",)
+    c = Comparison(a, bad)
+    explanation = explain(c)
+    title = explanation.headline.title
+    assert title.startswith("SDPA · cuDNN [B] gives a wrong answer on the H200, so it is not ranked: SDPA · cuDNN "
+                            f"[B]'s output is off from fp64 by up to 5.0e-01, past {text.error(10 * plain)} (10× plain "
+                            f"attention's in bf16, {text.error(plain)}).")
+    assert "faster" not in title and "slower" not in title and "level" not in title, title
+    assert_numbers_are_the_runs(explanation.headline, {"a": a, "b": bad})
+    for n in explanation.notes:  # no ranking of the wrong side anywhere: the why note, host ranking, #1 of 2, the A100
+        assert n.rule not in ("speed", "host_ranking", "ranking_vs_blog"), n.title
+        assert n.side == "a" or "faster" not in n.title + n.body, n.title
+        assert_numbers_are_the_runs(n, comparison_context(c, n))
+    limit = facts.WRONG_FACTOR * plain
+    assert headline(a, wrong(b, max_abs_error=0.9 * limit)).title.startswith("SDPA · cuDNN [B] is 1.6× faster")
+    assert facts.wrong_answer(wrong(b, max_abs_error=1.01 * limit)).what == "output"
+
+
+def test_a_wrong_gradient_is_never_ranked_and_fp32_has_a_floor():
+    """A training step whose dk is wrong is not ranked, and the headline names dk with its own two errors. In fp32,
+    plain attention errs by ~1e-6: an answer 100× that (a TF32 kernel's rounding) is right, one past 10× 2^-10 not."""
+    from profiling.explain import facts
+
+    step = next(r for r in RUNS if r.variant == "sdpa_flash" and r.workload.passes == "fwd+bwd" and r.accuracy.grads)
+    other = next(r for r in RUNS if r.variant == "sdpa_cudnn" and r.workload == step.workload)
+    a, b = run(step, 1.0, seed=1), run(other, 0.5, seed=2)
+    dk = b.accuracy.naive_grads["dk"]
+    title = headline(a, wrong(b, grads=b.accuracy.grads | {"dk": 0.5})).title
+    assert "[B] gives a wrong answer" in title and "'s dk is off from fp64 by up to 5.0e-01, past " \
+        f"{text.error(10 * dk)} (10× plain attention's in bf16, {text.error(dk)})" in title, title
+    assert "faster" not in title
+    fp32 = next(r for r in RUNS if r.workload.dtype == "fp32" and r.ok and r.accuracy)
+    plain = fp32.accuracy.naive_max_abs_error
+    assert plain < facts.ERROR_FLOOR["fp32"]
+    assert facts.wrong_answer(wrong(fp32, max_abs_error=100 * plain)) is None
+    gate = facts.wrong_answer(wrong(fp32, max_abs_error=0.02))
+    assert gate is not None and gate.limit(facts.measured(fp32, gate.plain, "error")).value == 10 * 2.0**-10
+    peer = next(r for r in RUNS if r.workload == fp32.workload and r.variant != fp32.variant and r.ok)
+    title = headline(run(peer, 1.0, seed=1), wrong(run(fp32, 0.5, seed=2), max_abs_error=0.02)).title
+    assert f"past 9.8e-03 (10× 9.8e-04, TF32's rounding, as plain attention in fp32 is off by only " \
+        f"{text.error(plain)})" in title, title
+
+
+def test_a_sweep_point_whose_answer_is_wrong_is_never_said_faster():
+    """A sweep where B is 2.5× faster at every length but wrong at each: the headline says B's answer is wrong at
+    the longest length both ran, and no crossover ranks it."""
+    from sweep_helpers import run as point, synthetic
+
+    from profiling.results import Accuracy
+    from profiling.explain import explain_sweep
+
+    def answer(error: float) -> Accuracy:
+        return Accuracy(max_abs_error=error, relative_error=0.0, naive_max_abs_error=0.016)
+    lengths = [256, 512, 1024, 2048]
+    result = synthetic([point("naive", s, 1e-6 * s**2, seed=s, accuracy=answer(0.01)) for s in lengths]
+                       + [point("sdpa_flash", s, 4e-7 * s**2, seed=s + 1, accuracy=answer(0.5)) for s in lengths])
+    explanation = explain_sweep(result)
+    title = explanation.headline.title
+    assert title.startswith("At S=2,048 SDPA · FlashAttention [B] gives a wrong answer on the H200"), title
+    assert "faster" not in title
+    assert not any(n.rule == "sweep_crossover" or "faster" in n.body for n in explanation.notes)

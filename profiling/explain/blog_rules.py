@@ -9,7 +9,7 @@ from .. import text
 from ..reference import BLOG
 from ..results import Note, Run
 from .facts import (Peers, ampere_design, constant, hopper_design, kernels_in, label, main_kernel, measured, note,
-                    on_gpu, ratio, scaled, share_of, sm_in_name)
+                    on_gpu, rankable, ratio, scaled, share_of, sm_in_name)
 
 
 def _blog_fused(key: str) -> bool:
@@ -36,7 +36,7 @@ def against_blog(run: Run, peers: Peers) -> Note | None:
         facts |= {"kernels": measured(run, "kernels_per_forward", "count"),
                   "blog_kernels": constant(ref.kernels_per_forward, "count", f"{key}.kernels_per_forward")}
         said.append(f"Kernels per forward: {{kernels}} {on}, {{blog_kernels}} on the A100.")
-    if ref.gpu_us and run.gpu_ms:
+    if ref.gpu_us and run.gpu_ms and rankable(run):  # a wrong answer's speed is said beside no other's
         here = scaled(measured(run, "timing.median_ms", "ms"), 1000, "us")
         facts |= {"gpu": measured(run, "timing.median_ms", "ms"),
                   "blog_gpu": constant(ref.gpu_us / 1000, "ms", f"product({key}.gpu_us, 0.001)"),
@@ -109,7 +109,7 @@ def nvjet_gemms(run: Run, peers: Peers) -> Note | None:
 
 def ranking_vs_blog(run: Run, peers: Peers) -> Note | None:
     """On the A100 flash beat cuDNN; where this GPU's order differs, say what the kernels' names show."""
-    fused = {k: p for k, p in {**peers, run.variant: run}.items() if _blog_fused(k) and p.ok and p.gpu_ms}
+    fused = {k: p for k, p in {**peers, run.variant: run}.items() if _blog_fused(k) and rankable(p) and p.gpu_ms}
     if not on_gpu(run) or run.variant not in fused or len(fused) < 2 or not BLOG.matches(run.workload):
         return None
     here = sorted(fused, key=lambda k: fused[k].gpu_ms)

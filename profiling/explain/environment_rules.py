@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from .. import dispatch, text
-from ..results import DOES_NOT_FIT, Note, Run
-from .facts import Peers, label, measured, note, on_gpu, pinned, ran, ratio, sdpa_op
+from ..results import DOES_NOT_FIT, OUT_OF_MEMORY, STOPPED, Note, Run
+from .facts import Peers, label, measured, note, on_gpu, pinned, ran, rankable, ratio, sdpa_op
 
 
 def _rank3_story(run: Run) -> str:
@@ -17,6 +17,28 @@ def _rank3_story(run: Run) -> str:
                 "backend, so [B·H, S, D] inputs reach the fused kernels.")
     return (f"With no pin, SDPA quietly fell back to math: up to torch 2.13 (this is {env.torch_version}) its fused "
             "backends want 4-D q, k, v. Reshape [B·H, S, D] to [B, H, S, D] to reach them.")
+
+
+def failure(run: Run, who: str, fact=measured) -> tuple[str, dict]:
+    """Which of five things kept a run from a result, in a few words with its figures (a template, and its facts
+    named `{who}_...`): out of memory (the allocation that failed, the free memory, what PyTorch's allocator held
+    unallocated), stopped by the time budget (the budget, the time it ran) or cancelled, refused for memory before
+    it ran (what it needs, what was free), or not supported here (why: `refusal`). A request refused for time is
+    refused whole, before any run (`budget.check_time`). `fact(run, path, unit, who)` reads a figure of the run."""
+    facts, said = {}, []
+    figures = {OUT_OF_MEMORY: (("needed_bytes", "{} asked"), ("available_bytes", "{} free"),
+                               ("held_bytes", "{} held unallocated by PyTorch")),
+               DOES_NOT_FIT: (("needed_bytes", "needs {}"), ("available_bytes", "{} free")),
+               STOPPED: (("budget_s", "over its {} budget"), ("wall_s", "after {}"))}
+    for path, words in figures.get(run.status, ()):
+        if getattr(run, path) is not None:
+            facts[f"{who}_{path}"] = fact(run, path, "s" if path.endswith("_s") else "bytes", who)
+            said.append(words.format("{" + f"{who}_{path}" + "}"))
+    lead = {OUT_OF_MEMORY: "out of memory", DOES_NOT_FIT: "refused for memory",
+            STOPPED: "stopped by the time budget" if run.budget_s is not None else "cancelled"}
+    if run.status not in lead:
+        return refusal(run)[0], {}
+    return lead[run.status] + (": " + ", ".join(said) if said else ""), facts
 
 
 def refusal(run: Run) -> tuple[str, str, str]:
@@ -137,7 +159,7 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
     else:
         result = f" {chosen} accepted this input, so {it} ran it."
     facts, weight = {}, 0.25
-    faster = [p for p in peers.values() if pinned(p) not in (None, "auto") and p.gpu_ms and run.gpu_ms
+    faster = [p for p in peers.values() if rankable(run) and pinned(p) not in (None, "auto") and p.gpu_ms and run.gpu_ms
               and p.timing.max_ms < run.timing.min_ms]
     if faster:
         best = min(faster, key=lambda p: p.gpu_ms)

@@ -132,6 +132,62 @@ def measured(run: Run, path: str, unit: str, who: str = "run") -> Quantity:
     return Quantity(_walk(run, path), unit, f"{who}.{path}")
 
 
+# -- the correctness gate: a wrong answer is never ranked ---------------------------------------------------------
+# An answer is wrong, not rounded differently, when its error against the fp64 reference (the output's, or in a
+# training pass a gradient's) is past WRONG_FACTOR times what plain attention in the inputs' dtype makes on the same
+# inputs (`Accuracy.naive_*`). A kernel that computes attention in the dtype errs by the same roundings, a small
+# multiple of plain attention's: FlashAttention's tests pass a kernel within 2x it (tests/test_flash_attn.py,
+# "at most twice the numerical error of a Pytorch implementation"), and the 2,832 errors of the recorded H200 runs
+# and sweep points (outputs and gradients, every variant) reach 1.13x. A wrong answer (a field ignored, a mask
+# dropped, a scale off) errs by the output's own size, 1/u roundings (u = 2^-8 in bf16: ~250x; a planted one, 30x).
+# 10x sits five times past FlashAttention's bound and an order of magnitude under an answer off by its own size.
+# fp32's plain attention errs by ~1e-6 (1.3e-6 recorded), and PyTorch lets fp32 products run in TF32 on tensor
+# cores (a 10-bit mantissa, unit roundoff 2^-11; `allow_tf32`), which errs by ~1e-3 and is still right: fp32's
+# floor is TF32's rounding at an output of size 2 (outputs, weighted averages of standard-normal v rows, are mostly
+# smaller): 2^-10, so an fp32 answer is wrong past ~1e-2.
+WRONG_FACTOR = 10.0
+FLASH_TESTS_FACTOR = 2.0   # FlashAttention's tests' bound, said beside the gate's
+ERROR_FLOOR = {"fp32": 2.0**-10}
+
+
+@dataclass(frozen=True)
+class WrongAnswer:
+    """Which of a run's answers is wrong: where its error and plain attention's are read in the run."""
+    what: str                    # "output", "dq", "dk", "dv"
+    error: str                   # its error against fp64: "accuracy.max_abs_error", "accuracy.grads[dq]"
+    plain: str                   # plain attention's in the inputs' dtype: "accuracy.naive_max_abs_error"
+    floor: float                 # the dtype's floor under plain attention's (ERROR_FLOOR; 0.0 where none)
+
+    def limit(self, plain: Quantity) -> Quantity:
+        """Past this the answer is wrong: WRONG_FACTOR x plain attention's error (`plain`, read from the run), or
+        x the dtype's floor where that is larger."""
+        base = Quantity(max(plain.value, self.floor), "error", f"max({plain.source}, {self.floor!r})") \
+            if self.floor else plain
+        return scaled(base, WRONG_FACTOR, "error")
+
+
+def wrong_answer(run: Run) -> WrongAnswer | None:
+    """The run's answer furthest past the gate (output, dq, dk, dv), or None where every one is within it (or no
+    accuracy was taken)."""
+    a = run.accuracy
+    if a is None:
+        return None
+    checked = [("output", "max_abs_error", "naive_max_abs_error")] if a.naive_max_abs_error is not None else []
+    checked += [(g, f"grads[{g}]", f"naive_grads[{g}]") for g in a.grads or {} if (a.naive_grads or {}).get(g)]
+    past = []
+    for what, error, plain in checked:
+        gate = WrongAnswer(what, f"accuracy.{error}", f"accuracy.{plain}", ERROR_FLOOR.get(run.workload.dtype, 0.0))
+        beyond = measured(run, gate.error, "error").value / gate.limit(measured(run, gate.plain, "error")).value
+        if beyond > 1:
+            past.append((beyond, gate))
+    return max(past, key=lambda t: t[0])[1] if past else None
+
+
+def rankable(run: Run) -> bool:
+    """The run ran and its answer is right: a speed may be said of it beside another's."""
+    return run.ok and wrong_answer(run) is None
+
+
 def of_kernel(run: Run, k: Kernel, attribute: str, unit: str, who: str = "run") -> Quantity:
     return measured(run, f"kernels[{_kernel_index(run, k)}].{attribute}", unit, who)
 
@@ -430,7 +486,8 @@ _FUNCTIONS = {"sum": lambda *xs: sum(xs), "ratio": lambda a, b: a / b, "diff": l
               "moved": lambda run, phase: float(moved_bytes(run.workload, phase, packing(run))),
               "working_set": lambda run, phase: float(working_set_bytes(run.workload, phase, packing(run))),
               "share": _share, "launch_share": _launch_share,
-              "product": lambda a, b: a * b, "rows": lambda run: float(len(run.kernels_of())),
+              "product": lambda a, b: a * b, "max": lambda *xs: max(xs),
+              "rows": lambda run: float(len(run.kernels_of())),
               "fit": lambda *sy: log_slope(sy[0::2], sy[1::2]),
               "unpredicted_rows": unpredicted_rows, "beyond_median": _beyond_median,
               "occupancy_pct": occupancy_pct, "occupancy_blocks": occupancy_blocks}
@@ -506,11 +563,11 @@ def note(rule: str, kind: str, title: str, body: str, *, weight: float, facts: M
 
 
 def peers_for(run: Run, runs: Iterable[Run]) -> Peers:
-    """The runs among `runs` a ratio with `run` means something for: ok, another variant, same workload
-    (seed aside), same GPU and torch."""
+    """The runs among `runs` a ratio with `run` means something for: ok with a right answer (`rankable`), another
+    variant, same workload (seed aside), same GPU and torch."""
     def same(other: Run) -> bool:
         a, b = other.workload, run.workload  # (a replace re-checks the workload: only where the seeds differ)
         return ((a == b or (a.seed != b.seed and a.replace(seed=0) == b.replace(seed=0)))
                 and other.environment.device_name == run.environment.device_name
                 and other.environment.torch_version == run.environment.torch_version)
-    return {p.variant: p for p in runs if p.ok and p.variant != run.variant and same(p)}
+    return {p.variant: p for p in runs if rankable(p) and p.variant != run.variant and same(p)}

@@ -12,7 +12,7 @@ from .. import text
 from ..results import OUT_OF_MEMORY, Note, Quantity, Run, Sweep
 from .curves import (MIN_FIT_POINTS, BoundChange, Crossover, KernelChange, Slope, StopsFitting, bound_changes,
                      crossovers, kernel_changes, ran, slopes, stops_fitting)
-from .environment_rules import refusal
+from .environment_rules import failure
 from .facts import fit, label, measured, note, ratio
 from .verdict import decision, said
 
@@ -88,16 +88,23 @@ def headline(result: Sweep) -> Note:
     both = sorted(set(lengths[a]) & set(lengths[b]))
     ended = f"The sweep stopped early ({result.stopped}). " if result.stopped else ""
     if not both:
-        def alone(v: str) -> str:
+        facts = {}
+
+        def alone(v: str, who: str) -> str:
             runs = result.of(v)
             if len(lengths[v]) == 1:
                 return f"{name[v]} ran only at {_s(result, lengths[v][0])}"
             if lengths[v]:
                 return f"{name[v]} ran {_s(result, lengths[v][0])}–{text.count(lengths[v][-1])}"
-            return f"{name[v]} did not run ({refusal(runs[0])[0]})" if runs else f"{name[v]} has no points"
-        return note("sweep_headline", "sweep",
-                    f"{ended}No {POINTS[result.axis][0]} where both ran {on}: {alone(a)}; {alone(b)}.", "",
-                    weight=1.0)
+            if not runs:
+                return f"{name[v]} has no points"
+            why, more = failure(runs[0], who, lambda run, path, unit, _: measured(
+                result, f"runs[{result.runs.index(run)}].{path}", unit, "sweep"))
+            facts.update(more)
+            return f"{name[v]} did not run ({why})"
+        sides = f"{alone(a, 'a')}; {alone(b, 'b')}"
+        return note("sweep_headline", "sweep", f"{ended}No {POINTS[result.axis][0]} where both ran {on}: {sides}.", "",
+                    weight=1.0, facts=facts)
     s = both[-1]
     ra, rb = _point(result, a, s), _point(result, b, s)
     v = decision(ra, rb)
@@ -153,8 +160,10 @@ def _stops(result: Sweep, f: StopsFitting) -> Note:
     last = f"The longest length it ran is {_s(result, f.last_ran)}." if f.last_ran else "It ran at no shorter length."
     facts: dict[str, Quantity] = {}
     if f.status == OUT_OF_MEMORY:
-        title = f"{label(v)} ran out of memory at {_s(result, f.seq_len)}"
-        body = "The allocator failed during the measurement; longer sequences are not tried. " + last
+        point = _point(result, v, f.seq_len)
+        why, facts = failure(point, "oom", lambda run, path, unit, _: _of(result, v, f.seq_len, path, unit))
+        title = f"{label(v)} ran out of memory at {_s(result, f.seq_len)}" + why.removeprefix("out of memory")
+        body = "Longer sequences are not tried. " + last
     else:
         facts = {"needed": _of(result, v, f.seq_len, "needed_bytes", "bytes"),
                  "available": _of(result, v, f.seq_len, "available_bytes", "bytes")}

@@ -13,7 +13,7 @@ from ..environment import HBM_BYTES_PER_US, hbm_key
 from ..results import Note, Run
 from ..workload import spec_of
 from .facts import (Peers, call_gpu, constant, host_share, label, measured, moved, note, on_gpu, packing,
-                    phase_total, ran, ratio, scaled, tensors, variant, working_set)
+                    phase_total, ran, rankable, ratio, scaled, tensors, variant, working_set)
 
 
 # -- the host against the GPU ---------------------------------------------------------------------------
@@ -190,7 +190,8 @@ def cold_l2(run: Run, peers: Peers) -> Note | None:
 def graph_winner(run: Run, peers: Peers) -> Note | None:
     """In a CUDA graph, the side the test ranks faster where the other was the faster back to back (one side
     host-bound): the replay removed the launch cost that held this one back. Said on the graph's winner only."""
-    if not on_gpu(run) or run.workload.timing != "graph" or run.back_to_back is None or run.host_cost is None:
+    if not on_gpu(run) or run.workload.timing != "graph" or run.back_to_back is None or run.host_cost is None \
+            or not rankable(run):
         return None
     from .verdict import CROSS_SESSION_DRIFT
     for key, other in peers.items():

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from .. import stats, text
 from ..results import STOPPED, Note, Run, Timing
-from .environment_rules import refusal
-from .facts import (ampere_design, beyond_median, call_gpu, constant, difference, fused, guess, hopper_design,
-                    host_share, instruction, kernels_in, label, launch_count, main_kernel, measured, note, of_kernel,
-                    on_gpu, pinned, ran, ratio, scores_bytes, square_scores, total)
+from .environment_rules import failure
+from .facts import (FLASH_TESTS_FACTOR, WRONG_FACTOR, ampere_design, beyond_median, call_gpu, constant, difference, fused, guess,
+                    hopper_design, host_share, instruction, kernels_in, label, launch_count, main_kernel, measured, note,
+                    of_kernel, on_gpu, pinned, ran, ratio, scores_bytes, square_scores, total, wrong_answer)
 
 # Runs from two sessions (not interleaved) can differ by the machine's drift alone. Measured on the H200: the
 # host cost of one variant moved ~50% within a process; GPU time moves far less.
@@ -31,7 +31,7 @@ FIGURES = {"timing": "GPU time, CUDA events", "back_to_back": "back to back: the
 @dataclass(frozen=True)
 class Verdict:
     """What the named test says of A and B on the figure both are compared on."""
-    kind: str                     # ranked | level | no_practical_difference | too_few | host_gaps
+    kind: str                     # ranked | level | no_practical_difference | too_few | host_gaps | wrong
     path: str                     # the Run attribute compared: "timing" or "back_to_back"
     what: str                     # the figure in words
     faster: str | None            # "a" | "b" (ranked, or the lower median where no difference counts)
@@ -41,6 +41,7 @@ class Verdict:
     threshold: float              # the practical threshold used, drift included
     same_session: bool
     method: str = ""              # the rank test's: "exact" or "normal approximation"
+    wrong: tuple[str, ...] = ()   # "a", "b": the sides whose answer is wrong (`facts.wrong_answer`), never ranked
 
 
 def figure(a: Run, b: Run) -> tuple[str, str]:
@@ -77,7 +78,8 @@ def _samples(timing: Timing | None) -> list[float]:
 
 def decision(a: Run, b: Run) -> Verdict:
     """The named test on the one figure; `host_gaps` (no order stated) when a side's GPU time includes gaps in which
-    the GPU waited for the host, so it is not the GPU's own time."""
+    the GPU waited for the host, so it is not the GPU's own time; `wrong` (no order stated, whatever the test says)
+    when a side's answer is wrong: a faster wrong answer is no win."""
     path, what = figure(a, b)
     same = a.session is not None and a.session == b.session
     drift = 0.0 if same else CROSS_SESSION_DRIFT[path]
@@ -85,7 +87,10 @@ def decision(a: Run, b: Run) -> Verdict:
     kind = d.kind
     if path == "timing" and kind != "too_few" and any(r.timing is not None and r.timing.host_gaps for r in (a, b)):
         kind = "host_gaps"
-    return Verdict(kind, path, what, d.faster, d.ratio, d.p, d.samples, d.threshold, same, d.method)
+    wrong = tuple(side for side, run in (("a", a), ("b", b)) if wrong_answer(run))
+    if wrong:
+        kind = "wrong"
+    return Verdict(kind, path, what, d.faster, d.ratio, d.p, d.samples, d.threshold, same, d.method, wrong)
 
 
 def _where(run: Run) -> str:
@@ -98,15 +103,17 @@ def headline(a: Run, b: Run) -> Note:
     name = {id(a): f"{label(a)} [A]", id(b): f"{label(b)} [B]"}
     failed = [r for r in (a, b) if not (r.ok or timed_then_stopped(r))]
     if failed:
-        why = {f"why_{i}": refusal(r)[0] for i, r in enumerate(failed)}
-        refused = "; ".join(f"{name[id(r)]} could not run {_where(r)} ({{why_{i}}})" for i, r in enumerate(failed))
+        side = {id(a): "a", id(b): "b"}
+        whys = {id(r): failure(r, side[id(r)]) for r in failed}
+        refused = "; ".join(f"{name[id(r)]} could not run {_where(r)} ({whys[id(r)][0]})" for r in failed)
         ok = [r for r in (a, b) if r.ok]
-        facts = {"time": measured(ok[0], "timing.median_ms", "ms", "a" if ok[0] is a else "b")} if ok else {}
+        facts = {k: q for _, more in whys.values() for k, q in more.items()}
+        facts |= {"time": measured(ok[0], "timing.median_ms", "ms", side[id(ok[0])])} if ok else {}
         rest = f"; {name[id(ok[0])]} ran at {{time}} per {text.call(ok[0].workload)}." if ok else "."
         if ok:
             clause, more = _fallback(ok[0], "a" if ok[0] is a else "b")
             rest, facts = rest + clause, facts | more
-        return note("verdict", "verdict", refused + rest, "", weight=1.0, facts=facts, names=why)
+        return note("verdict", "verdict", refused + rest, "", weight=1.0, facts=facts)
     v = decision(a, b)
     facts = {"a": measured(a, f"{v.path}.median_ms", "ms", "a"), "b": measured(b, f"{v.path}.median_ms", "ms", "b")}
     on = _where(a)
@@ -140,6 +147,8 @@ def said(a: Run, b: Run, v: Verdict, names: tuple[str, str], on: str, facts: dic
     facts, more = dict(facts), {}
     figures = f"{{a}} vs {{b}} per {text.call(a.workload)} ({v.what})"
     name = {"a": names[0], "b": names[1]}
+    if v.kind == "wrong":
+        return _wrong(a, b, v, name, on, figures, fact)
     if a.variant == b.variant:
         return f"{name['a']} and {name['b']} are the same variant, so no winner {on}: {figures}.", more
     if v.kind == "ranked":
@@ -181,6 +190,32 @@ def said(a: Run, b: Run, v: Verdict, names: tuple[str, str], on: str, facts: dic
         return (f"{name['a']} and {name['b']} are not ranked {on}: {figures}, {{ratio}} apart; {tails}: too spread "
                 "to rank."), more
     return f"{name['a']} and {name['b']} are level within noise {on}: {figures}.", more
+
+
+def _wrong(a: Run, b: Run, v: Verdict, name: dict, on: str, figures: str, fact) -> tuple[str, dict]:
+    """The headline of a pair with a wrong answer: who is wrong, its error and plain attention's, the limit and why;
+    no order, whatever the times say."""
+    runs, said_ = {"a": a, "b": b}, []
+    dtype = a.workload.dtype
+    more = {"factor": constant(WRONG_FACTOR, "x", repr(WRONG_FACTOR)),
+            "passed": constant(FLASH_TESTS_FACTOR, "x", repr(FLASH_TESTS_FACTOR))}
+    for w in v.wrong:
+        gate = wrong_answer(runs[w])
+        more |= {f"{w}_error": fact(runs[w], gate.error, "error", w),
+                 f"{w}_plain": fact(runs[w], gate.plain, "error", w)}
+        more[f"{w}_limit"] = gate.limit(more[f"{w}_plain"])
+        if more[f"{w}_plain"].value < gate.floor:
+            more["floor"] = constant(gate.floor, "error", repr(gate.floor))
+            basis = f"{{factor}} {{floor}}, TF32's rounding, as plain attention in {dtype} is off by only {{{w}_plain}}"
+        else:
+            basis = f"{{factor}} plain attention's in {dtype}, {{{w}_plain}}"
+        said_.append(f"{name[w]}'s {gate.what} is off from fp64 by up to {{{w}_error}}, past {{{w}_limit}} ({basis})")
+    one = len(v.wrong) == 1
+    who = " and ".join(name[w] for w in v.wrong)
+    return (f"{who} {'gives a wrong answer' if one else 'give wrong answers'} {on}, so "
+            f"{'it is not' if one else 'neither is'} ranked: " + "; ".join(said_)
+            + ". FlashAttention's tests pass a kernel within {passed} plain attention's error: {factor} is no rounding "
+            f"difference. Not compared: {figures}."), more
 
 
 def _fallback(run: Run, side: str) -> tuple[str, dict]:
@@ -315,6 +350,8 @@ def ranking_notes(a: Run, b: Run) -> list[Note]:
     side = {id(a): "a", id(b): "b"}
     notes = []
     v = decision(a, b)
+    if v.kind == "wrong":  # a wrong answer is ranked on no figure, its host cost included
+        return []
     if v.kind == "ranked":
         fast, slow = (a, b) if v.faster == "a" else (b, a)
         facts = {"ratio": ratio(measured(slow, f"{v.path}.median_ms", "ms", side[id(slow)]),
