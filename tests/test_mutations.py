@@ -19,6 +19,7 @@ import test_memory_estimate
 import test_sweep
 import test_sweep_notes
 import test_text
+import test_timing_modes
 import test_trace_h200
 import test_verdict
 import test_workload
@@ -174,6 +175,11 @@ FAULTS = [
     Fault("a sweep over B said to grow as S",
           lambda mp: mp.setattr(text, "axis_symbol", lambda axis: "S"),
           _call(test_sweep_notes.test_every_recorded_pair_is_told_in_short_true_sentences)),
+    Fault("a cold-L2 flush that writes nothing", lambda mp: mp.setattr(timing.L2Flush, "__call__", lambda self: None),
+          _call(test_timing_modes.test_the_cold_flush_writes_every_byte_of_its_buffer)),
+    Fault("a cold-L2 flush that writes half its buffer",
+          lambda mp: mp.setattr(timing.L2Flush, "__call__", lambda self: self.buffer[:self.n_bytes // 2].zero_()),
+          _call(test_timing_modes.test_the_cold_flush_writes_every_byte_of_its_buffer)),
     Fault("a slope stated over noise", lambda mp: (mp.setattr(curves, "MIN_R2", -1.0),
                                                   mp.setattr(curves, "_apart", lambda first, last: True)),
           _call(test_sweep.test_no_exponent_is_supported_over_noisy_points)),
