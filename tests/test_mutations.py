@@ -17,6 +17,7 @@ import test_explain_rules
 import test_measurement_cpu
 import test_memory_estimate
 import test_sweep
+import test_recording
 import test_sweep_notes
 import test_text
 import test_timing_modes
@@ -25,7 +26,7 @@ import test_verdict
 import test_workload
 import torch
 from attention_variants import flex
-from profiling import accuracy, dispatch, environment, explain, gpu_paths, stats, text, timing, trace
+from profiling import accuracy, dispatch, environment, explain, gpu_paths, replay, stats, text, timing, trace
 from profiling.explain import blog_rules, curves, facts, guess_rules, ledger, mask_rules, verdict
 from profiling.results import Run
 from profiling.workload import Workload
@@ -56,6 +57,13 @@ _REAL_SHARE_BY_PHASE = trace.share_by_phase
 _REAL_INPUTS = Workload.make_inputs
 _REAL_PASS_TIMINGS = timing._pass_timings
 _REAL_SHARE_OF = facts.share_of
+_REAL_PROBLEM = replay._problem
+
+
+def _kv_heads_not_looked_up(mp):
+    """Replay's lookup key without kv_heads (its index made afresh under it)."""
+    mp.setattr(replay, "_problem", lambda w: _REAL_PROBLEM(w).replace(kv_heads=None))
+    mp.setattr(replay, "_INDEXES", {})
 
 
 def _host_cost_figure(a, b):
@@ -180,6 +188,8 @@ FAULTS = [
     Fault("a cold-L2 flush that writes half its buffer",
           lambda mp: mp.setattr(timing.L2Flush, "__call__", lambda self: self.buffer[:self.n_bytes // 2].zero_()),
           _call(test_timing_modes.test_the_cold_flush_writes_every_byte_of_its_buffer)),
+    Fault("replay's lookup blind to kv_heads: an MHA request answered with the GQA run", _kv_heads_not_looked_up,
+          _call(test_recording.test_replay_answers_each_recorded_workload_with_a_run_of_that_workload_in_every_field)),
     Fault("a slope stated over noise", lambda mp: (mp.setattr(curves, "MIN_R2", -1.0),
                                                   mp.setattr(curves, "_apart", lambda first, last: True)),
           _call(test_sweep.test_no_exponent_is_supported_over_noisy_points)),
