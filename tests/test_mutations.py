@@ -10,6 +10,7 @@ from typing import Callable
 
 import pytest
 
+import test_cost_model_gpu
 import test_dispatch
 import test_environment
 import test_explain_recorded
@@ -26,7 +27,7 @@ import test_verdict
 import test_workload
 import torch
 from attention_variants import flex
-from profiling import accuracy, dispatch, environment, explain, gpu_paths, replay, stats, text, timing, trace
+from profiling import accuracy, budget, dispatch, environment, explain, gpu_paths, replay, stats, text, timing, trace
 from profiling.explain import blog_rules, curves, facts, guess_rules, ledger, mask_rules, verdict
 from profiling.results import Run
 from profiling.workload import Workload
@@ -89,6 +90,18 @@ def _step_as_forward(run, per_phase, method):
 def _share_of_the_step(run, kernels, phase, who="run"):
     said = _REAL_SHARE_OF(run, kernels, phase, who)
     return dataclasses.replace(said, value=sum(k.us_per_forward for k in kernels) / run.gpu_us("step"))
+
+
+def _gpu_cost(**scaled):
+    """The GPU cost model with each named figure multiplied by its factor."""
+    cost = budget.COSTS["cuda"]
+    return {"cuda": dataclasses.replace(cost, **{k: getattr(cost, k) * f for k, f in scaled.items()})} | {
+        "cpu": budget.COSTS["cpu"]}
+
+
+def _every_recorded_gpu_group(mp):
+    for runs in test_cost_model_gpu.groups():
+        test_cost_model_gpu.test_a_recorded_group_took_at_most_its_prediction_and_a_fifth_of_it_from_nothing(runs)
 
 
 def _without(rule):
@@ -190,6 +203,11 @@ FAULTS = [
           _call(test_timing_modes.test_the_cold_flush_writes_every_byte_of_its_buffer)),
     Fault("replay's lookup blind to kv_heads: an MHA request answered with the GQA run", _kv_heads_not_looked_up,
           _call(test_recording.test_replay_answers_each_recorded_workload_with_a_run_of_that_workload_in_every_field)),
+    Fault("the GPU's seconds a measurement holds beside its calls halved",
+          lambda mp: mp.setattr(budget, "COSTS", _gpu_cost(per_measure_s=0.5, training_measure_s=0.5)),
+          _every_recorded_gpu_group),
+    Fault("the GPU's compile seconds doubled", lambda mp: mp.setattr(budget, "COSTS", _gpu_cost(compile_s=2.0)),
+          _every_recorded_gpu_group),
     Fault("a slope stated over noise", lambda mp: (mp.setattr(curves, "MIN_R2", -1.0),
                                                   mp.setattr(curves, "_apart", lambda first, last: True)),
           _call(test_sweep.test_no_exponent_is_supported_over_noisy_points)),
