@@ -150,20 +150,30 @@ def fixed_bytes(device: str, compiled: bool = False) -> int:
 
 
 def available_bytes(device: str) -> int:
-    """What may be allocated now: 90% of free device memory (counting blocks PyTorch's caching allocator
-    holds but no tensor uses: they are ours to reuse), or 80% of available RAM on CPU."""
+    """What may be allocated now: 90% of free device memory and of the cached segments the allocator would give
+    back (`releasable_cached_bytes`), or 80% of available RAM on CPU."""
     import torch
 
     if device == "cuda":
         free, _total = torch.cuda.mem_get_info()
-        cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
-        return int((free + cached) * 0.9)
+        return int((free + releasable_cached_bytes()) * 0.9)
     try:
         with open("/proc/meminfo") as meminfo:
             fields = dict(line.split(":", 1) for line in meminfo)
         return int(int(fields["MemAvailable"].split()[0]) * 1024 * 0.8)
     except (OSError, KeyError, ValueError):
         return int(os.environ.get("ATTENTION_PROFILER_CPU_BUDGET_BYTES", 8 * 2**30))
+
+
+def releasable_cached_bytes() -> int:
+    """The bytes PyTorch's CUDA caching allocator holds in segments no tensor uses: on a failed cudaMalloc it frees
+    its cached blocks and retries, but only unsplit ones, whole segments (`release_blocks`: `!block->prev &&
+    !block->next`, c10/cuda/CUDACachingAllocator.cpp). A free block in a segment that also holds a live tensor stays
+    reserved and serves only a request that fits in it: held, for the large requests a plan is about (an H100 ran out
+    of memory asking 32 GiB with 29.42 GiB reserved but unallocated, after earlier comparisons; issue 51)."""
+    import torch
+
+    return sum(segment["total_size"] for segment in torch.cuda.memory_snapshot() if segment["allocated_size"] == 0)
 
 
 # -- time: what a live request holds the machine for, refused up front past a budget --------------

@@ -208,6 +208,11 @@ FAULTS = [
           _every_recorded_gpu_group),
     Fault("the GPU's compile seconds doubled", lambda mp: mp.setattr(budget, "COSTS", _gpu_cost(compile_s=2.0)),
           _every_recorded_gpu_group),
+    Fault("a GPU's reserved but unallocated bytes all counted free",
+          lambda mp: mp.setattr(budget, "releasable_cached_bytes", lambda: sum(
+              seg["total_size"] - seg["allocated_size"] for seg in torch.cuda.memory_snapshot())),
+          lambda mp: test_memory_estimate.test_a_gpu_counts_as_free_only_the_cached_segments_the_allocator_can_give_back(
+              mp)),
     Fault("a slope stated over noise", lambda mp: (mp.setattr(curves, "MIN_R2", -1.0),
                                                   mp.setattr(curves, "_apart", lambda first, last: True)),
           _call(test_sweep.test_no_exponent_is_supported_over_noisy_points)),
