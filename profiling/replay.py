@@ -12,7 +12,7 @@ from pathlib import Path
 from . import startup, text
 from .budget import call_bytes
 from .results import RUNS_FILE, SWEEPS_FILE, UNSUPPORTED, Run, Sweep, read_stored
-from .workload import Workload
+from .workload import FIELDS, Workload
 
 RECORDED_DIR = Path(__file__).parent / "recorded"
 
@@ -48,8 +48,9 @@ def recorded_runs(name: str) -> tuple[Run, ...]:
 
 
 def _problem(workload: Workload) -> Workload:
-    """The workload with the fields that do not change the problem (device, seed) set aside."""
-    return workload.replace(device="cuda", seed=0)
+    """What a recorded run is looked up by: every field a request sets (`workload.FIELDS`: each changes what is
+    measured, kv_heads as much as S), the rest (device, seed) at their defaults."""
+    return Workload(**{f.name: getattr(workload, f.name) for f in FIELDS})
 
 
 def recorded_workloads(name: str) -> list[Workload]:

@@ -326,11 +326,12 @@ def flush_bytes(env: Environment) -> int:
 
 
 class L2Flush:
-    """Writes a buffer of `n_bytes` (zeros, one memset): every line the last call left in L2 is evicted by it."""
+    """Writes a buffer of `n_bytes` on `device` (zeros, one memset): every line the last call left in L2 is evicted
+    by it. Every byte is written each time (tests/test_timing_modes.py checks it on a CPU, test_gpu_live on a GPU)."""
 
-    def __init__(self, n_bytes: int):
+    def __init__(self, n_bytes: int, device: str = "cuda"):
         self.n_bytes = n_bytes
-        self.buffer = torch.empty(n_bytes, dtype=torch.uint8, device="cuda")
+        self.buffer = torch.empty(n_bytes, dtype=torch.uint8, device=device)
 
     def __call__(self) -> None:
         self.buffer.zero_()
@@ -358,7 +359,7 @@ def time_mode(subjects: list[Timed], check: Callable[[], None]) -> None:
     if mode == "graph":
         time_graph(subjects, check)
         return
-    flush = L2Flush(flush_bytes(subjects[0].run.environment))
+    flush = L2Flush(flush_bytes(subjects[0].run.environment), subjects[0].run.workload.device)
     for s in subjects:
         s.run.flush_bytes = flush.n_bytes
     time_gpu(subjects, check, flush)

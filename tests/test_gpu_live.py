@@ -27,6 +27,12 @@ def measure(key: str, workload: Workload = BLOG) -> Run:
     return measure_runs([VARIANTS[key]], workload)[0]
 
 
+def test_the_cold_flush_writes_every_byte_of_its_buffer_on_the_gpu():
+    from test_timing_modes import flush_writes_every_byte
+
+    flush_writes_every_byte("cuda")
+
+
 def test_the_hidden_memcpy_live():
     naive, inplace = measure_runs([VARIANTS["naive"], VARIANTS["naive_inplace"]], BLOG)
     assert [k for k in naive.kernels if k.category == "memcpy"]

@@ -10,6 +10,7 @@ from typing import Callable
 
 import pytest
 
+import test_cost_model_gpu
 import test_dispatch
 import test_environment
 import test_explain_recorded
@@ -17,14 +18,16 @@ import test_explain_rules
 import test_measurement_cpu
 import test_memory_estimate
 import test_sweep
+import test_recording
 import test_sweep_notes
 import test_text
+import test_timing_modes
 import test_trace_h200
 import test_verdict
 import test_workload
 import torch
 from attention_variants import flex
-from profiling import accuracy, dispatch, environment, explain, gpu_paths, stats, text, timing, trace
+from profiling import accuracy, budget, dispatch, environment, explain, gpu_paths, replay, stats, text, timing, trace
 from profiling.explain import blog_rules, curves, facts, guess_rules, ledger, mask_rules, verdict
 from profiling.results import Run
 from profiling.workload import Workload
@@ -55,6 +58,13 @@ _REAL_SHARE_BY_PHASE = trace.share_by_phase
 _REAL_INPUTS = Workload.make_inputs
 _REAL_PASS_TIMINGS = timing._pass_timings
 _REAL_SHARE_OF = facts.share_of
+_REAL_PROBLEM = replay._problem
+
+
+def _kv_heads_not_looked_up(mp):
+    """Replay's lookup key without kv_heads (its index made afresh under it)."""
+    mp.setattr(replay, "_problem", lambda w: _REAL_PROBLEM(w).replace(kv_heads=None))
+    mp.setattr(replay, "_INDEXES", {})
 
 
 def _host_cost_figure(a, b):
@@ -80,6 +90,18 @@ def _step_as_forward(run, per_phase, method):
 def _share_of_the_step(run, kernels, phase, who="run"):
     said = _REAL_SHARE_OF(run, kernels, phase, who)
     return dataclasses.replace(said, value=sum(k.us_per_forward for k in kernels) / run.gpu_us("step"))
+
+
+def _gpu_cost(**scaled):
+    """The GPU cost model with each named figure multiplied by its factor."""
+    cost = budget.COSTS["cuda"]
+    return {"cuda": dataclasses.replace(cost, **{k: getattr(cost, k) * f for k, f in scaled.items()})} | {
+        "cpu": budget.COSTS["cpu"]}
+
+
+def _every_recorded_gpu_group(mp):
+    for runs in test_cost_model_gpu.groups():
+        test_cost_model_gpu.test_a_recorded_group_took_at_most_its_prediction_and_a_fifth_of_it_from_nothing(runs)
 
 
 def _without(rule):
@@ -177,6 +199,23 @@ FAULTS = [
     Fault("a wrong answer ranked: the correctness gate off",
           lambda mp: mp.setattr(facts, "WRONG_FACTOR", float("inf")),
           _call(test_verdict.test_a_wrong_answer_is_never_ranked_and_the_headline_gives_both_errors_and_the_limit)),
+    Fault("a cold-L2 flush that writes nothing", lambda mp: mp.setattr(timing.L2Flush, "__call__", lambda self: None),
+          _call(test_timing_modes.test_the_cold_flush_writes_every_byte_of_its_buffer)),
+    Fault("a cold-L2 flush that writes half its buffer",
+          lambda mp: mp.setattr(timing.L2Flush, "__call__", lambda self: self.buffer[:self.n_bytes // 2].zero_()),
+          _call(test_timing_modes.test_the_cold_flush_writes_every_byte_of_its_buffer)),
+    Fault("replay's lookup blind to kv_heads: an MHA request answered with the GQA run", _kv_heads_not_looked_up,
+          _call(test_recording.test_replay_answers_each_recorded_workload_with_a_run_of_that_workload_in_every_field)),
+    Fault("the GPU's seconds a measurement holds beside its calls halved",
+          lambda mp: mp.setattr(budget, "COSTS", _gpu_cost(per_measure_s=0.5, training_measure_s=0.5)),
+          _every_recorded_gpu_group),
+    Fault("the GPU's compile seconds doubled", lambda mp: mp.setattr(budget, "COSTS", _gpu_cost(compile_s=2.0)),
+          _every_recorded_gpu_group),
+    Fault("a GPU's reserved but unallocated bytes all counted free",
+          lambda mp: mp.setattr(budget, "releasable_cached_bytes", lambda: sum(
+              seg["total_size"] - seg["allocated_size"] for seg in torch.cuda.memory_snapshot())),
+          lambda mp: test_memory_estimate.test_a_gpu_counts_as_free_only_the_cached_segments_the_allocator_can_give_back(
+              mp)),
     Fault("a slope stated over noise", lambda mp: (mp.setattr(curves, "MIN_R2", -1.0),
                                                   mp.setattr(curves, "_apart", lambda first, last: True)),
           _call(test_sweep.test_no_exponent_is_supported_over_noisy_points)),

@@ -24,6 +24,19 @@ def without(variant: str, workload: Workload):
     return lambda name: runs
 
 
+def test_replay_answers_each_recorded_workload_with_a_run_of_that_workload_in_every_field():
+    """Every (workload, variant) of the recording, asked for as a request would (on a CPU too: the device is the
+    source's, not the problem's), is answered with a run of that variant whose every field is the request's: a lookup
+    that set a field aside (kv_heads) would answer the MHA decode step with the grouped-query run recorded first."""
+    asked = {(r.workload, r.variant) for r in replay.recorded_runs(H200)}
+    assert len({w.kv_heads for w, _ in asked if w.q_len}) == 3  # MHA, GQA and MQA decode steps: the lookup is tried
+    for workload, variant in asked:
+        request = workload if workload.timing != "warm" else workload.replace(device="cpu", seed=3)
+        found = replay.find_recorded(H200, variant, request)
+        assert found is not None and found.variant == variant
+        assert found.workload.problem() == workload.problem(), (workload.words(), found.workload.words())
+
+
 def test_nearest_counts_differing_fields_then_log2_distance():
     assert words(nearest_recorded(H200, BLOG.replace(seq_len=2048))) == [
         "B=8, H=16, S=1024, D=64, bf16, causal",   # one field off, S a factor 2 away (recorded first)

@@ -579,13 +579,29 @@ def test_the_flush_is_twice_the_l2_the_device_reports(monkeypatch):
     assert timing.flush_bytes(dataclasses.replace(env, l2_cache_bytes=None)) == 256 * 2**20  # tritonbench's
 
 
+def flush_writes_every_byte(device: str) -> None:
+    """The cold flush, run for real on `device`: its buffer filled with non-zero bytes, flushed once, read back; a
+    flush that writes nothing, or part of the buffer, leaves bytes of the fill."""
+    flush = timing.L2Flush(3 * 2**20 + 17, device)  # an odd size: a flush of whole blocks or pages only misses bytes
+    buffer = flush.buffer
+    assert buffer.numel() == flush.n_bytes and buffer.device.type == device
+    buffer.fill_(0xA5)
+    flush()
+    written = (buffer == 0).sum().item()  # read back (on a GPU: after the memset, on its stream)
+    assert written == flush.n_bytes, f"the flush wrote {written} of its {flush.n_bytes} bytes"
+
+
+def test_the_cold_flush_writes_every_byte_of_its_buffer():
+    flush_writes_every_byte("cpu")
+
+
 def test_cold_timing_keeps_the_warm_figure_and_records_its_flush(gpu, monkeypatch):
     made = []
 
     class Flush:
-        def __init__(self, n_bytes):
+        def __init__(self, n_bytes, device):
             self.n_bytes = n_bytes
-            made.append(n_bytes)
+            made.append((n_bytes, device))
 
         def __call__(self):
             gpu.log.append("flush")
@@ -595,7 +611,7 @@ def test_cold_timing_keeps_the_warm_figure_and_records_its_flush(gpu, monkeypatc
     warm = s.run.timing
     timing.time_mode([s], lambda: None)
     assert s.run.warm_timing is warm and s.run.timing is not warm
-    assert made == [s.run.flush_bytes] == [2 * GPU.l2_cache_bytes]
+    assert made == [(s.run.flush_bytes, "cuda")] and s.run.flush_bytes == 2 * GPU.l2_cache_bytes
 
 
 def test_a_cold_or_graph_run_holds_the_flush_or_the_graph_s_pool_beside_a_call_in_the_memory_plan():
