@@ -536,6 +536,12 @@ class Workload:
         """One B·H·Lq×S score matrix's elements."""
         return self.batch * self.heads * self.queries * self.seq_len
 
+    @property
+    def headed_kv_elements(self) -> int:
+        """K and V as the query heads read them: 2·B·H·S·D elements (a grouped-query kv head once per query head it
+        serves: what hand-written attention copies, what a decode step's cost follows)."""
+        return 2 * self.batch * self.heads * self.seq_len * self.head_dim
+
     def scores_bytes(self, element_bytes: int | None = None) -> int:
         """One B·H·Lq×S score matrix, in the inputs' dtype or in `element_bytes`."""
         return self.score_elements * (element_bytes or self.element_bytes)
