@@ -286,3 +286,17 @@ def test_a_run_stopped_before_b_was_timed_says_it_was_stopped_not_that_it_cannot
     titles = [n.title for n in answer.explanation.notes]
     assert not [t for t in titles if "cannot run" in t or "not supported" in t], titles
     assert "stopped" in answer.explanation.headline.title and "cancelled" in answer.explanation.headline.title
+
+
+@pytest.mark.parametrize("fields, points, field, said", [
+    ({"q_len": 64}, "32, 128", "q_len", "q_len=64 is not allowed: must be between 1 and S=32"),
+    ({"mask": "window", "window": 100}, "64, 256", "window", "window=100 is not allowed: must be between 1 and S=64"),
+])
+def test_a_sweep_point_that_fails_names_the_field_that_failed_and_the_point(fields, points, field, said):
+    """At the sweep's point S=32, q_len=64 failed: the refusal names q_len and its value (it named seq_lens=32 and
+    then said 'must be between 1 and S=32' of it), and says which point of seq_lens made it so."""
+    request = live(seq_lens=tuple(int(p) for p in points.split(", ")), **fields | {"seq_len": 128})
+    with pytest.raises(Refusal) as refused:
+        session.plan(request, sweep=True)
+    assert refused.value.field == field and str(refused.value).startswith(said)
+    assert f"at the sweep's point S={points.split(',')[0]} of seq_lens" in str(refused.value)
