@@ -310,6 +310,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:  # the traces its measurements left in the temp folder: kept only in a --trace-dir the user named
+        scratch.remove_own_folders()
 
 
 if __name__ == "__main__":

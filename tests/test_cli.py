@@ -288,3 +288,24 @@ def test_without_a_gpu_a_recorded_workload_replays_the_pages_recording_and_says_
     assert cli_main._source(parse(["compare", "naive", "sdpa_math", "--seq", "256"]), "cpu") == "live"  # not recorded
     assert cli_main._source(parse(["sweep", "naive", "sdpa_flash", "--seq", "128,256,512"]), "cpu") == RECORDING
     assert capsys.readouterr().err.count("No GPU here") == 1
+
+
+def test_a_live_command_leaves_nothing_in_the_temp_folder_and_removes_no_lockless_folder(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """Each measurement left its traces in $TMPDIR (attention_profiler_<pid>) after the command; now its folders go
+    as it ends (the tables were read from them first), and another process's folder without a lock stays."""
+    import tempfile
+
+    from profiling import scratch
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    others = tmp_path / "attention_profiler_999999999"  # a pid dead here, an hour old, no lock: not ours to judge
+    others.mkdir()
+    os.utime(others, (0, 0))
+    made, real = [], scratch.process_folder
+    monkeypatch.setattr(scratch, "process_folder", lambda kind="": made.append(real(kind)) or made[-1])
+    code, out, err = run(["compare", "naive", "sdpa_math", "--device", "cpu", "--seq", "64", "--heads", "2",
+                          "--head-dim", "16"], capsys)
+    assert code == 0, err
+    assert made and "naive: wall" in out  # the traces were written there, and read
+    assert [p.name for p in tmp_path.iterdir()] == [others.name]
