@@ -60,7 +60,11 @@ def _source(args, device: str) -> str:
     try:
         session.plan(Request.from_args(argparse.Namespace(**{**vars(args), "source": recorded}), device),
                      sweep=args.func is cmd_sweep)
-    except Refusal:
+    except Refusal as error:  # said as the page says it: what the recording lacks, and what runs instead
+        if error.kind == "unrecorded":
+            live = Request.from_args(argparse.Namespace(**{**vars(args), "source": LIVE}), device).workload
+            print(f"No GPU here, and not recorded: {error} Measuring live on this CPU instead, at {live.words()} "
+                  "(--device cpu to ask for that).", file=sys.stderr)
         return LIVE
     print(f"No GPU here: replaying the recorded runs {recorded} (--device cpu measures on this CPU).",
           file=sys.stderr)

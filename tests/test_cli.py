@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -19,7 +21,7 @@ from profiling import session
 from profiling.replay import find_recorded_sweep
 from profiling.request import Request
 from profiling.results import Comparison, Sweep
-from profiling.workload import FIELDS, Workload
+from profiling.workload import FIELDS, Refusal, Workload
 
 RECORDING = "h200-torch2.11"
 HUGE = "9" * 5000  # past Python's 4,300-digit limit for int()
@@ -286,8 +288,39 @@ def test_without_a_gpu_a_recorded_workload_replays_the_pages_recording_and_says_
         f"No GPU here: replaying the recorded runs {RECORDING} (--device cpu measures on this CPU)."]
     assert cli_main._source(parse(["compare", "sdpa_flash", "sdpa_cudnn", "--device", "cpu"]), "cpu") == "live"
     assert cli_main._source(parse(["compare", "naive", "sdpa_math", "--seq", "256"]), "cpu") == "live"  # not recorded
+    said = capsys.readouterr().err.strip().splitlines()  # in one line, as the page says it: what is missing, what runs
+    assert said == ["No GPU here, and not recorded: The H200 recording has no run of B=8, H=16, S=256, D=64, bf16, "
+                    "causal. Nearest recorded: B=8, H=16, S=1024, D=64, bf16, causal; B=8, H=16, S=4096, D=64, bf16, "
+                    "causal; B=8, H=16, S=1024, D=64, fp32, causal. Measuring live on this CPU instead, at B=1, H=8, "
+                    "S=256, D=64, fp32, causal (--device cpu to ask for that)."], said
     assert cli_main._source(parse(["sweep", "naive", "sdpa_flash", "--seq", "128,256,512"]), "cpu") == RECORDING
     assert capsys.readouterr().err.count("No GPU here") == 1
+
+
+def readme_commands() -> list[list[str]]:
+    """The README's `compare` and `sweep` examples that name neither a device nor a source, as argument lists."""
+    import shlex
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    lines = re.findall(r"^    python -m profiling ((?:compare|sweep) [^#\n]*)", readme, re.M)
+    return [shlex.split(line) for line in lines if "--device" not in line and "--source" not in line]
+
+
+@pytest.mark.parametrize("argv", readme_commands(), ids=" ".join)
+def test_every_readme_example_without_a_device_replays_the_recording_here(argv, capsys, monkeypatch, tmp_path):
+    """Two of them were not in the recording and ran live at CPU size (33 s) with only '(live)' in the header. The
+    command runs as typed up to the request it serves (its source, as `_source` chose it), and stops there."""
+    served = []
+
+    def serve(request, **kwargs):
+        served.append(request.source)
+        raise Refusal("test", None, "served")
+    monkeypatch.setattr(session, "compare", serve)
+    monkeypatch.setattr(session, "sweep", serve)
+    paths = {"--json": str(tmp_path / "out.json"), "--trace-dir": str(tmp_path / "traces")}  # not the cwd's
+    code, _, err = run([paths.get(before, a) for before, a in zip([None] + argv, argv)], capsys)
+    assert served == [RECORDING], err
+    assert err.startswith(f"No GPU here: replaying the recorded runs {RECORDING}"), err
 
 
 def test_a_live_command_leaves_nothing_in_the_temp_folder_and_removes_no_lockless_folder(tmp_path, capsys,
