@@ -342,3 +342,21 @@ def test_a_live_command_leaves_nothing_in_the_temp_folder_and_removes_no_lockles
     assert code == 0, err
     assert made and "naive: wall" in out  # the traces were written there, and read
     assert [p.name for p in tmp_path.iterdir()] == [others.name]
+
+
+def test_a_replay_writes_the_recorded_traces_of_its_runs_to_the_trace_dir(tmp_path, capsys):
+    """`--trace-dir` on a replay made an empty folder and said nothing, though the recording holds the traces."""
+    import gzip
+
+    folder = tmp_path / "traces"
+    code, out, err = run(["compare", "sdpa_flash", "sdpa_cudnn", "--trace-dir", str(folder)], capsys)
+    assert code == 0 and "replaying the recorded runs" in err, err
+    answer = session.compare(Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {}, "cpu"))
+    names = []
+    for run_ in (answer.result.a, answer.result.b):
+        written = folder / Path(run_.trace_path).name.removesuffix(".gz")
+        assert written.read_bytes() == gzip.decompress(Path(run_.trace_path).read_bytes())  # the recorded trace
+        assert json.loads(written.read_text())["traceEvents"]  # Chrome trace JSON, as a live run writes
+        names.append(written.name)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(names)
+    assert f"traces: {', '.join(names)} written to {folder} (as recorded)" in out
