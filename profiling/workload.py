@@ -239,7 +239,7 @@ class Workload:
                                                 "step: 1); empty: as many as S",
                              said=_unless(None, "q_len {}"), tag=_unless(None, "q{}"))
     page_size: int | None = spec(None, label="page size", query="page_size", limits=(16, 256), optional=True,
-                                 empty="contiguous", help="tokens per page of a paged KV cache (a power of two; needs "
+                                 empty="none", help="tokens per page of a paged KV cache (a power of two; needs "
                                                          "q_len): k and v are read through a page table from a "
                                                          "shuffled pool; empty: one contiguous cache",
                                  said=_unless(None, "pages of {}"), tag=_unless(None, "_p{}"))
