@@ -427,15 +427,19 @@ def check_time(workload: Workload, variants, env, budget_s: float, *, reference_
                reasons: dict[str, str | None] | None = None) -> float:
     """The predicted seconds of measuring `variants` on `workload`; a Refusal of kind "time" past `budget_s`."""
     variants = list(variants)
-    seconds = predicted_seconds(workload, variants, env, reference_ready=reference_ready, reasons=reasons)
+    load = machine_load() if workload.device == "cpu" else None
+    seconds = predicted_seconds(workload, variants, env, reference_ready=reference_ready, reasons=reasons,
+                                load=load or 0.0)
     if seconds > budget_s:
         names = " vs ".join(v.key for v in variants)
         speed = cpu_16bit_speed().get(workload.dtype, 1.0) if workload.device == "cpu" else 1.0
         floor = "at least " if speed <= SLOWEST_16BIT else ""  # the probe's reading stops there
         slow = (f"; {workload.dtype} matrix products run {floor}{text.times(1 / speed)} slower than fp32 on this CPU"
                 if speed < 0.5 else "")
+        busy = (f" at the machine's load now (load average {load:.1f}: {text.times(load_slowdown(load))} an idle "
+                "run's time)" if load_slowdown(load) > 1 else "")
         raise Refusal("seq_len", workload.seq_len,
-                      f"{names} at {workload.words()} would take about {text.seconds(seconds)}{slow}, over "
+                      f"{names} at {workload.words()} would take about {text.seconds(seconds)}{busy}{slow}, over "
                       f"the {text.seconds(budget_s)} a live run may hold the machine; lower seq_len, batch or "
                       "heads" + (", or choose fp32" if slow else ""), kind="time", needed=seconds, available=budget_s)
     return seconds

@@ -259,6 +259,8 @@ def test_a_cpu_request_is_priced_with_the_machines_load_now_and_refused_where_th
     with pytest.raises(Refusal) as refused:
         session.plan(request, budget_s=budget_s)
     assert refused.value.kind == "time" and refused.value.needed > 2 * idle
+    slower = text.times((loaded + threads) / cores)
+    assert f"at the machine's load now (load average {loaded:.1f}: {slower} an idle run's time)" in str(refused.value)
 
 
 def _stopping_after(message_end: str):
