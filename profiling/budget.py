@@ -225,8 +225,9 @@ class DeviceCost:
 # fewer queries than keys took 1-1.6 s once per process (a later shape ~10 ms), not priced.
 # GPU: the figures of an L4-class GPU (the slowest the Space is suggested on), scaled to this GPU by datasheet
 # peaks (_device_cost; the K-and-V terms set from the L4's 300 GB/s, a few passes a call, not measured), with the
-# GPU's first profiler session (~4 s on the H200) and flex's first compile (7.4 s on the H200) on top. The fused rate is half the slowest fused kernel measured on the H200 (efficient, 132-181
-# TFLOP/s at S >= 8192 in the recorded sweeps), scaled back to the L4: 8e12 (it was 5e12, 5x under the H200's);
+# GPU's first profiler session (~4 s on the H200) and flex's first compile (7.4 s on the H200) on top. The fused
+# rate is half the slowest fused kernel measured on the H200 (efficient, 132-181 TFLOP/s at S >= 8192 in the
+# recorded sweeps), scaled back to the L4: 8e12 (it was 5e12, 5x under the H200's);
 # its per-score cost is 0.01e-9 (it was 0.02e-9, which alone priced efficient at 8x16x32768x64 above what it
 # measured). The rest are set, not measured, and err long.
 COSTS = {

@@ -80,5 +80,5 @@ def test_a_load_is_priced_as_the_rows_re_prediction_reads_it(monkeypatch):
 def test_a_recorded_comparison_took_a_quarter_to_all_of_its_prediction(row, monkeypatch):
     seconds = predicted(row, monkeypatch)
     ratio = float(row["measured_s"]) / seconds
-    assert 0.25 <= ratio <= (2.0 if decode(row) else 1.0), (f"{row['a']} vs {row['b']} took {row['measured_s']} s, predicted {seconds:.2f} s: "
-                                  f"{ratio:.2f}x")
+    assert 0.25 <= ratio <= (2.0 if decode(row) else 1.0), (
+        f"{row['a']} vs {row['b']} took {row['measured_s']} s, predicted {seconds:.2f} s: {ratio:.2f}x")
