@@ -52,7 +52,7 @@ def _scratch(w: Workload, env: Environment) -> int:
     a 16-bit product may add its workspace (`cpu_paths.gemm_workspace`: none, an fp32 copy of its output, or
     per-thread blocks, by the CPU's instructions) at q·kᵀ and at p·v."""
     scores = w.scores_bytes()
-    expanded = 2 * w.batch * w.heads * w.seq_len * w.head_dim * w.element_bytes if w.groups > 1 else 0
+    expanded = w.headed_kv_elements * w.element_bytes if w.groups > 1 else 0
     qk = pv = 0
     if w.device == "cpu":
         threads, bh = env.cpu_threads or torch.get_num_threads(), w.batch * w.heads

@@ -1,12 +1,15 @@
 """The CPU cost model's pieces, timed one by one on this machine (what `profiling.budget.COSTS["cpu"]` is set from).
 
     python bench/cost_pieces.py            # ~3 minutes on the 2-core EPYC
+    python bench/cost_pieces.py --decode   # a decode step's pieces only (~1 minute)
 
 Per variant, pass, dtype and shape: the best (minimum) and the 25th percentile of a warm call's wall time over
 repeats (this machine is shared: the low end is the machine's speed, the rest is other work), and what that gives
 as the model's per-forward terms: a materialising forward's (naive, SDPA's math path) seconds per score element
 beyond its GEMMs at the fp32 GEMM rate measured here, a fused one's (CPU flash) FLOP rate. Then the fp64 reference
-of each workload and `cpu_16bit_speed()`.
+of each workload and `cpu_16bit_speed()`. A decode step (`--decode`: a few queries against a long cache, whose scores
+and FLOPs are few) is timed the same way and read per element of K and V as the query heads read them
+(`Workload.headed_kv_elements`): each path's `*_kv_s` and the reference's `fp64_kv_s`.
 """
 from __future__ import annotations
 
@@ -26,14 +29,46 @@ from profiling.measurement import _phases  # noqa: E402
 from profiling.request import LIVE, Request  # noqa: E402
 from profiling.workload import PASS_FLOPS  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calibrate_cost import others_cpu_s  # noqa: E402
+
 SHAPES = ((1, 2, 1024, 64), (1, 8, 512, 64), (1, 1, 2048, 16), (1, 4, 1024, 128), (1, 1, 4096, 8), (4, 16, 512, 64))
 VARIANT_KEYS = ("naive", "sdpa_math", "sdpa_flash")
 
 
-def workload(dtype: str, passes: str, shape):
+# a decode step on the CPU's base workload (8 heads, D=64): (B, kv heads, S, q_len), as the page's decode presets
+DECODE_SHAPES = ((1, 2, 8192, 1), (1, 2, 32768, 1), (1, 2, 131072, 1), (4, 2, 32768, 1), (1, 8, 32768, 1),
+                 (1, 2, 32768, 4))
+
+
+def workload(dtype: str, passes: str, shape, **fields):
     b, h, s, d = shape
     return Request.build(LIVE, "naive", "sdpa_flash", dict(batch=b, heads=h, seq_len=s, head_dim=d, dtype=dtype,
-                                                            passes=passes), "cpu").workload
+                                                            passes=passes, **fields), "cpu").workload
+
+
+def decode() -> None:
+    """Per decode shape: the best warm call of each variant and the best of two references, each in ns per element
+    of K and V as the query heads read them, with the share of the cores other processes took meanwhile."""
+    print(f"{'B,kv,S,q_len':18s} {'variant':11s} {'min ms':>9s} {'ns/kv element':>13s} {'others':>6s}")
+    for b, kv, s, q in DECODE_SHAPES:
+        w = workload("fp32", "fwd", (b, 8, s, 64), kv_heads=kv, q_len=q)
+        x, shape = w.make_inputs(), f"{b},{kv},{s},{q}"
+        for key in VARIANT_KEYS:
+            start, others = time.perf_counter(), others_cpu_s()
+            with torch.no_grad():
+                lo = min(call_times(VARIANTS[key], x, enough_s=0.3, most=8))
+            others = max(0.0, others_cpu_s() - others) / (2 * (time.perf_counter() - start))
+            print(f"{shape:18s} {key:11s} {lo * 1e3:9.2f} {lo / w.headed_kv_elements * 1e9:13.2f} {others:6.2f}",
+                  flush=True)
+        start, others, best = time.perf_counter(), others_cpu_s(), float("inf")
+        for _ in range(2):
+            t0 = time.perf_counter()
+            Reference(x)
+            best = min(best, time.perf_counter() - t0)
+        others = max(0.0, others_cpu_s() - others) / (2 * (time.perf_counter() - start))
+        print(f"{shape:18s} {'reference':11s} {best * 1e3:9.2f} {best / w.headed_kv_elements * 1e9:13.2f} "
+              f"{others:6.2f}", flush=True)
 
 
 def call_times(variant, x, enough_s: float = 0.6, most: int = 15) -> list[float]:
@@ -73,6 +108,8 @@ def gemm_rate(dtype=torch.float32, n=512, calls=10) -> float:
 
 def main() -> None:
     torch.manual_seed(0)
+    if "--decode" in sys.argv:
+        return decode()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; cpu_16bit_speed {cpu_16bit_speed()}")
     g = gemm_rate()
     print(f"fp32 batched GEMM (the naive forward's shapes, S=512, D=64): {g / 1e9:.1f} GFLOP/s (best of 10)\n")

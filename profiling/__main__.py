@@ -60,7 +60,11 @@ def _source(args, device: str) -> str:
     try:
         session.plan(Request.from_args(argparse.Namespace(**{**vars(args), "source": recorded}), device),
                      sweep=args.func is cmd_sweep)
-    except Refusal:
+    except Refusal as error:  # said as the page says it: what the recording lacks, and what runs instead
+        if error.kind == "unrecorded":
+            live = Request.from_args(argparse.Namespace(**{**vars(args), "source": LIVE}), device).workload
+            print(f"No GPU here, and not recorded: {error} Measuring live on this CPU instead, at {live.words()} "
+                  "(--device cpu to ask for that).", file=sys.stderr)
         return LIVE
     print(f"No GPU here: replaying the recorded runs {recorded} (--device cpu measures on this CPU).",
           file=sys.stderr)
@@ -175,9 +179,32 @@ def cmd_compare(args) -> int:
         if run.ok:
             print(table_text(reports.kernel_table(run).drop(columns=["full name"])), "\n")
     print(reports.notes_text(answer.explanation), "\n")
+    if trace_dir and not request.live:
+        print(_recorded_traces((c.a, c.b), trace_dir))
     if json_path:
         json_path.write_text(json.dumps(answer.to_dict(), indent=1))
     return 0
+
+
+def _recorded_traces(runs, folder: Path) -> str:
+    """A replay's traces, which the recording holds gzipped, written into `folder` as a live run writes its own (Chrome
+    trace JSON, named as recorded); what was written, in one line."""
+    import gzip
+    import shutil
+
+    written, without = [], []
+    for run in runs:
+        if not run.trace_path:
+            without.append(run.variant)
+            continue
+        target = folder / Path(run.trace_path).name.removesuffix(".gz")
+        if target.name in written:  # A and B the same run
+            continue
+        with gzip.open(run.trace_path, "rb") as recorded, open(target, "wb") as out:
+            shutil.copyfileobj(recorded, out)
+        written.append(target.name)
+    said = f"traces: {', '.join(written)} written to {folder} (as recorded)" if written else "traces: none written"
+    return said + (f"; the recording holds no trace of {' or '.join(without)} (it did not run)" if without else "")
 
 
 def cmd_sweep(args) -> int:
@@ -263,7 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
                        + ", ".join(f"{text.seconds(s)} on a {'GPU' if d == 'cuda' else 'CPU'}"
                                    for d, s in LIVE_BUDGET_S.items()) + ")")
         if name == "compare":
-            p.add_argument("--trace-dir", help="keep the Chrome traces in this folder (created if missing)")
+            p.add_argument("--trace-dir", help="keep the Chrome traces in this folder (created if missing); a replay "
+                                                "writes the recorded runs' traces there")
             p.set_defaults(func=cmd_compare)
         else:
             p.add_argument("--seq", dest="seq_lens", metavar="S,S,...",
@@ -310,6 +338,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:  # the traces its measurements left in the temp folder: kept only in a --trace-dir the user named
+        scratch.remove_own_folders()
 
 
 if __name__ == "__main__":

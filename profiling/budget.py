@@ -194,6 +194,10 @@ class DeviceCost:
     math_score_s: float                  # the same for SDPA's math path (fp32 inside, more passes)
     fp64_flops_per_s: float              # the accuracy reference
     fp64_score_s: float
+    kv_s: float                          # per element of K and V as the query heads read them (2·B·H·S·D): naive
+    math_kv_s: float                     # the same for SDPA's math path
+    fused_kv_s: float                    # the same for a fused kernel
+    fp64_kv_s: float                     # the same for the accuracy check (K and V copied per head, to fp64)
     per_measure_s: float                 # profiler session, trace export and parse, accuracy differences
     training_measure_s: float            # the same of a training step (gradients checked, autograd's saved bytes)
     per_comparison_s: float              # first-call costs of a process (CUPTI's start on a GPU)
@@ -222,10 +226,19 @@ class DeviceCost:
 # holds the quiet rows, test_cost_model_cpu.py re-predicts them). Before 2026-12-06 the rates were 25 GFLOP/s, 30 ns a score (math 60), fused 15
 # GFLOP/s and 15 ns, fp64 5 GFLOP/s and 40 ns, 0.3 s a variant, 1 s a comparison and 0.5 s of timing a variant:
 # 3-30x long here (calibrate ratios 0.03-0.16 on 2026-12-01, 0.05-0.31 loaded).
+# A decode step (a few queries against a long KV cache) has few scores and FLOPs: K and V, read as the query heads
+# read them (Workload.headed_kv_elements: 2·B·H·S·D), rule it, and were priced at nothing, 7-46x short (S=131,072:
+# 1.1 s predicted, 7.5 s quiet). Timed on 2026-12-07 (bench/cost_pieces.py --decode; the box then an Intel Xeon,
+# AVX512 and AMX; others took 30-50% of the cores for the lowest readings): the naive forward 1.24-1.28 ns per such
+# element (its repeat_interleave copies, then the products), SDPA's math path 1.8-3.4, CPU flash 0.3-0.55, the fp64
+# reference 4.5-8; set at 2, 3.5, 0.6 and 8. Whole decode comparisons (bench/calibrate_cost.py --decode, at loads of
+# 5.5-6.5) took 0.6-1.3x their prediction at that load (tests/data/cpu_comparisons.csv). CPU flash's first call with
+# fewer queries than keys took 1-1.6 s once per process (a later shape ~10 ms), not priced.
 # GPU: the figures of an L4-class GPU (the slowest the Space is suggested on), scaled to this GPU by datasheet
-# peaks (_device_cost), with the GPU's first profiler session (~4 s on the H200) and flex's first compile (7.4 s
-# on the H200) on top. The fused rate is half the slowest fused kernel measured on the H200 (efficient, 132-181
-# TFLOP/s at S >= 8192 in the recorded sweeps), scaled back to the L4: 8e12 (it was 5e12, 5x under the H200's);
+# peaks (_device_cost; the K-and-V terms set from the L4's 300 GB/s, a few passes a call, not measured), with the
+# GPU's first profiler session (~4 s on the H200) and flex's first compile (7.4 s on the H200) on top. The fused
+# rate is half the slowest fused kernel measured on the H200 (efficient, 132-181 TFLOP/s at S >= 8192 in the
+# recorded sweeps), scaled back to the L4: 8e12 (it was 5e12, 5x under the H200's);
 # its per-score cost is 0.01e-9 (it was 0.02e-9, which alone priced efficient at 8x16x32768x64 above what it
 # measured). The seconds beside the calls are measured (2026-12-07, tests/test_cost_model_gpu.py re-predicts every
 # recorded H200 group): a recorded group's wall time (`Run.wall_s`, one `measure_runs` of all its variants: inputs,
@@ -242,13 +255,14 @@ class DeviceCost:
 COSTS = {
     "cpu": DeviceCost(gemm_flops_per_s={"fp32": 80e9, "bf16": 1.5e9, "fp16": 1.5e9}, fused_flops_per_s=30e9,
                       fused_score_s=3e-9, score_s={"fp32": 8e-9, "bf16": 40e-9, "fp16": 50e-9}, math_score_s=10e-9,
-                      fp64_flops_per_s=10e9, fp64_score_s=20e-9, per_measure_s=0.1, training_measure_s=0.1,
-                      per_comparison_s=0.1,
+                      fp64_flops_per_s=10e9, fp64_score_s=20e-9, kv_s=2e-9, math_kv_s=3.5e-9, fused_kv_s=0.6e-9,
+                      fp64_kv_s=8e-9, per_measure_s=0.1, training_measure_s=0.1, per_comparison_s=0.1,
                       compile_s=35.0),
     "cuda": DeviceCost(gemm_flops_per_s={"fp32": 10e12, "bf16": 50e12, "fp16": 50e12}, fused_flops_per_s=8e12,
                        fused_score_s=0.01e-9, score_s={"fp32": 0.3e-9, "bf16": 0.15e-9, "fp16": 0.15e-9},
-                       math_score_s=0.4e-9, fp64_flops_per_s=0.4e12, fp64_score_s=1e-9, per_measure_s=1.0,
-                       training_measure_s=4.0, per_comparison_s=6.0, compile_s=8.0),
+                       math_score_s=0.4e-9, fp64_flops_per_s=0.4e12, fp64_score_s=1e-9, kv_s=0.05e-9, math_kv_s=0.05e-9,
+                       fused_kv_s=0.02e-9, fp64_kv_s=0.1e-9, per_measure_s=1.0, training_measure_s=4.0,
+                       per_comparison_s=6.0, compile_s=8.0),
 }
 # What `measure` calls: the first call and 2 warm-up calls, 4 under the profiler (which slows them, ~1.2x),
 # and timed ones: on a CPU at least 20 interleaved rounds, more while the spread is wide (up to the pair's 1 s
@@ -270,11 +284,15 @@ def _forward_seconds(w: Workload, variant, cost: DeviceCost, env) -> float:
     step = PASS_FLOPS["fwd+bwd"] if w.training else 1.0
     flops = w.flops if w.mask == "flag" or variant.sparse else w.dense_flops
     # fused: never writes S×S (unless its scratch says it takes the math path: SDPA auto on rank 3 before 2.14)
+    kv = w.headed_kv_elements  # what rules a decode step, whose scores are few
     if variant.fused and variant.scratch_bytes(w, env) < w.scores_bytes(element_bytes=4):
-        return step * (flops / cost.fused_flops_per_s + score_elements * (flops / w.dense_flops) * cost.fused_score_s)
+        return step * (flops / cost.fused_flops_per_s + score_elements * (flops / w.dense_flops) * cost.fused_score_s
+                       + kv * cost.fused_kv_s)
     if variant.sdpa_backend is not None:  # SDPA's math path: upcasts to fp32, more passes
-        return step * (w.dense_flops / cost.gemm_flops_per_s["fp32"] + score_elements * cost.math_score_s)
-    return step * (w.dense_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype])
+        return step * (w.dense_flops / cost.gemm_flops_per_s["fp32"] + score_elements * cost.math_score_s
+                       + kv * cost.math_kv_s)
+    return step * (w.dense_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype]
+                   + kv * cost.kv_s)
 
 
 class CompileClock:
@@ -323,11 +341,12 @@ def _reference_seconds(w: Workload, cost: DeviceCost) -> float:
     score_elements = w.batch * w.heads * rows * w.seq_len
     fp64 = full_flops / cost.fp64_flops_per_s + score_elements * cost.fp64_score_s
     naive = full_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype]
+    copies = w.headed_kv_elements * cost.fp64_kv_s  # K and V per head, in fp64 and in the dtype
     if not w.training:
-        return fp64 + naive
+        return fp64 + naive + copies
     # the gradients' reference: every row, a forward and the backward's four GEMMs, in fp64 and in the dtype
     every_row = w.queries / rows
-    return (fp64 + naive) * (1 + 3 * every_row)
+    return (fp64 + naive) * (1 + 3 * every_row) + 2 * copies
 
 
 SLOWEST_16BIT = 0.02  # the slowest 16-bit speed against fp32 the probe reads (50x): slower is read as this
@@ -382,14 +401,39 @@ def _device_cost(device: str, env) -> DeviceCost:
         cost, gemm_flops_per_s={d: r * k for d, r in cost.gemm_flops_per_s.items()},
         fused_flops_per_s=cost.fused_flops_per_s * k, fused_score_s=cost.fused_score_s / k,
         score_s={d: t / k for d, t in cost.score_s.items()}, math_score_s=cost.math_score_s / k,
-        fp64_flops_per_s=cost.fp64_flops_per_s * k, fp64_score_s=cost.fp64_score_s / k)
+        fp64_flops_per_s=cost.fp64_flops_per_s * k, fp64_score_s=cost.fp64_score_s / k, kv_s=cost.kv_s / k,
+        math_kv_s=cost.math_kv_s / k, fused_kv_s=cost.fused_kv_s / k, fp64_kv_s=cost.fp64_kv_s / k)
+
+
+def machine_load() -> float | None:
+    """The machine's 1-minute load average (runnable processes, any owner's), where the OS tells it."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def load_slowdown(load: float | None) -> float:
+    """How much longer a CPU measurement takes beside `load` runnable processes (`machine_load()`, read as it is
+    planned): its torch threads share the cores with them, each runnable getting cores / (load + threads) of a
+    core, so a measurement of t threads on n cores runs (load + t) / n times as long once that passes 1. The load
+    counts this process's own recent work too (a measurement just ended), which errs long. Two CPU burners on this
+    2-core box (load ~2, 2 threads): 2x; load 8: 5x."""
+    if not load:
+        return 1.0
+    import torch
+
+    cores = os.cpu_count() or 1
+    threads = min(torch.get_num_threads(), cores)
+    return max(1.0, (load + threads) / cores)
 
 
 def predicted_seconds(workload: Workload, variants, env=None, *, reference_ready: bool = False,
-                      reasons: dict[str, str | None] | None = None) -> float:
+                      reasons: dict[str, str | None] | None = None, load: float | None = None) -> float:
     """Wall time a live measurement of `variants` (Variants) on `workload` should take on `env`'s device: warm-up,
-    timing and profiled window of each, plus the reference once (unless already computed). A variant that cannot
-    run there (`reasons`, the plan's) costs nothing: it is refused before its first call."""
+    timing and profiled window of each, plus the reference once (unless already computed); on a CPU, times
+    `load_slowdown` of `load` (the machine's load now where not given). A variant that cannot run there (`reasons`,
+    the plan's) costs nothing: it is refused before its first call."""
     cost = _device_cost(workload.device, env)
     total = 0.0 if reference_ready else _reference_seconds(workload, cost) + cost.per_comparison_s
     if reasons is None and env is not None:
@@ -398,22 +442,28 @@ def predicted_seconds(workload: Workload, variants, env=None, *, reference_ready
     for variant in variants:
         if not (reasons or {}).get(variant.key):
             total += _measure_seconds(workload, variant, cost, env)
-    return total
+    if workload.device != "cpu":
+        return total
+    return total * load_slowdown(machine_load() if load is None else load)
 
 
 def check_time(workload: Workload, variants, env, budget_s: float, *, reference_ready: bool = False,
                reasons: dict[str, str | None] | None = None) -> float:
     """The predicted seconds of measuring `variants` on `workload`; a Refusal of kind "time" past `budget_s`."""
     variants = list(variants)
-    seconds = predicted_seconds(workload, variants, env, reference_ready=reference_ready, reasons=reasons)
+    load = machine_load() if workload.device == "cpu" else None
+    seconds = predicted_seconds(workload, variants, env, reference_ready=reference_ready, reasons=reasons,
+                                load=load or 0.0)
     if seconds > budget_s:
         names = " vs ".join(v.key for v in variants)
         speed = cpu_16bit_speed().get(workload.dtype, 1.0) if workload.device == "cpu" else 1.0
         floor = "at least " if speed <= SLOWEST_16BIT else ""  # the probe's reading stops there
         slow = (f"; {workload.dtype} matrix products run {floor}{text.times(1 / speed)} slower than fp32 on this CPU"
                 if speed < 0.5 else "")
+        busy = (f" at the machine's load now (load average {load:.1f}: {text.times(load_slowdown(load))} an idle "
+                "run's time)" if load_slowdown(load) > 1 else "")
         raise Refusal("seq_len", workload.seq_len,
-                      f"{names} at {workload.words()} would take about {text.seconds(seconds)}{slow}, over "
+                      f"{names} at {workload.words()} would take about {text.seconds(seconds)}{busy}{slow}, over "
                       f"the {text.seconds(budget_s)} a live run may hold the machine; lower seq_len, batch or "
                       "heads" + (", or choose fp32" if slow else ""), kind="time", needed=seconds, available=budget_s)
     return seconds

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import sys
 import threading
 import time
@@ -31,7 +30,7 @@ from attention_variants import Variant, reasons as why_not
 
 from . import capture, text, timing, trace as trace_mod
 from .accuracy import Reference
-from .budget import call_bytes, cap_malloc_arenas, compile_clock
+from .budget import call_bytes, cap_malloc_arenas, compile_clock, machine_load
 from .dispatch import clean_warning, refusals
 from .environment import Environment, detect
 from .phases import spent
@@ -101,14 +100,6 @@ class _OtherWork:
 
 
 other_work = _OtherWork()  # `with other_work(): render(...)` in the app
-
-
-def _load() -> float | None:
-    """The machine's 1-minute load average (runnable processes, any owner's), where the OS tells it."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return None
 
 
 def _overlapped(mark: tuple[int, int]) -> bool:
@@ -430,7 +421,7 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
                 _guarded(s, lambda s=s, i=i: _prepare(s, reasons.get(s.variant.key), step_progress(i, "prepare"),
                                                       guard.check))
             going = [s for s in subjects if s.going]
-            compiled_before, mark, load_before = _compiled_before(), other_work.mark(), _load()
+            compiled_before, mark, load_before = _compiled_before(), other_work.mark(), machine_load()
             for s in going:
                 s.run.compiled_before = compiled_before
                 step_progress(subjects.index(s), "timing")(0.0, f"{s.variant.key}: timing")
@@ -446,7 +437,7 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
             elif going:
                 with spent("timing rounds"):
                     timing.time_cpu(going, guard.check)
-            disturbed, load_after = _overlapped(mark), _load()
+            disturbed, load_after = _overlapped(mark), machine_load()
             for s in going:
                 s.run.concurrent_work = disturbed
                 s.run.load_before, s.run.load_after = load_before, load_after

@@ -11,6 +11,7 @@ import pandas as pd
 
 from . import text
 from .explain import TOP, Explanation
+from .explain.facts import label
 from .results import Comparison, Note, Run, Sweep
 
 if TYPE_CHECKING:
@@ -451,16 +452,25 @@ def visible_words(explanation: Explanation) -> int:
 
 
 # -- files to download --------------------------------------------------------------------------
+def csv_header(run: Run) -> str:
+    """The comment lines above a kernel table's CSV: what ran, on what, on which workload (a file saved apart from the
+    page says it; pandas reads past them with comment="#")."""
+    return (f"# {run.variant}: {label(run)}\n# on: {run.environment.summary()}\n"
+            f"# workload: {run.workload.words()}\n")
+
+
 def export(answer_json: str, comparison: Comparison, chart_png: bytes, directory: str | Path) -> dict[str, Path]:
-    """Write the kernel tables (CSV), the answer (its JSON, as the API returns it) and the chart (its PNG, drawn) into
-    `directory`."""
+    """Write the kernel tables (CSV, under `csv_header`), the answer (its JSON, as the API returns it) and the chart
+    (its PNG, drawn) into `directory`."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
     for side, run in (("a", comparison.a), ("b", comparison.b)):
         if run.kernels:
             files[f"{side}_csv"] = directory / f"{side}_{run.variant}_kernels.csv"
-            kernel_table(run).to_csv(files[f"{side}_csv"], index=False)
+            with open(files[f"{side}_csv"], "w", newline="") as f:
+                f.write(csv_header(run))
+                kernel_table(run).to_csv(f, index=False)
     files["json"] = directory / f"comparison_{comparison.a.variant}_vs_{comparison.b.variant}.json"
     files["json"].write_text(answer_json)
     files["png"] = directory / f"chart_{comparison.a.variant}_vs_{comparison.b.variant}.png"

@@ -105,11 +105,16 @@ class Request:
 
     # -- a link ---------------------------------------------------------------------------------------
     def to_query(self) -> dict[str, str]:
-        """The request as a link's query: source, a, b, each workload field by its query key, and seqs."""
+        """The request as a link's query: source, a, b, each workload field by its query key, and seqs. A field whose
+        value every source's base workload holds (`base_workload`: the blog's, a CPU's) is left out, an empty one
+        among them: the link reads back the same wherever it is opened, and lists what sets this request apart."""
         query = {"source": self.source, "a": self.a, "b": self.b}
+        bases = (Workload.blog(), Workload.cpu_default())
         for f in FIELDS:
-            spec = f.metadata["spec"]
-            query[spec.query] = spec.spell(getattr(self.workload, f.name))
+            spec, value = f.metadata["spec"], getattr(self.workload, f.name)
+            if all(getattr(base, f.name) == value for base in bases):
+                continue
+            query[spec.query] = spec.spell(value)
         if self.seq_lens:
             query["seqs"] = ",".join(map(str, self.seq_lens))
         if self.axis != "seq_len":

@@ -5,10 +5,13 @@ Each process writes into folders named `attention_profiler_<pid>` (the measureme
 leaves its folders behind; `clean_stale_folders` removes those whose process is gone. A pid does not
 say so (a temp dir shared across PID namespaces, as containers share it, holds live folders under pids
 dead here, or alive as another process): each process holds an exclusive flock on a lock file in each
-folder it owns while it lives, and a folder is stale only when its lock can be taken.
+folder it owns while it lives, and a folder is stale only when its lock can be taken. A folder without
+one is never judged gone (where there is flock). The command line removes its own folders as its
+command ends (`remove_own_folders`): what it measured is printed or written where the user said.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -26,6 +29,7 @@ except ImportError:  # Windows: no flock; a folder is judged by its pid and age 
 PREFIX = "attention_profiler_"
 LOCK_NAME = ".lock"
 _FOLDER = re.compile(rf"^{PREFIX}(?:[a-z]+_)?(\d+)$")
+_log = logging.getLogger(__name__)
 _held: dict[Path, int] = {}  # a lock file of this process's folders -> its descriptor, held (locked) until exit
 _holding = threading.Lock()
 
@@ -76,9 +80,10 @@ def clean_stale_folders(root: str | Path | None = None, min_age_s: float = 300) 
     owns and this module names is touched; a link is unlinked, never followed.
 
     A folder with a lock file is stale when its lock can be taken (it is removed holding it) and the lock file is
-    `min_age_s` old (a younger one may be a process's between creating it and locking it). A folder without one
-    (made before folders had locks, or on Windows) only when its pid is dead here and it is untouched for
-    `min_age_s`."""
+    `min_age_s` old (a younger one may be a process's between creating it and locking it). Where there is flock,
+    nothing else is: a folder without a lock (made before folders had locks, or by hand) or an entry that is no
+    folder names no owner that can be seen gone (its pid dead here may live in another PID namespace). Without
+    flock (Windows, one PID namespace) an entry goes when its pid is dead and it is untouched for `min_age_s`."""
     root = Path(root or tempfile.gettempdir())
     removed = []
     try:
@@ -103,7 +108,7 @@ def clean_stale_folders(root: str | Path | None = None, min_age_s: float = 300) 
                     shutil.rmtree(path)
                 finally:
                     os.close(fd)
-            elif _alive(int(match.group(1))) or time.time() - info.st_mtime < min_age_s:
+            elif fcntl is not None or _alive(int(match.group(1))) or time.time() - info.st_mtime < min_age_s:
                 continue
             elif stat.S_ISDIR(info.st_mode):
                 shutil.rmtree(path)
@@ -113,6 +118,21 @@ def clean_stale_folders(root: str | Path | None = None, min_age_s: float = 300) 
         except OSError:  # alive, removed meanwhile, or not ours to remove
             continue
     return removed
+
+
+def remove_own_folders(root: str | Path | None = None) -> None:
+    """Remove this process's scratch folders, releasing their locks (the command line's, as its command ends: the
+    traces its measurements left, which its tables were read from). A later `process_folder` makes them afresh."""
+    root, pid = Path(root or tempfile.gettempdir()), os.getpid()
+    with _holding:
+        for lock, fd in list(_held.items()):
+            if lock.parent.parent == root:
+                os.close(fd)
+                del _held[lock]
+    for path in root.glob(f"{PREFIX}*{pid}"):
+        match = _FOLDER.match(path.name)
+        if match and int(match.group(1)) == pid and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _lock_of(folder: Path) -> os.stat_result | None:
@@ -141,15 +161,18 @@ _views_lock = threading.Lock()
 
 def view_folder(keep: int = 32) -> Path:
     """A fresh folder for one view's downloads; the oldest beyond `keep` are removed, so the disk stays bounded.
-    Views are made from several threads at once: one lock, and a folder another removed meanwhile is skipped."""
+    Views are made from several threads at once: one lock, and a folder another removed meanwhile is skipped, as is
+    an entry that cannot be read (a symlink loop put there), in one log line."""
     root = process_folder("views")
     with _views_lock:
         aged = []
         for folder in root.iterdir():
             try:
                 aged.append((folder.stat().st_mtime, folder))
-            except FileNotFoundError:
+            except FileNotFoundError:  # removed meanwhile
                 continue
+            except OSError as error:  # a link that loops, or one it may not read: not a view, skipped
+                _log.warning("views folder: skipped %s (%s)", folder.name, error.strerror or error)
         for _, old in sorted(aged)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
         return Path(tempfile.mkdtemp(dir=root))

@@ -122,7 +122,8 @@ def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False
             try:
                 w.replace(**{axis: s})
             except Refusal as error:
-                raise Refusal("seq_lens", s, f"at {text.axis_symbol(axis)}={s}: {error.limit}") from None
+                raise Refusal(error.field, error.value, f"{error.limit.rstrip('.')} (at the sweep's point "
+                              f"{text.axis_symbol(axis)}={s} of seq_lens)") from None
         w = w.replace(**{axis: lengths[0]})
     reasons = why_not(variants, w, env)
     free = available_bytes(w.device)

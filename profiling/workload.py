@@ -239,7 +239,7 @@ class Workload:
                                                 "step: 1); empty: as many as S",
                              said=_unless(None, "q_len {}"), tag=_unless(None, "q{}"))
     page_size: int | None = spec(None, label="page size", query="page_size", limits=(16, 256), optional=True,
-                                 empty="contiguous", help="tokens per page of a paged KV cache (a power of two; needs "
+                                 empty="none", help="tokens per page of a paged KV cache (a power of two; needs "
                                                          "q_len): k and v are read through a page table from a "
                                                          "shuffled pool; empty: one contiguous cache",
                                  said=_unless(None, "pages of {}"), tag=_unless(None, "_p{}"))
@@ -535,6 +535,12 @@ class Workload:
     def score_elements(self) -> int:
         """One B·H·Lq×S score matrix's elements."""
         return self.batch * self.heads * self.queries * self.seq_len
+
+    @property
+    def headed_kv_elements(self) -> int:
+        """K and V as the query heads read them: 2·B·H·S·D elements (a grouped-query kv head once per query head it
+        serves: what hand-written attention copies, what a decode step's cost follows)."""
+        return 2 * self.batch * self.heads * self.seq_len * self.head_dim
 
     def scores_bytes(self, element_bytes: int | None = None) -> int:
         """One B·H·Lq×S score matrix, in the inputs' dtype or in `element_bytes`."""

@@ -17,6 +17,15 @@ import pytest
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+@pytest.fixture(autouse=True)
+def quiet_plans(monkeypatch):
+    """Every plan prices its request as on an idle machine (`budget.machine_load`: no load read), so that no test's
+    refusal or acceptance depends on this shared machine's load; a test of the load's pricing sets its own."""
+    from profiling import budget
+
+    monkeypatch.setattr(budget, "machine_load", lambda: None)
+
+
 def pytest_configure(config):
     """pytest looks for unraisable exceptions at the end after five full garbage collections (~0.4 s each in a process
     holding torch and gradio: the last ~2 s of every run, both cores idle); one finds what they would, as pytest's own

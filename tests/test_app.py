@@ -759,8 +759,8 @@ def test_every_bar_and_line_of_the_time_chart_is_in_the_unit_its_axis_or_its_lab
 def test_a_live_cpu_run_says_the_machines_load_and_the_run_to_run_spread_beside_the_verdict(monkeypatch):
     import profiling.measurement as measurement
 
-    loads = iter([(3.5, 1.0, 1.0), (6.0, 2.0, 1.0)])
-    monkeypatch.setattr(measurement.os, "getloadavg", lambda: next(loads))
+    loads = iter([3.5, 6.0])
+    monkeypatch.setattr(measurement, "machine_load", lambda: next(loads))
     request = Request.build(LIVE, "naive", "sdpa_math", SMALL, "cpu")
     answer, kept_id = asyncio.run(handlers.serve("compare", request, lambda fraction, desc: None))
     a, b = handlers.RESULTS.get(kept_id).answer.result.a, handlers.RESULTS.get(kept_id).answer.result.b

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -19,7 +21,7 @@ from profiling import session
 from profiling.replay import find_recorded_sweep
 from profiling.request import Request
 from profiling.results import Comparison, Sweep
-from profiling.workload import FIELDS, Workload
+from profiling.workload import FIELDS, Refusal, Workload
 
 RECORDING = "h200-torch2.11"
 HUGE = "9" * 5000  # past Python's 4,300-digit limit for int()
@@ -286,5 +288,75 @@ def test_without_a_gpu_a_recorded_workload_replays_the_pages_recording_and_says_
         f"No GPU here: replaying the recorded runs {RECORDING} (--device cpu measures on this CPU)."]
     assert cli_main._source(parse(["compare", "sdpa_flash", "sdpa_cudnn", "--device", "cpu"]), "cpu") == "live"
     assert cli_main._source(parse(["compare", "naive", "sdpa_math", "--seq", "256"]), "cpu") == "live"  # not recorded
+    said = capsys.readouterr().err.strip().splitlines()  # in one line, as the page says it: what is missing, what runs
+    assert said == ["No GPU here, and not recorded: The H200 recording has no run of B=8, H=16, S=256, D=64, bf16, "
+                    "causal. Nearest recorded: B=8, H=16, S=1024, D=64, bf16, causal; B=8, H=16, S=4096, D=64, bf16, "
+                    "causal; B=8, H=16, S=1024, D=64, fp32, causal. Measuring live on this CPU instead, at B=1, H=8, "
+                    "S=256, D=64, fp32, causal (--device cpu to ask for that)."], said
     assert cli_main._source(parse(["sweep", "naive", "sdpa_flash", "--seq", "128,256,512"]), "cpu") == RECORDING
     assert capsys.readouterr().err.count("No GPU here") == 1
+
+
+def readme_commands() -> list[list[str]]:
+    """The README's `compare` and `sweep` examples that name neither a device nor a source, as argument lists."""
+    import shlex
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    lines = re.findall(r"^    python -m profiling ((?:compare|sweep) [^#\n]*)", readme, re.M)
+    return [shlex.split(line) for line in lines if "--device" not in line and "--source" not in line]
+
+
+@pytest.mark.parametrize("argv", readme_commands(), ids=" ".join)
+def test_every_readme_example_without_a_device_replays_the_recording_here(argv, capsys, monkeypatch, tmp_path):
+    """Two of them were not in the recording and ran live at CPU size (33 s) with only '(live)' in the header. The
+    command runs as typed up to the request it serves (its source, as `_source` chose it), and stops there."""
+    served = []
+
+    def serve(request, **kwargs):
+        served.append(request.source)
+        raise Refusal("test", None, "served")
+    monkeypatch.setattr(session, "compare", serve)
+    monkeypatch.setattr(session, "sweep", serve)
+    paths = {"--json": str(tmp_path / "out.json"), "--trace-dir": str(tmp_path / "traces")}  # not the cwd's
+    code, _, err = run([paths.get(before, a) for before, a in zip([None] + argv, argv)], capsys)
+    assert served == [RECORDING], err
+    assert err.startswith(f"No GPU here: replaying the recorded runs {RECORDING}"), err
+
+
+def test_a_live_command_leaves_nothing_in_the_temp_folder_and_removes_no_lockless_folder(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """Each measurement left its traces in $TMPDIR (attention_profiler_<pid>) after the command; now its folders go
+    as it ends (the tables were read from them first), and another process's folder without a lock stays."""
+    import tempfile
+
+    from profiling import scratch
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    others = tmp_path / "attention_profiler_999999999"  # a pid dead here, an hour old, no lock: not ours to judge
+    others.mkdir()
+    os.utime(others, (0, 0))
+    made, real = [], scratch.process_folder
+    monkeypatch.setattr(scratch, "process_folder", lambda kind="": made.append(real(kind)) or made[-1])
+    code, out, err = run(["compare", "naive", "sdpa_math", "--device", "cpu", "--seq", "64", "--heads", "2",
+                          "--head-dim", "16"], capsys)
+    assert code == 0, err
+    assert made and "naive: wall" in out  # the traces were written there, and read
+    assert [p.name for p in tmp_path.iterdir()] == [others.name]
+
+
+def test_a_replay_writes_the_recorded_traces_of_its_runs_to_the_trace_dir(tmp_path, capsys):
+    """`--trace-dir` on a replay made an empty folder and said nothing, though the recording holds the traces."""
+    import gzip
+
+    folder = tmp_path / "traces"
+    code, out, err = run(["compare", "sdpa_flash", "sdpa_cudnn", "--trace-dir", str(folder)], capsys)
+    assert code == 0 and "replaying the recorded runs" in err, err
+    answer = session.compare(Request.build(RECORDING, "sdpa_flash", "sdpa_cudnn", {}, "cpu"))
+    names = []
+    for run_ in (answer.result.a, answer.result.b):
+        written = folder / Path(run_.trace_path).name.removesuffix(".gz")
+        assert written.read_bytes() == gzip.decompress(Path(run_.trace_path).read_bytes())  # the recorded trace
+        assert json.loads(written.read_text())["traceEvents"]  # Chrome trace JSON, as a live run writes
+        names.append(written.name)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(names)
+    assert f"traces: {', '.join(names)} written to {folder} (as recorded)" in out

@@ -383,3 +383,19 @@ def test_a_kernel_count_in_words_is_the_tables_and_no_kernel_launches_itself(exp
                         assert launcher in around, (pair_id(c), note.rule, k.name, launcher, around)
                         named += 1
     assert checked >= 20 and named >= 20, (checked, named)
+
+
+def test_a_kernel_csv_names_the_variant_the_gpu_and_the_workload_above_its_table(tmp_path):
+    """A downloaded kernel table named neither the GPU nor the workload: three comment lines now do, and the table
+    under them reads back as the page's table."""
+    import pandas as pd
+
+    c = next(Comparison(a, b) for a, b in itertools.combinations(RUNS, 2) if a.kernels and b.kernels)
+    files = reports.export("{}", c, b"png", tmp_path)
+    for side, run in (("a", c.a), ("b", c.b)):
+        lines = files[f"{side}_csv"].read_text().splitlines()
+        assert lines[:3] == [f"# {run.variant}: {facts.label(run)}", f"# on: {run.environment.summary()}",
+                             f"# workload: {run.workload.words()}"]
+        assert run.environment.device_name in lines[1] and "NVIDIA" in lines[1]  # the GPU that ran it
+        table, shown = pd.read_csv(files[f"{side}_csv"], comment="#"), reports.kernel_table(run)
+        assert list(table.columns) == list(shown.columns) and list(table.iloc[:, 0]) == list(shown.iloc[:, 0])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import os
 import secrets
@@ -752,15 +753,37 @@ def test_stale_scratch_folders_of_dead_processes_are_removed(tmp_path):
     recent.mkdir()
     link = tmp_path / f"attention_profiler_{dead.pid + 1}"
     if not link.exists():
-        link.symlink_to(ROOT)  # a link named like ours: unlinked, its target untouched
+        link.symlink_to(ROOT)  # a link named like ours: its target untouched
+    for path in (made[f"attention_profiler_{dead.pid}"], made[f"attention_profiler_views_{dead.pid}"]):
+        (path / scratch.LOCK_NAME).write_text("")  # locked while its process lived, free now
+        os.utime(path / scratch.LOCK_NAME, (an_hour_ago, an_hour_ago))
+    lockless = tmp_path / f"attention_profiler_cp_{dead.pid}"  # no lock: another PID namespace's process may own it
+    lockless.mkdir()
+    os.utime(lockless, (an_hour_ago, an_hour_ago))
     removed = scratch.clean_stale_folders(tmp_path)
-    assert set(removed) >= {made[f"attention_profiler_{dead.pid}"], made[f"attention_profiler_views_{dead.pid}"]}
+    assert set(removed) == {made[f"attention_profiler_{dead.pid}"], made[f"attention_profiler_views_{dead.pid}"]}
     assert not made[f"attention_profiler_{dead.pid}"].exists()
     for name in (f"attention_profiler_{os.getpid()}", f"attention_profiler_views_{os.getppid()}",
                  "attention_profiler_notapid", f"other_{dead.pid}"):
         assert made[name].exists(), name
-    assert recent.exists()
+    assert recent.exists() and lockless.is_dir() and link.is_symlink()  # every CLI command removed a lockless one
     assert (ROOT / "app.py").exists()
+
+
+def test_a_symlink_loop_in_the_views_folder_is_skipped_in_one_log_line(tmp_path, monkeypatch, caplog):
+    """A link to itself in the views folder made every view fail (stat raised ELOOP, only FileNotFoundError was
+    caught): the views are made, the oldest beyond `keep` still go, the loop stays, and the log says it once a view."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    root = scratch.process_folder("views")
+    loop = root / "loop"
+    loop.symlink_to(loop)
+    with caplog.at_level(logging.WARNING, logger="profiling.scratch"):
+        folders = [scratch.view_folder(keep=2) for _ in range(4)]
+    assert all(f.parent == root for f in folders) and folders[-1].is_dir() and sum(f.is_dir() for f in folders) == 3
+    assert loop.is_symlink()
+    said = [r.getMessage() for r in caplog.records if r.name == "profiling.scratch"]
+    assert len(said) == 4 and all(m.startswith("views folder: skipped loop (") for m in said), said
+    scratch.remove_own_folders(tmp_path)
 
 
 def holding_the_lock_of(folder: Path) -> subprocess.Popen:

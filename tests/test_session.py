@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from attention_variants import VARIANTS
-from profiling import budget, session
+from profiling import budget, session, text
 from profiling.budget import LIVE_BUDGET_S, predicted_seconds
 from profiling.environment import detect
 from profiling.request import LIVE, Request
@@ -236,3 +236,69 @@ def test_default_lengths_stop_where_the_fused_variants_stop_fitting():
     lengths = session.default_lengths([VARIANTS["naive"], VARIANTS["sdpa_flash"]],
                                       Workload.blog(device="cpu", dtype="fp32"), CPU, None)
     assert lengths[0] == 128 and all(b == 2 * a for a, b in zip(lengths, lengths[1:])) and len(lengths) <= 12
+
+
+# -- the budget's edge under load: priced with the load now, and a stop keeps what was measured ------------------
+def test_a_cpu_request_is_priced_with_the_machines_load_now_and_refused_where_the_load_would_overrun(monkeypatch):
+    """A fake load, not this machine's: at a load of twice the cores a measurement's threads get at most half of
+    them, so its price doubles at least, and a request that fits the budget idle is refused (kind "time")."""
+    import os
+
+    import torch
+
+    request = live(seq_len=512)
+    pair = [VARIANTS["naive"], VARIANTS["sdpa_math"]]
+    idle = predicted_seconds(request.workload, pair, CPU, load=0.0)
+    cores, threads = os.cpu_count(), min(torch.get_num_threads(), os.cpu_count())
+    loaded = 2.0 * cores
+    assert predicted_seconds(request.workload, pair, CPU, load=loaded) == pytest.approx(
+        idle * (loaded + threads) / cores)  # an independent reading of the rule: runnable share of the cores
+    budget_s = 1.5 * idle
+    assert session.plan(request, budget_s=budget_s).predicted_s == pytest.approx(idle)  # conftest: no load read
+    monkeypatch.setattr(budget, "machine_load", lambda: loaded)  # what the plan reads now
+    with pytest.raises(Refusal) as refused:
+        session.plan(request, budget_s=budget_s)
+    assert refused.value.kind == "time" and refused.value.needed > 2 * idle
+    slower = text.times((loaded + threads) / cores)
+    assert f"at the machine's load now (load average {loaded:.1f}: {slower} an idle run's time)" in str(refused.value)
+
+
+def _stopping_after(message_end: str):
+    """(progress, cancelled): a cancel that comes once a progress message ending so has been seen (a fake clock: the
+    stop lands at a chosen point of the measurement, whatever this machine's speed)."""
+    seen = []
+    return (lambda fraction, message: seen.append(1) if message.endswith(message_end) else None), lambda: bool(seen)
+
+
+def test_a_run_stopped_after_a_was_measured_answers_with_as_figures_and_says_b_stopped():
+    progress, cancelled = _stopping_after("naive: done")  # A profiled, B's profile not begun
+    answer = session.compare(live(), budget_s=60, progress=progress, cancelled=cancelled)
+    a, b = answer.result.a, answer.result.b
+    assert a.status == "ok" and a.timing.samples >= 20 and a.kernels
+    assert b.status == "stopped" and b.timing is not None and not b.kernels
+    headline = answer.explanation.headline.title
+    assert text.ms(a.timing.median_ms) in headline and "stopped after timing, before the profile" in headline
+    assert not [n for n in answer.explanation.notes if "cannot run" in n.title]  # a stop is not a refusal
+
+
+def test_a_run_stopped_before_b_was_timed_says_it_was_stopped_not_that_it_cannot_run():
+    progress, cancelled = _stopping_after("sdpa_math: accuracy against fp64")  # inside B's preparation
+    answer = session.compare(live(), budget_s=60, progress=progress, cancelled=cancelled)
+    assert [r.status for r in (answer.result.a, answer.result.b)] == ["stopped", "stopped"]
+    titles = [n.title for n in answer.explanation.notes]
+    assert not [t for t in titles if "cannot run" in t or "not supported" in t], titles
+    assert "stopped" in answer.explanation.headline.title and "cancelled" in answer.explanation.headline.title
+
+
+@pytest.mark.parametrize("fields, points, field, said", [
+    ({"q_len": 64}, "32, 128", "q_len", "q_len=64 is not allowed: must be between 1 and S=32"),
+    ({"mask": "window", "window": 100}, "64, 256", "window", "window=100 is not allowed: must be between 1 and S=64"),
+])
+def test_a_sweep_point_that_fails_names_the_field_that_failed_and_the_point(fields, points, field, said):
+    """At the sweep's point S=32, q_len=64 failed: the refusal names q_len and its value (it named seq_lens=32 and
+    then said 'must be between 1 and S=32' of it), and says which point of seq_lens made it so."""
+    request = live(seq_lens=tuple(int(p) for p in points.split(", ")), **fields | {"seq_len": 128})
+    with pytest.raises(Refusal) as refused:
+        session.plan(request, sweep=True)
+    assert refused.value.field == field and str(refused.value).startswith(said)
+    assert f"at the sweep's point S={points.split(',')[0]} of seq_lens" in str(refused.value)

@@ -280,3 +280,33 @@ def test_too_many_documents_are_refused_quoting_what_was_sent():
     with pytest.raises(Refusal) as refused:
         Request.build(LIVE, "varlen", "sdpa_flash", {"lengths": [16] * (MAX_DOCUMENTS + 1)}, "cuda")
     assert f"({MAX_DOCUMENTS + 1} items)" in str(refused.value)
+
+
+@pytest.mark.parametrize("source, changes", [
+    (RECORDING, {}), (RECORDING, {"seq_len": 4096, "causal": False}), (RECORDING, {"head_dim": 128, "rank": 3}),
+    (RECORDING, {"q_len": 1, "kv_heads": 8, "seq_len": 8192, "page_size": 16}),
+    (RECORDING, {"mask": "window", "window": 256, "timing": "cold"}), (RECORDING, {"lengths": (512, 1536)}),
+    (LIVE, {}), (LIVE, {"dtype": "bf16", "batch": 8, "passes": "fwd+bwd"})])
+def test_a_link_leaves_out_what_every_base_holds_and_still_reads_back_the_same_request(source, changes):
+    """'Link to this comparison' listed all 20 keys, the empty ones too (~290 characters): a key is left out where
+    every source's base workload (the blog's and a CPU's) holds its value, so the link reads back the same request
+    on a CPU or a GPU server, and every key that sets it apart is there."""
+    request = Request.build(source, "naive", "sdpa_flash", changes, "cpu")
+    query = request.to_query()
+    assert all(query.values()), query  # no empty key
+    for device in ("cpu", "cuda") if source != LIVE else ("cpu",):
+        again, problems = Request.from_query(query, device, RECORDING)
+        assert again == request and problems == []
+    spec_of_query = {f.metadata["spec"].query: f.name for f in FIELDS}
+    set_apart = {spec_of_query[k] for k in query if k in spec_of_query}
+    assert set(changes) <= set_apart  # what the request changed is in its link
+    assert len(query) < 20
+
+
+def test_a_number_fields_empty_placeholder_is_shown_whole_in_its_box():
+    """The page's number boxes showed 8 characters of a placeholder ('contiguc' of page size's 'contiguous'): each
+    optional number field's word for empty fits that."""
+    numbers = [f for f in FIELDS if f.metadata["spec"].limits and not f.metadata["spec"].items
+               and f.metadata["spec"].empty]
+    assert numbers and all(len(f.metadata["spec"].empty) <= 8 for f in numbers), \
+        {f.name: f.metadata["spec"].empty for f in numbers}

@@ -49,6 +49,8 @@ def refusal(run: Run) -> tuple[str, str, str]:
     said = " ".join(reasons).lower() or (run.reason or "").lower()
     w, env = run.workload, run.environment
     pin = backend if backend != "auto" else None  # SDPA left to choose falls back by itself: not pinned
+    if run.status == STOPPED:  # the budget or a cancel: nothing of the backend's
+        return run.reason or run.status, text.as_sentence(run.reason or run.status), run.reason or run.status
     if run.status == "error":
         return "it failed", "The run stopped with this error; nothing was measured.", quoted
     if "4 dimensional" in said:
@@ -98,6 +100,12 @@ def pinned_refused(run: Run, peers: Peers) -> Note | None:
     """A pinned backend that cannot take this input fails instead of falling back; PyTorch's warnings say why."""
     if run.ok:
         return None
+    if run.status == STOPPED:  # the budget or a cancel, not the backend: it could have run
+        if run.timing is not None and run.timing.kept > 0:
+            return None  # timed, then stopped: the headline compares its figures and says so
+        why, cause, _ = refusal(run)
+        return note("stopped", "environment", f"{label(run)} was stopped before it was timed", cause, weight=1.0,
+                    evidence=[f"stopped: {why}"])
     if run.status == DOES_NOT_FIT and None not in (run.needed_bytes, run.available_bytes):
         facts = {"needed": measured(run, "needed_bytes", "bytes"), "available": measured(run, "available_bytes", "bytes")}
         body = "Refused before a byte was allocated for it; nothing was measured."
