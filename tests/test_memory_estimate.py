@@ -130,6 +130,18 @@ def test_the_estimates_bound_every_recorded_cpu_peak_within_twice(path, monkeypa
         assert row["grew"] <= grew, where
 
 
+def test_the_recorded_cpus_cover_the_flash_kernel_s_paths():
+    """The tables hold the CPU flash kernel packing K and V (AMX, bf16) and not packing (oneDNN below AMX), and
+    the 16-bit backward's oneDNN products: each path the bound follows has a recorded CPU behind it."""
+    tables = [json.loads(p.read_text()) for p in CPU_PEAK_TABLES]
+    packs = set()
+    for table in tables:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("ONEDNN_MAX_CPU_ISA", table.get("onednn_max_cpu_isa") or "ALL")
+            packs.add(cpu_paths.flash_may_pack("bf16", tuple(table["features"])))
+    assert packs == {True, False}
+
+
 def test_a_cpu_without_amx_runs_the_flash_kernel_unpacked_as_estimated():
     """oneDNN capped below AMX (ONEDNN_MAX_CPU_ISA, read by `cpu_paths.flash_may_pack`), in a fresh process: the
     bf16 forward's peak is the unpacked kernel's, as estimated, whatever this CPU has."""

@@ -228,14 +228,15 @@ def test_text_never_writes_a_ranked_ratio_as_1_0x():
 
 def test_a_run_stopped_after_its_timing_still_has_a_verdict_and_says_it_stopped():
     """A budget or a cancel that lands during the profile leaves the timing rounds whole: the headline compares them
-    and says the profile is missing; stopped before its timing, the side could not run."""
+    and says the profile is missing; stopped before its timing, the side was stopped (not "could not run": it could)."""
     a, b = run(FLASH, 0.096, seed=1), run(CUDNN, 0.060, seed=2)
-    late = dataclasses.replace(b, status="stopped", reason="stopped after 61.0 s: over the time budget of 60 s")
+    late = dataclasses.replace(b, status="stopped", reason="stopped after 61.0 s: over the time budget of 60 s",
+                               budget_s=60.0, wall_s=61.0)
     title = headline(a, late).title
     assert title.startswith("SDPA · cuDNN [B] is 1.6× faster than SDPA · FlashAttention [A] on the H200")
     assert title.endswith("SDPA · cuDNN [B] stopped after timing, before the profile.")
     early = dataclasses.replace(late, timing=None)
-    assert headline(a, early).title.startswith("SDPA · cuDNN [B] could not run on the H200")
+    assert headline(a, early).title.startswith("SDPA · cuDNN [B] was stopped on the H200 (stopped by the time budget")
 
 
 

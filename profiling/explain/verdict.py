@@ -105,7 +105,8 @@ def headline(a: Run, b: Run) -> Note:
     if failed:
         side = {id(a): "a", id(b): "b"}
         whys = {id(r): failure(r, side[id(r)]) for r in failed}
-        refused = "; ".join(f"{name[id(r)]} could not run {_where(r)} ({whys[id(r)][0]})" for r in failed)
+        verb = {id(r): "was stopped" if r.status == STOPPED else "could not run" for r in failed}
+        refused = "; ".join(f"{name[id(r)]} {verb[id(r)]} {_where(r)} ({whys[id(r)][0]})" for r in failed)
         ok = [r for r in (a, b) if r.ok]
         facts = {k: q for _, more in whys.values() for k, q in more.items()}
         facts |= {"time": measured(ok[0], "timing.median_ms", "ms", side[id(ok[0])])} if ok else {}
