@@ -597,6 +597,19 @@ class Workload:
 
     block_mask_bytes = block_pairs  # that [T, T] mask in bool: a byte a pair
 
+    def document_block_mask_bytes(self, phase: str) -> int:
+        """What FlexAttention's BlockMask over one sequence of the T tokens holds for `phase`, in place of a [T, T]
+        mask: per 128×128 tile a partial and a full block table in int32, n counts and n×n indices (n = T/128 tiles a
+        side); the forward reads the key-side tables, a backward the query-side ones too. (Its mask_mod reads the [T]
+        document ids besides: `document_ids_bytes`.)"""
+        n = -(-self.tokens // 128)
+        return (2 if phase == "forward" else 4) * 4 * (n + n * n)
+
+    @property
+    def document_ids_bytes(self) -> int:
+        """The [T] int64 document id of each token that flex's document mask_mod reads."""
+        return 8 * self.tokens
+
     @property
     def flops(self) -> float:
         """The forward's 4·H·D per attended pair (two matmuls, 2 FLOPs a multiply-add), over the batch: packed

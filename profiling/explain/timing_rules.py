@@ -12,8 +12,8 @@ from .. import stats, text
 from ..environment import HBM_BYTES_PER_US, hbm_key
 from ..results import Note, Run
 from ..workload import spec_of
-from .facts import (Peers, call_gpu, constant, host_share, label, measured, moved, note, on_gpu, packing,
-                    phase_total, ran, ratio, scaled, tensors, variant, working_set)
+from .facts import (Peers, call_gpu, constant, host_share, label, measured, moved, note, on_gpu,
+                    phase_total, ran, ratio, run_tensors, scaled, variant, working_set)
 
 
 # -- the host against the GPU ---------------------------------------------------------------------------
@@ -151,7 +151,7 @@ def l2_resident(run: Run, peers: Peers) -> Note | None:
     facts = {"set": working_set(run), "l2": measured(run, "environment.l2_cache_bytes", "bytes")}
     if facts["set"].value > facts["l2"].value:
         return None
-    names = text.tensor_list(dict(tensors(run.workload, run.phase, packing(run))))
+    names = text.tensor_list(dict(run_tensors(run)))
     return note("l2_resident", "guess", f"{names} ({{set}}) fit in the {{l2}} L2: a warm loop reads them from there",
                 f"Each timed {run.call} follows another on the same tensors, which the L2 still holds; a model's layer "
                 "finds its inputs in HBM. timing=cold flushes the L2 before every call.", weight=0.3, facts=facts)
@@ -224,9 +224,8 @@ def graph_winner(run: Run, peers: Peers) -> Note | None:
 def _formula(run: Run) -> str:
     """The tensors the run's figure moves, as a sum: 'q + K + V + out'; a step's forward and backward apart."""
     if run.phase != "step":
-        return text.tensor_sum(name for name, _ in tensors(run.workload, run.phase, packing(run)))
-    laid = packing(run)
-    return " + ".join(f"{phase} ({text.tensor_sum(name for name, _ in tensors(run.workload, phase, laid))})"
+        return text.tensor_sum(name for name, _ in run_tensors(run))
+    return " + ".join(f"{phase} ({text.tensor_sum(name for name, _ in run_tensors(run, phase))})"
                       for phase in ("forward", "backward"))
 
 
