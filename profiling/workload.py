@@ -540,6 +540,11 @@ class Workload:
         """One B·H·Lq×S score matrix, in the inputs' dtype or in `element_bytes`."""
         return self.score_elements * (element_bytes or self.element_bytes)
 
+    def repeated_kv_bytes(self, element_bytes: int | None = None) -> int:
+        """K (or V) copied to every query head, as `repeat_interleave` copies it for grouped-query attention:
+        B·H·S·D elements, in the inputs' dtype or in `element_bytes`."""
+        return self.batch * self.heads * self.seq_len * self.head_dim * (element_bytes or self.element_bytes)
+
     @property
     def mask_elements(self) -> int:
         """One Lq×S mask (the same for every head and batch)."""

@@ -19,6 +19,7 @@ from profiling.reference import BLOG
 from profiling.results import Comparison, Kernel, Launch, Timing
 from profiling.trace import precision
 from profiling.workload import Workload
+from profiling.workload import Workload
 
 H200 = facts.ARCH["sm90"]
 
@@ -106,10 +107,10 @@ def test_no_memset_no_memset_note(variant):
 def test_split_launches_are_decided_by_byte_offsets():
     naive = recorded("naive", seq_len=4096)
     note = apply(guess_rules.split_launches, naive)
-    assert note.facts["bytes"].value == 8 * 16 * 4096**2 * 2 > 2**31 - 1 and "bytes" in note.body
-    assert note.facts["launches"].value == pytest.approx(2) and note.facts["ops"].value == 1
+    assert note.facts["scores"].value == 8 * 16 * 4096**2 * 2 > 2**31 - 1 and "bytes" in note.body
+    assert note.facts["launches"].value == pytest.approx(2) and note.facts["calls"].value == 1
     math = apply(guess_rules.split_launches, recorded("sdpa_math", seq_len=4096))
-    assert math.facts["bytes"].value == 8 * 16 * 4096**2 * 4 and "fp32" in math.body  # math computes in fp32
+    assert math.facts["scores"].value == 8 * 16 * 4096**2 * 4 and "fp32" in math.body  # math computes in fp32
     assert math.facts["launches"].value == pytest.approx(4)
     assert apply(guess_rules.split_launches, recorded("naive")) is None
     assert apply(guess_rules.split_launches, recorded("sdpa_flash", seq_len=4096)) is None
@@ -121,7 +122,36 @@ def test_a_split_below_2_31_elements_is_still_explained_by_its_bytes():
     run = dataclasses.replace(run, workload=run.workload.replace(seq_len=3072))
     note = apply(guess_rules.split_launches, run)
     elements = 8 * 16 * 3072**2
-    assert elements < 2**31 - 1 < note.facts["bytes"].value == 2 * elements
+    assert elements < 2**31 - 1 < note.facts["scores"].value == 2 * elements
+
+
+DECODE = dict(batch=64, heads=32, kv_heads=8, seq_len=8192, q_len=1, head_dim=128)
+
+
+@pytest.mark.parametrize("variant, element, pieces", [("naive", 2, 2), ("sdpa_math", 4, 4)])
+def test_a_decode_step_s_split_launches_are_the_k_and_v_copies_never_its_scores(variant, element, pieces):
+    """B=64, H=32 over 8 kv heads, S=8,192, one query: the scores are 32 MiB (64 MiB in math's fp32), far below
+    2³¹−1 bytes; what splits is each `repeat_interleave` copy of K and V at every query head, B·H·S·D elements
+    (4 GiB in bf16, 8 GiB in math's fp32): 2 calls, each cut into 2³¹-byte pieces. The audit found the note
+    calling the 32 MiB scores past 2³¹−1 bytes."""
+    w = Workload.blog(dtype="bf16", **DECODE)
+    (run,) = [r for r in RUNS if r.variant == variant and r.workload == w and r.phase == "forward"]
+    note = apply(guess_rules.split_launches, run)
+    copies = 64 * 32 * 8192 * 128 * element
+    assert "scores" not in note.facts and note.facts["copies"].value == copies
+    assert note.facts["calls"].value == 2 and note.facts["launches"].value == pytest.approx(2 * copies / 2**31) == 2 * pieces
+    assert "repeat_interleave" in note.body and "scores" not in note.body
+
+
+def test_a_library_kernel_launched_twice_is_not_said_to_pass_32_bit_indexing():
+    """cuDNN's GQA backward launches fmha_reduce_head twice (dK's and dV's sums over the group) at B=4, S=2,048:
+    no tensor of that workload is past 2³¹−1 bytes, and the fused backward note names the two launches."""
+    w = Workload.blog(dtype="bf16", batch=4, heads=32, kv_heads=8, seq_len=2048, head_dim=128, passes="fwd+bwd")
+    (run,) = [r for r in RUNS if r.variant == "sdpa_cudnn" and r.workload == w and r.phase == "step"]
+    assert apply(guess_rules.split_launches, run) is None
+    from profiling.explain import backward_rules
+    assert "dK and dV summed over each group's query heads, a launch each" in \
+        apply(backward_rules.fused_backward, run).body
 
 
 # -- arithmetic ----------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ nobody guessed go in the `ledger`.
 """
 from __future__ import annotations
 
+from .. import dispatch, text
 from ..results import Note, Run
-from .. import text
 from .facts import (ARCH, KINETO_SHARED_PER_BLOCK, NEGLIGIBLE, Peers, constant, difference, fused, guess,
                     host_op, instruction, kernels_in, launch_count, launch_share, launched_under, launches, measured,
                     note, of_kernel, of_launch, occupancy, on_gpu, ran, ratio, scores_bytes, share_of, sixteen_bit,
@@ -99,39 +99,60 @@ def library_memsets(run: Run, peers: Peers) -> Note | None:
                           for k in memsets for launch in (k.launched_by or [])])
 
 
+INDEX_LIMIT = 2**31 - 1  # the byte offset past which TensorIterator splits an elementwise op
+
+
+def _chain_calls(run: Run, k, launch) -> float:
+    """The calls of a launch chain's op below any attention op (the fewest of its ops': `repeat_interleave → clone →
+    copy_` runs once per repeat_interleave, however many other copy_ calls the run makes)."""
+    below = launch.ops[max((i + 1 for i, o in enumerate(launch.ops)
+                            if o in dispatch.SDPA_BACKEND_OPS or o == "aten::scaled_dot_product_attention"),
+                           default=0):]
+    calls = [h.calls_per_forward for o in below if (h := host_op(run, o, k.phase))]
+    return min(calls, default=0)
+
+
 def split_launches(run: Run, peers: Peers) -> Note | None:
     """An elementwise op whose operands reach byte offsets past 2³¹−1 runs as several launches: PyTorch's
-    TensorIterator checks `can_use_32bit_indexing` on byte offsets (and element count) and splits otherwise."""
-    if not on_gpu(run) or not square_scores(run):  # its sizes are said of S×S tensors
+    TensorIterator checks `can_use_32bit_indexing` on byte offsets (and element count) and splits otherwise. Said
+    only of the tensors the workload's shapes put past that: the scores of an unfused call, the copies of K and V at
+    every query head that `repeat_interleave` makes for grouped-query attention (math's in fp32, as it computes);
+    a library's own kernels launched twice (cuDNN's head reduction, dK's and dV's) are `fused_backward`'s."""
+    if not on_gpu(run) or not square_scores(run):  # its sizes are of B×S tensors
         return None
+    element = 4 if ran(run) == "math" else run.workload.element_bytes  # math computes in fp32
+    dtype = "fp32" if element == 4 else run.workload.dtype
+    big = {}
+    if not fused(run):
+        big["scores"] = (measured(run, f"workload.scores_bytes({element})", "bytes"), f"the {dtype} scores are {{scores}}")
+    if run.workload.groups > 1 and host_op(run, "aten::repeat_interleave"):
+        big["copies"] = (measured(run, f"workload.repeated_kv_bytes({element})", "bytes"),
+                         f"the copies of K and V at every query head (`repeat_interleave`) are {{copies}} each in "
+                         f"{dtype}")
+    big = {name: said for name, said in big.items() if said[0].value > INDEX_LIMIT}
     split = []  # (kernel, launch, calls of the op that made it, in the kernel's phase)
     for k, launch in launches(run, phase=run.phase):
-        owner = launch.ops[-1] if launch.ops else None
-        op = host_op(run, owner, k.phase) if owner else None
+        calls = _chain_calls(run, k, launch)
         same = sum(x.calls_per_forward for x in k.launched_by if x.ops == launch.ops)
-        if op and k.category in ("elementwise", "copy", "reduction") and round(same / op.calls_per_forward, 2) > 1:
-            split.append((k, launch, op))
-    if not split:
+        if calls and k.category in ("elementwise", "copy", "reduction") and round(same / calls, 2) > 1:
+            split.append((k, launch, calls))
+    if not split or not big:
         return None
-    k, launch, op = max(split, key=lambda s: s[1].us_per_forward)
-    element = 4 if ran(run) == "math" else run.workload.element_bytes  # math computes in fp32
+    k, launch, calls = max(split, key=lambda s: s[1].us_per_forward)
     facts = {"launches": of_launch(run, k, launch, "calls_per_forward", "count"),
-             "ops": measured(run, f"host_ops[{run.host_ops.index(op)}].calls_per_forward", "count"),
-             "bytes": measured(run, f"workload.scores_bytes({element})", "bytes")}
-    extra_launches = sum(l_.calls_per_forward - o.calls_per_forward for _, l_, o in split)
-    dtype = "fp32" if element == 4 else run.workload.dtype
+             "calls": constant(calls, "count", repr(calls))} | {name: said[0] for name, said in big.items()}
+    extra_launches = sum(l_.calls_per_forward - c for _, l_, c in split)
+    tensors = " and ".join(said for _, said in big.values())
     return note("split_launches", "guess", "More launches than ops: past 32-bit indexing",
-                "One S×S {dtype} tensor is {bytes}, past 2³¹−1 bytes. PyTorch's elementwise kernels then split "
-                "the work, one launch per piece: {op} runs {launches} launches for {calls}. Same work, "
-                "more kernels; {n} split like this.",
+                text.as_sentence(tensors + ": past 2³¹−1 bytes") + " PyTorch's elementwise kernels then split the "
+                "work, one launch per piece: {op} runs {launches} launches for {calls} calls. Same work, more "
+                "kernels; {n} split like this.",
                 weight=extra_launches / max(run.kernels_per_forward or 1, 1) * 0.5, facts=facts,
-                names={"dtype": dtype, "op": f"`{text.op(launch.ops[-1])}`",
-                       "calls": text.plural(op.calls_per_forward, "call"),
+                names={"op": f"`{text.chain(launch.ops[-3:])}`",
                        "n": text.plural(len({l_.ops[-1] for _, l_, _ in split}), "op")},
                 kernels=[x for x, _, _ in split], ops=[l_.ops[-1] for _, l_, _ in split],
                 evidence=[f"{text.kernel(x)}: {text.count(l_.calls_per_forward)} launches for "
-                          f"{text.plural(o.calls_per_forward, 'call')} of {text.chain(l_.ops)} ({x.phase})"
-                          for x, l_, o in split],
+                          f"{text.plural(c, 'call')} of {text.chain(l_.ops)} ({x.phase})" for x, l_, c in split],
                 links=[f"{PYTORCH}/../TensorIterator.cpp (TensorIteratorBase::can_use_32bit_indexing)"])
 
 
