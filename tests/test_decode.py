@@ -178,6 +178,24 @@ def test_flex_decoding_kernel_and_its_prefill_kernel_are_told_apart_by_the_grid(
     assert "splits" not in note.facts and apply(decode_rules.gqa_packing, prefill) is None
 
 
+@pytest.mark.parametrize("batch, kv_heads, splits, merge", [(8, 8, 4, "triton_poi_"), (1, 8, 32, "triton_per_"),
+                                                           (8, 1, 32, "triton_per_"), (64, 8, 1, "triton_poi_")])
+def test_flex_decoding_splits_are_read_from_its_grid_whatever_kernels_merge_them(batch, kv_heads, splits, merge):
+    """The recorded H200 decode steps: flex_decoding_grid is (query blocks, B·Hkv, SPLIT_KV), SPLIT_KV =
+    2·⌊132 SMs ÷ B·Hkv⌋ (get_split_k): at B=8 its 4 splits are merged by 3 pointwise kernels, at B·Hkv = 8 its 32
+    by reductions, at B=64 there is one. The audit found 209 notes saying of the pointwise case that the trace does
+    not show whether it splits; and with one kv head the grid [1, 8, 32] is a prefill grid's (1, B, H) in numbers."""
+    w = Workload(batch=batch, heads=32, kv_heads=kv_heads, seq_len=8192, head_dim=128, q_len=1, dtype="bf16")
+    (run,) = [r for r in RUNS if r.variant == "flex" and r.workload == w]
+    template = next(k for k in run.kernels if k.short_name.startswith("triton_tem_"))
+    assert template.grid == [1, batch * kv_heads, splits] == [1, batch * kv_heads, max(1, 132 // (batch * kv_heads) * 2)]
+    note = apply(decode_rules.decode_kernels, run)
+    assert note.title.startswith("flex took its decoding kernel") and note.facts["splits"].value == splits
+    assert ("over 4 key splits" in note.title or "over 32 key splits" in note.title) == (splits > 1)
+    assert ("no split" in note.title) == (splits == 1) and "does not show" not in note.body
+    assert merge in note.body and ("merge the splits" in note.body) == (splits > 1)
+
+
 def test_one_kernel_for_four_queries_says_so_with_the_tiles_its_grid_holds():
     run = synthetic("sdpa_flash", [kernel("pytorch_flash::flash_fwd_kernel", 50.0, [1, 8, 32])], DECODE.replace(q_len=4))
     note = apply(decode_rules.decode_kernels, run)
