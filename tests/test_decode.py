@@ -196,6 +196,26 @@ def test_flex_decoding_splits_are_read_from_its_grid_whatever_kernels_merge_them
     assert merge in note.body and ("merge the splits" in note.body) == (splits > 1)
 
 
+def test_math_on_a_decode_step_is_given_a_materialised_lower_right_mask_never_is_causal():
+    """A causal decode step calls SDPA with `causal_lower_right` (is_causal=False): the recorded H200 trace shows
+    ones → fill and tril before SDPA, SDPA's where converting the bool mask, and math's add_. The audit found the
+    note saying "Given is_causal" with a build of "0.0 µs" (it read only launches inside the math op)."""
+    from profiling.explain import guess_rules
+    w = DECODE.replace(q_len=4, dtype="bf16")
+    (run,) = [r for r in RUNS if r.variant == "sdpa_math" and r.workload == w]
+    note = apply(guess_rules.math_mask, run)
+    built = [launch.us_per_forward for k in run.kernels_of("forward") for launch in k.launched_by
+             if "aten::_scaled_dot_product_attention_math" not in launch.ops
+             and launch.ops[0] in ("aten::ones", "aten::tril")]
+    converted = [launch.us_per_forward for k in run.kernels_of("forward") for launch in k.launched_by
+                 if launch.ops[:2] == ["aten::scaled_dot_product_attention", "aten::where"]]
+    assert len(built) == 2 and len(converted) == 2
+    assert note.facts["materialise"].value == pytest.approx(sum(built)) and sum(built) > 0
+    assert note.facts["convert"].value == pytest.approx(sum(converted)) and sum(converted) > 0
+    assert note.facts["build"].value == pytest.approx(sum(built) + sum(converted))
+    assert "is_causal=False" in note.body and "Given is_causal" not in note.body and "0.0 µs" not in note.body
+
+
 def test_one_kernel_for_four_queries_says_so_with_the_tiles_its_grid_holds():
     run = synthetic("sdpa_flash", [kernel("pytorch_flash::flash_fwd_kernel", 50.0, [1, 8, 32])], DECODE.replace(q_len=4))
     note = apply(decode_rules.decode_kernels, run)

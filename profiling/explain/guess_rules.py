@@ -198,25 +198,44 @@ def _launch_time(run: Run, pairs):
 
 
 def math_mask(run: Run, peers: Peers) -> Note | None:
-    """With is_causal the math path builds an S×S bool mask every call, turns it into a −inf/0 float mask
-    (a `where`) and adds it to the scores (`add_`). Given an explicit mask it builds none (mask_rules says what
-    it does with one)."""
+    """The causal mask math adds to the scores (`add_`), built on every call. Given is_causal the math path builds
+    it itself: an S×S bool mask (ones, tril), turned into a −inf/0 float one (a `where`). A decode step passes
+    `causal_lower_right` instead, with is_causal=False: that bias materialises the Lq×S bool mask (ones → fill,
+    tril) before SDPA, and SDPA converts it (where) before calling math; the trace shows which, by whether those
+    launches sit inside the math op. Given an explicit mask math builds none (mask_rules says what it does)."""
     w = run.workload
     if not on_gpu(run) or not (w.causal and w.mask == "flag"):
         return None
-    build = _math_kernels(run, "aten::tril") + _math_kernels(run, "aten::ones") \
-        + [(k, launch) for k, launch in _math_kernels(run, "aten::where", skip="aten::_safe_softmax")]
     add = _math_kernels(run, "aten::add_")
     if not add:
         return None
-    facts = {"build": _launch_time(run, build) if build else constant(0.0, "us", "sum()"),
-             "add": _launch_time(run, add), "share": launch_share(run, build + add, "forward")}
-    return note("math_mask", "guess", "Math rebuilds the causal mask every call and adds it",
-                "Given is_causal, the math path makes an S×S bool mask each call, turns it into a −inf/0 float "
+    inside = _math_kernels(run, "aten::tril") + _math_kernels(run, "aten::ones") \
+        + [(k, launch) for k, launch in _math_kernels(run, "aten::where", skip="aten::_safe_softmax")]
+    outside = [(k, launch) for k, launch in launches(run, phase="forward")
+               if "aten::_scaled_dot_product_attention_math" not in launch.ops
+               and ({"aten::tril", "aten::ones"} & set(launch.ops)
+                    or {"aten::scaled_dot_product_attention", "aten::where"} <= set(launch.ops))]
+    build = inside or outside
+    if not build:
+        return None
+    facts = {"build": _launch_time(run, build), "add": _launch_time(run, add),
+             "share": launch_share(run, build + add, "forward")}
+    if inside:
+        title = "Math rebuilds the causal mask every call and adds it"
+        body = ("Given is_causal, the math path makes an S×S bool mask each call, turns it into a −inf/0 float "
                 "mask ({build}) and adds it to the scores with `add_` ({add}): {share}. The naive variants build "
-                "their mask once and fill with it.",
+                "their mask once and fill with it.")
+    else:
+        materialise = [(k, launch) for k, launch in outside if "aten::where" not in launch.ops]
+        facts |= {"materialise": _launch_time(run, materialise),
+                  "convert": _launch_time(run, [p for p in outside if p not in materialise])}
+        title = "The lower-right causal mask is built every call, outside math, and added"
+        body = ("`causal_lower_right` passes SDPA a materialised Lq×S bool mask with is_causal=False: it is built "
+                "before the math op (ones → fill, tril: {materialise}), SDPA turns it into a −inf/0 float mask "
+                "(where: {convert}) and math adds it to the scores with `add_` ({add}): {share}.")
+    return note("math_mask", "guess", title, body,
                 weight=facts["share"].value, facts=facts, kernels=[k for k, _ in build + add],
-                ops=["aten::tril", "aten::where", "aten::add_"],
+                ops=["aten::ones", "aten::tril", "aten::where", "aten::add_"],
                 evidence=[f"{text.kernel(k)} · {text.us(launch.us_per_forward)} · launched by {text.chain(launch.ops)}"
                           for k, launch in build + add])
 
