@@ -27,8 +27,7 @@ _STEPS = (
      {2: "dK and dV summed over each group's query heads, a launch each"}),
     ("convert_dq", _LAST_DQ),
     ("bwd_postprocess", _LAST_DQ,
-     {3: "last dQ, dK and dV (dK and dV accumulated in fp32 over each group's query heads) converted to the inputs' "
-         "dtype, a launch each"}),
+     {3: "last dQ, dK and dV converted from fp32, a launch each"}),
 )
 
 

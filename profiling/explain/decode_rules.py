@@ -110,15 +110,14 @@ def decode_kernels(run: Run, peers: Peers) -> Note | None:
         weight = 0.3
     elif path.kind == "flex decoding":
         split = facts["splits"].value > 1
-        title = "flex took its decoding kernel: `{main}` " + \
-            ("over {splits} key splits, then a combine" if split else "with no split: each (batch, kv head) block walks all {keys} keys")
-        body = ("Under 128 queries, with a static batch and heads, FlexAttention lowers to its Triton decoding "
-                "template (flex_decoding.py): a block per (batch, kv head) and key split, its query heads in one tile; "
-                + ("its grid holds {splits} key splits" if split else "its grid holds one split of the keys")
-                + " (SPLIT_KV = 2·⌊SMs ÷ B·Hkv⌋, at least 1)")
+        title = "flex took its decoding kernel `{main}`: " + ("{splits} key splits, then a combine" if split else
+                                                              "no split of the keys")
+        body = ("Under 128 queries FlexAttention lowers to its decoding template (flex_decoding.py): a block per "
+                "(batch, kv head) and key split; the grid holds {splits} (SPLIT_KV = 2·⌊SMs ÷ B·Hkv⌋, at least 1)")
         if path.combine:
-            body += ("; inductor's kernels after it (`{combine}`) merge the splits: {merge}." if split else
-                     "; after it inductor runs `{combine}` ({merge}).")
+            names["after"] = text.plural(len(path.combine), "kernel")
+            body += ("; inductor's {after} after it merge them: {merge}." if split else
+                     "; inductor's {after} after it take {merge}.")
         else:
             body += "."
         weight = 0.3
