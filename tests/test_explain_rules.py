@@ -428,11 +428,14 @@ def test_auto_choice_states_the_order_and_its_rule():
 
 
 def test_auto_says_when_a_pinned_backend_is_faster():
-    auto, cudnn = recorded("sdpa_auto"), recorded("sdpa_cudnn")
-    faster = dataclasses.replace(cudnn, timing=Timing(0.030, 0.029, 0.031, 50, "cuda events"))
-    note = apply(environment_rules.auto_choice, auto, faster)
+    auto, cudnn, flash = recorded("sdpa_auto"), recorded("sdpa_cudnn"), recorded("sdpa_flash")
+    assert facts.ran(auto) == facts.ran(cudnn) == "cudnn" != facts.ran(flash)
+    fast = Timing(0.030, 0.029, 0.031, 50, "cuda events")
+    note = apply(environment_rules.auto_choice, auto, dataclasses.replace(flash, timing=fast))
     assert "not the fastest" in note.body and note.facts["ratio"].value == pytest.approx(auto.gpu_ms / 0.030)
     assert "ratio" not in apply(environment_rules.auto_choice, auto, cudnn).facts  # level: no claim
+    # the same backend, faster (a planted timing): not a faster backend, and the same layout: no gap to explain
+    assert "ratio" not in apply(environment_rules.auto_choice, auto, dataclasses.replace(cudnn, timing=fast)).facts
 
 
 def test_cpu_dispatch(cpu_runs):
