@@ -74,6 +74,29 @@ def test_hidden_copy_on_cpu_is_clone_and_copy(cpu_runs):
     assert apply(guess_rules.hidden_copy, cpu_runs["naive_inplace"]) is None
 
 
+def test_cpu_copies_are_told_apart_by_what_they_copy():
+    """A live CPU run of naive with grouped-query attention: one copy_ row holds the K and V copies of
+    repeat_interleave (2 calls) and masked_fill's clone of the scores (1): the hidden-copy note counts only the
+    latter's time, and the guess's "repeat_interleave k/v" are matched to the former, never "did not run". The audit
+    found every copy_ filed as masked_fill's, and the ledger saying repeat_interleave did not run beside a table
+    that listed it."""
+    w = Workload.cpu_default(seq_len=256, batch=1, heads=4, kv_heads=2)
+    (run,) = measure_runs([VARIANTS["naive"]], w)
+    (copy_,) = [k for k in run.kernels_of("forward") if k.name == "aten::copy_"]
+    by_chain = {tuple(launch.ops): launch for launch in copy_.launched_by}
+    kv = by_chain[("aten::repeat_interleave", "aten::clone", "aten::copy_")]
+    scores = by_chain[("aten::masked_fill", "aten::clone", "aten::copy_")]
+    assert kv.calls_per_forward == pytest.approx(2) and scores.calls_per_forward == pytest.approx(1)
+    note = apply(guess_rules.hidden_copy, run)
+    clone = sum(launch.us_per_forward for k in run.kernels_of("forward") for launch in k.launched_by
+                if launch.ops[:2] == ["aten::masked_fill", "aten::clone"] and k.name in ("aten::clone", "aten::copy_"))
+    assert note.facts["time"].value == pytest.approx(clone) and clone < copy_.us_per_forward + 1e-9
+    assert all("repeat_interleave" not in line for line in note.evidence)
+    ledger_note = ledger.unpredicted_kernels(run, set())
+    assert ledger_note is None or "repeat_interleave" not in ledger_note.body
+    assert all("did not run" not in line for line in (ledger_note.evidence if ledger_note else []))
+
+
 def test_in_place_saves_time_but_no_peak_memory():
     inplace, naive = recorded("naive_inplace"), recorded("naive")
     note = apply(guess_rules.in_place, inplace, naive)

@@ -23,27 +23,29 @@ def hidden_copy(run: Run, peers: Peers) -> Note | None:
     if not run.ok or host_op(run, "aten::masked_fill", "forward") is None \
             or host_op(run, "aten::clone", "forward") is None or not square_scores(run):
         return None
-    if on_gpu(run):
-        copies = [k for k in kernels_in(run, "memcpy", phase="forward") if launched_under(k, "aten::masked_fill")]
-        again = [k for k in kernels_in(run, "memcpy", phase="backward") if launched_under(k, "aten::masked_fill")]
-    else:
-        copies = [k for k in run.kernels_of("forward") if k.name in ("aten::clone", "aten::copy_")]
-        again = []
+    # the copies masked_fill made (a CPU row is an op: its calls under masked_fill, not the K and V copies of a
+    # grouped-query repeat_interleave that the same copy_ row holds)
+    kinds = ("memcpy",) if on_gpu(run) else ("copy",)
+    copies = [(k, launch) for k, launch in launches(run, "aten::masked_fill", phase="forward") if k.category in kinds]
+    again = [(k, launch) for k, launch in launches(run, "aten::masked_fill", phase="backward")
+             if k.category in kinds and on_gpu(run)]
     if not copies:
         return None
     facts = {"size": measured(run, "workload.scores_bytes()", "bytes"),
-             "time": total(of_kernel(run, k, "us_per_forward", "us") for k in copies),
-             "share": share_of(run, copies, "forward")}
+             "time": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in copies),
+             "share": launch_share(run, copies, "forward")}
     what = "a device-to-device Memcpy" if on_gpu(run) else "clone → copy_"
     body = ("`masked_fill` must leave its input untouched, so it first copies the {size} S×S scores "
             f"({what}, {{time}}, {{share}}). `masked_fill_` writes in place: no copy.")
     if again and run.phase != "forward":
-        facts |= {"again": total(of_kernel(run, k, "us_per_forward", "us") for k in again)}
+        facts |= {"again": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in again)}
         body += " The backward's masked_fill of the gradient copies once more ({again})."
     return note("hidden_copy", "guess", "A copy nobody wrote: out-of-place masked_fill clones the scores", body,
-                weight=0.2 + facts["share"].value / 2, facts=facts, kernels=copies + again,  # a line the user can change
+                weight=0.2 + facts["share"].value / 2, facts=facts,  # a line the user can change
+                kernels=list({k.name: k for k, _ in copies + again}.values()),
                 ops=["aten::masked_fill", "aten::clone", "aten::copy_"],
-                evidence=[text.kernel_line(k) for k in copies + again]
+                evidence=[f"{text.kernel(k)} · {text.us(launch.us_per_forward)} · launched by {text.chain(launch.ops)}"
+                          for k, launch in copies + again]
                 + [text.host_line(h) for h in (host_op(run, "aten::clone", "forward"),
                                                host_op(run, "aten::copy_", "forward")) if h])
 
