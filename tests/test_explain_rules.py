@@ -97,6 +97,25 @@ def test_cpu_copies_are_told_apart_by_what_they_copy():
     assert all("did not run" not in line for line in (ledger_note.evidence if ledger_note else []))
 
 
+@pytest.mark.parametrize("shape, inputs", [(dict(), 3 * 8 * 16 * 1024 * 64 * 4),
+                                           (dict(batch=4, heads=32, kv_heads=8, seq_len=2048, head_dim=128),
+                                            3 * 4 * 32 * 2048 * 128 * 4)])
+def test_math_keeps_its_probabilities_and_its_fp32_inputs_for_the_backward(shape, inputs):
+    """Math's recorded training step keeps 608 MiB at the blog's workload: 512 MiB of fp32 probabilities and
+    96 MiB of fp32 q, k, v (with grouped-query attention, K and V at every query head: 384 MiB). The audit found
+    the note calling all 608 MiB 'the S×S probabilities'."""
+    from profiling.explain import backward_rules
+    w = Workload.blog(passes="fwd+bwd", **shape)
+    (run,) = [r for r in RUNS if r.variant == "sdpa_math" and r.workload == w]
+    note = apply(backward_rules.saved_for_backward, run)
+    probabilities = w.batch * w.heads * w.seq_len ** 2 * 4
+    assert run.saved_bytes == probabilities + inputs
+    assert note.facts["scores"].value == probabilities and note.facts["inputs"].value == inputs
+    assert "fp32 q and K, V" in note.body
+    naive = apply(backward_rules.saved_for_backward, [r for r in RUNS if r.variant == "naive" and r.workload == w][0])
+    assert "inputs" not in naive.facts  # naive keeps its own (bf16) tensors: the words of one S×S matrix
+
+
 def test_in_place_saves_time_but_no_peak_memory():
     inplace, naive = recorded("naive_inplace"), recorded("naive")
     note = apply(guess_rules.in_place, inplace, naive)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from .. import text
 from ..results import Note, Run
-from .facts import (Peers, constant, guess, label, measured, note, of_kernel, on_gpu, ratio, scores_bytes, square_scores,
-                    total, variant)
+from .facts import (Peers, constant, guess, label, measured, note, of_kernel, on_gpu, ran, ratio, scaled, scores_bytes,
+                    square_scores, total, variant)
 
 # What each step of the fused backwards does, by a token of its kernel's name (PyTorch's flash_bwd_*, cuDNN's), and
 # where one kernel runs once per gradient of a grouped-query backward, what it does at that count of launches.
@@ -96,7 +96,20 @@ def saved_for_backward(run: Run, peers: Peers) -> Note | None:
     facts["matrices"] = ratio(facts["saved"], facts["scores"])
     v, g = variant(run), guess(run)
     keeps_scores = facts["matrices"].value >= 0.9
-    if keeps_scores:
+    # math computes in fp32: it also keeps q, and K and V at every query head, in fp32 for its backward's GEMMs
+    if ran(run) == "math":
+        facts["inputs"] = total([scaled(measured(run, "workload.q_bytes", "bytes"), 4 / run.workload.element_bytes,
+                                        "bytes"), scaled(measured(run, "workload.repeated_kv_bytes(4)", "bytes"), 2,
+                                                         "bytes")])
+    upcast = "inputs" in facts and abs(facts["saved"].value - facts["scores"].value - facts["inputs"].value) \
+        <= 0.02 * facts["saved"].value
+    if not upcast:
+        facts.pop("inputs", None)
+    if keeps_scores and upcast:
+        body = ("It keeps the S×S probabilities ({scores}), the softmax's output, and math's fp32 q and K, V at every "
+                "query head ({inputs}), which its backward's GEMMs read. Memory for training grows with S².")
+        title = "Autograd keeps {saved} for the backward: the S×S probabilities and fp32 inputs"
+    elif keeps_scores:
         inplace = " In place or not, the multiply that made the scores keeps no copy of them." \
             if v and v.key == "naive_inplace" else ""
         body = ("It keeps {matrices} one S×S matrix ({scores}): the softmax's output, which its backward reads."
