@@ -403,3 +403,17 @@ def test_the_axis_goes_to_a_link_and_back_and_bad_values_are_refused_by_the_batc
     assert str(caught.value) == "axis='heads' is not allowed: choose one of seq_len, batch"
     _, problems = Request.from_query({"axis": "heads"}, "cpu", LIVE)
     assert problems and problems[0][0] == "axis=heads"
+
+
+def test_why_naive_loses_a_decode_step_counts_its_k_and_v_copies():
+    """B=8, H=32 over 8 kv heads, S=8,192, one query (recorded on the H200): naive's forward takes 1.372 ms, of which
+    its repeat_interleave copies of K and V take 1.132 ms; the scores are 4 MiB. The reason list names the copies
+    with their time, read from the launches under repeat_interleave. The audit found it blaming the scores alone."""
+    w = DECODE.replace(dtype="bf16")
+    naive, flash = ([r for r in RUNS if r.variant == key and r.workload == w][0] for key in ("naive", "sdpa_flash"))
+    copies = sum(launch.us_per_forward for k in naive.kernels_of("forward") for launch in k.launched_by
+                 if "aten::repeat_interleave" in launch.ops)
+    assert copies > 0.5 * naive.gpu_us("forward")
+    why = next(n for n in explain(Comparison(naive, flash)).notes if n.rule == "speed")
+    assert why.facts["copies"].value == pytest.approx(copies) and "copies K and V to every query head" in why.body
+    assert why.body.index("copies K and V") < why.body.index("scores")  # the larger cause first
