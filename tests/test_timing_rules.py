@@ -119,6 +119,10 @@ def test_a_graph_that_removes_a_host_bound_side_s_launch_cost_and_changes_the_wi
     assert note.title.startswith("In a CUDA graph FlashAttention-4") and "back to back SDPA · FlashAttention is" \
         in note.title
     assert apply(timing_rules.graph_winner, flash, fa4) is None                     # said on the graph's winner
+    assert "serving engines" in note.body                                           # a forward: inference's way
+    step = [dataclasses.replace(r, workload=r.workload.replace(passes="fwd+bwd")) for r in (fa4, flash)]
+    trained = apply(timing_rules.graph_winner, *step)
+    assert "serving engines" not in trained.body and "step captured whole" in trained.body  # no server runs a step
     # warm, or a graph that keeps the order: no note
     assert apply(timing_rules.graph_winner, recorded("fa4"), recorded("sdpa_flash")) is None
     cudnn = moded(recorded("sdpa_cudnn"), "graph")                                  # faster both ways

@@ -229,8 +229,10 @@ def graph_winner(run: Run, peers: Peers) -> Note | None:
                     f"In a CUDA graph {label(run)} is {{ratio}} faster; back to back {label(other)} is, by "
                     "{pace_ratio}",
                     "Replayed: {graph} against {other_graph}. Looped, calls come every {pace} against {other_pace}: "
-                    "each costs its CPU {host}, while a replay issues the whole graph at once, as serving engines "
-                    "run attention.", weight=0.7, facts=facts)
+                    "each costs its CPU {host}, while a replay issues the whole graph at once"
+                    + (", as serving engines run attention." if not run.workload.training else
+                       f", a {run.call} captured whole."),
+                    weight=0.7, facts=facts)
     return None
 
 
