@@ -141,11 +141,13 @@ def _inside(event: dict, rng: dict) -> bool:
     return rng["ts"] <= event["ts"] <= rng["ts"] + rng["dur"] and event.get("pid") == rng.get("pid")
 
 
-def _nesting(ops: list[dict]) -> tuple[dict[int, float], dict[int, str]]:
-    """Self time of each op (its duration less its direct children's), by nesting on one thread, and its phase:
-    "backward" inside the autograd engine's evaluate_function, else "forward"."""
+def _nesting(ops: list[dict]) -> tuple[dict[int, float], dict[int, str], dict[int, tuple[str, ...]]]:
+    """Self time of each op (its duration less its direct children's), by nesting on one thread, its phase:
+    "backward" inside the autograd engine's evaluate_function, else "forward"; and its chain, the ops around it
+    and itself, outermost first."""
     self_us: dict[int, float] = {}
     phase: dict[int, str] = {}
+    chain: dict[int, tuple[str, ...]] = {}
     by_thread = defaultdict(list)
     for op in ops:
         by_thread[op.get("tid")].append(op)
@@ -160,8 +162,9 @@ def _nesting(ops: list[dict]) -> tuple[dict[int, float], dict[int, str]]:
                 self_us[id(stack[-1])] -= float(op["dur"])
             backward = op["name"].startswith(BACKWARD_MARK) or (stack and phase[id(stack[-1])] == "backward")
             phase[id(op)] = "backward" if backward else "forward"
+            chain[id(op)] = (chain[id(stack[-1])] if stack else ()) + (op["name"],)
             stack.append(op)
-    return self_us, phase
+    return self_us, phase, chain
 
 
 def _cpu_peak_extra(events: list[dict], ranges: list[dict]) -> int | None:
@@ -189,7 +192,7 @@ def summarize_trace(trace: dict) -> TraceSummary:
     # CPU ops inside the ranges, on any thread of the process (the backward runs on the autograd engine's)
     cpu_ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
                and any(_inside(e, r) for r in ranges)]
-    self_us, phase = _nesting(cpu_ops)
+    self_us, phase, chain = _nesting(cpu_ops)
     ops = defaultdict(lambda: [0, 0.0, 0.0])
     for op in cpu_ops:
         row = ops[op["name"], phase[id(op)]]
@@ -213,7 +216,7 @@ def summarize_trace(trace: dict) -> TraceSummary:
     if gpu:
         kernels = _gpu_kernels(gpu, launches, _launching_ops(launches.values(), cpu_ops), forwards)
     else:  # CPU run: the table lists the ops that did the work, by self time
-        kernels = _cpu_kernels(host_ops, host_ms * 1000.0)
+        kernels = _cpu_kernels(host_ops, [(op, chain[id(op)], self_us[id(op)]) for op in cpu_ops], forwards)
     return TraceSummary(forwards, kernels, host_ops, host_ms, backend, _cpu_peak_extra(events, ranges), host_mean_ms)
 
 
@@ -259,9 +262,24 @@ def _gpu_kernels(gpu: list[dict], launches: dict, chains: dict[int, tuple[str, .
     return share_by_phase(list(rows.values()))  # in order of first launch
 
 
-def _cpu_kernels(host_ops: list[HostOp], range_us: float) -> list[Kernel]:
+def _cpu_kernels(host_ops: list[HostOp], calls: list[tuple[dict, tuple[str, ...], float]],
+                 forwards: int) -> list[Kernel]:
+    """The ops that did the work (over 0.5 µs of self time per call), by self time; each with the chains it ran in
+    (`launched_by`, as a GPU kernel's launches: a copy_ under repeat_interleave is K's or V's copy, one under
+    masked_fill → clone the scores')."""
     working = [h for h in host_ops if h.self_us_per_forward > 0.5]
     rows = [Kernel(name=h.name, short_name=h.name.replace("aten::", ""), category=category(h.name, "cpu_op"),
                    calls_per_forward=h.calls_per_forward, us_per_forward=h.self_us_per_forward, share=0.0,
-                   phase=h.phase) for h in working]
+                   launched_by=[], phase=h.phase) for h in working]
+    by = {(k.name, k.phase): k for k in rows}
+    for op, ops, self_ in calls:
+        row = by.get((op["name"], "backward" if any(o.startswith(BACKWARD_MARK) for o in ops) else "forward"))
+        if row is None:
+            continue
+        launch = next((x for x in row.launched_by if tuple(x.ops) == ops), None)
+        if launch is None:
+            launch = Launch(ops=list(ops), calls_per_forward=0.0, us_per_forward=0.0)
+            row.launched_by.append(launch)
+        launch.calls_per_forward += 1.0 / forwards
+        launch.us_per_forward += self_ / forwards
     return share_by_phase(sorted(rows, key=lambda k: -k.us_per_forward))

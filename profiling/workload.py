@@ -546,6 +546,11 @@ class Workload:
         """One B·H·Lq×S score matrix, in the inputs' dtype or in `element_bytes`."""
         return self.score_elements * (element_bytes or self.element_bytes)
 
+    def repeated_kv_bytes(self, element_bytes: int | None = None) -> int:
+        """K (or V) copied to every query head, as `repeat_interleave` copies it for grouped-query attention:
+        B·H·S·D elements, in the inputs' dtype or in `element_bytes`."""
+        return self.batch * self.heads * self.seq_len * self.head_dim * (element_bytes or self.element_bytes)
+
     @property
     def mask_elements(self) -> int:
         """One Lq×S mask (the same for every head and batch)."""
@@ -602,6 +607,19 @@ class Workload:
         return self.tokens ** 2
 
     block_mask_bytes = block_pairs  # that [T, T] mask in bool: a byte a pair
+
+    def document_block_mask_bytes(self, phase: str) -> int:
+        """What FlexAttention's BlockMask over one sequence of the T tokens holds for `phase`, in place of a [T, T]
+        mask: per 128×128 tile a partial and a full block table in int32, n counts and n×n indices (n = T/128 tiles a
+        side); the forward reads the key-side tables, a backward the query-side ones too. (Its mask_mod reads the [T]
+        document ids besides: `document_ids_bytes`.)"""
+        n = -(-self.tokens // 128)
+        return (2 if phase == "forward" else 4) * 4 * (n + n * n)
+
+    @property
+    def document_ids_bytes(self) -> int:
+        """The [T] int64 document id of each token that flex's document mask_mod reads."""
+        return 8 * self.tokens
 
     @property
     def flops(self) -> float:

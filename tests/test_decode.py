@@ -178,6 +178,46 @@ def test_flex_decoding_kernel_and_its_prefill_kernel_are_told_apart_by_the_grid(
     assert "splits" not in note.facts and apply(decode_rules.gqa_packing, prefill) is None
 
 
+@pytest.mark.parametrize("batch, kv_heads, splits, merge", [(8, 8, 4, "triton_poi_"), (1, 8, 32, "triton_per_"),
+                                                           (8, 1, 32, "triton_per_"), (64, 8, 1, "triton_poi_")])
+def test_flex_decoding_splits_are_read_from_its_grid_whatever_kernels_merge_them(batch, kv_heads, splits, merge):
+    """The recorded H200 decode steps: flex_decoding_grid is (query blocks, B·Hkv, SPLIT_KV), SPLIT_KV =
+    2·⌊132 SMs ÷ B·Hkv⌋ (get_split_k): at B=8 its 4 splits are merged by 3 pointwise kernels, at B·Hkv = 8 its 32
+    by reductions, at B=64 there is one. The audit found 209 notes saying of the pointwise case that the trace does
+    not show whether it splits; and with one kv head the grid [1, 8, 32] is a prefill grid's (1, B, H) in numbers."""
+    w = Workload(batch=batch, heads=32, kv_heads=kv_heads, seq_len=8192, head_dim=128, q_len=1, dtype="bf16")
+    (run,) = [r for r in RUNS if r.variant == "flex" and r.workload == w]
+    template = next(k for k in run.kernels if k.short_name.startswith("triton_tem_"))
+    assert template.grid == [1, batch * kv_heads, splits] == [1, batch * kv_heads, max(1, 132 // (batch * kv_heads) * 2)]
+    note = apply(decode_rules.decode_kernels, run)
+    assert note.title.startswith("flex took its decoding kernel") and note.facts["splits"].value == splits
+    assert ("4 key splits" in note.title or "32 key splits" in note.title) == (splits > 1)
+    assert ("no split" in note.title) == (splits == 1) and "does not show" not in note.body
+    assert all(k.short_name.startswith(merge) for k in run.kernels_of("forward")[1:])
+    assert note.kernels == [k.name for k in run.kernels_of("forward")]  # the template and what runs after it
+    assert ("merge them" in note.body) == (splits > 1)
+
+
+def test_math_on_a_decode_step_is_given_a_materialised_lower_right_mask_never_is_causal():
+    """A causal decode step calls SDPA with `causal_lower_right` (is_causal=False): the recorded H200 trace shows
+    ones → fill and tril before SDPA, SDPA's where converting the bool mask, and math's add_. The audit found the
+    note saying "Given is_causal" with a build of "0.0 µs" (it read only launches inside the math op)."""
+    from profiling.explain import guess_rules
+    w = DECODE.replace(q_len=4, dtype="bf16")
+    (run,) = [r for r in RUNS if r.variant == "sdpa_math" and r.workload == w]
+    note = apply(guess_rules.math_mask, run)
+    built = [launch.us_per_forward for k in run.kernels_of("forward") for launch in k.launched_by
+             if "aten::_scaled_dot_product_attention_math" not in launch.ops
+             and launch.ops[0] in ("aten::ones", "aten::tril")]
+    converted = [launch.us_per_forward for k in run.kernels_of("forward") for launch in k.launched_by
+                 if launch.ops[:2] == ["aten::scaled_dot_product_attention", "aten::where"]]
+    assert len(built) == 2 and len(converted) == 2
+    assert note.facts["materialise"].value == pytest.approx(sum(built)) and sum(built) > 0
+    assert note.facts["convert"].value == pytest.approx(sum(converted)) and sum(converted) > 0
+    assert note.facts["build"].value == pytest.approx(sum(built) + sum(converted))
+    assert "is_causal=False" in note.body and "Given is_causal" not in note.body and "0.0 µs" not in note.body
+
+
 def test_one_kernel_for_four_queries_says_so_with_the_tiles_its_grid_holds():
     run = synthetic("sdpa_flash", [kernel("pytorch_flash::flash_fwd_kernel", 50.0, [1, 8, 32])], DECODE.replace(q_len=4))
     note = apply(decode_rules.decode_kernels, run)
@@ -363,3 +403,17 @@ def test_the_axis_goes_to_a_link_and_back_and_bad_values_are_refused_by_the_batc
     assert str(caught.value) == "axis='heads' is not allowed: choose one of seq_len, batch"
     _, problems = Request.from_query({"axis": "heads"}, "cpu", LIVE)
     assert problems and problems[0][0] == "axis=heads"
+
+
+def test_why_naive_loses_a_decode_step_counts_its_k_and_v_copies():
+    """B=8, H=32 over 8 kv heads, S=8,192, one query (recorded on the H200): naive's forward takes 1.372 ms, of which
+    its repeat_interleave copies of K and V take 1.132 ms; the scores are 4 MiB. The reason list names the copies
+    with their time, read from the launches under repeat_interleave. The audit found it blaming the scores alone."""
+    w = DECODE.replace(dtype="bf16")
+    naive, flash = ([r for r in RUNS if r.variant == key and r.workload == w][0] for key in ("naive", "sdpa_flash"))
+    copies = sum(launch.us_per_forward for k in naive.kernels_of("forward") for launch in k.launched_by
+                 if "aten::repeat_interleave" in launch.ops)
+    assert copies > 0.5 * naive.gpu_us("forward")
+    why = next(n for n in explain(Comparison(naive, flash)).notes if n.rule == "speed")
+    assert why.facts["copies"].value == pytest.approx(copies) and "copies K and V to every query head" in why.body
+    assert why.body.index("copies K and V") < why.body.index("scores")  # the larger cause first

@@ -19,6 +19,7 @@ from profiling.reference import BLOG
 from profiling.results import Comparison, Kernel, Launch, Timing
 from profiling.trace import precision
 from profiling.workload import Workload
+from profiling.workload import Workload
 
 H200 = facts.ARCH["sm90"]
 
@@ -73,6 +74,48 @@ def test_hidden_copy_on_cpu_is_clone_and_copy(cpu_runs):
     assert apply(guess_rules.hidden_copy, cpu_runs["naive_inplace"]) is None
 
 
+def test_cpu_copies_are_told_apart_by_what_they_copy():
+    """A live CPU run of naive with grouped-query attention: one copy_ row holds the K and V copies of
+    repeat_interleave (2 calls) and masked_fill's clone of the scores (1): the hidden-copy note counts only the
+    latter's time, and the guess's "repeat_interleave k/v" are matched to the former, never "did not run". The audit
+    found every copy_ filed as masked_fill's, and the ledger saying repeat_interleave did not run beside a table
+    that listed it."""
+    w = Workload.cpu_default(seq_len=256, batch=1, heads=4, kv_heads=2)
+    (run,) = measure_runs([VARIANTS["naive"]], w)
+    (copy_,) = [k for k in run.kernels_of("forward") if k.name == "aten::copy_"]
+    by_chain = {tuple(launch.ops): launch for launch in copy_.launched_by}
+    kv = by_chain[("aten::repeat_interleave", "aten::clone", "aten::copy_")]
+    scores = by_chain[("aten::masked_fill", "aten::clone", "aten::copy_")]
+    assert kv.calls_per_forward == pytest.approx(2) and scores.calls_per_forward == pytest.approx(1)
+    note = apply(guess_rules.hidden_copy, run)
+    clone = sum(launch.us_per_forward for k in run.kernels_of("forward") for launch in k.launched_by
+                if launch.ops[:2] == ["aten::masked_fill", "aten::clone"] and k.name in ("aten::clone", "aten::copy_"))
+    assert note.facts["time"].value == pytest.approx(clone) and clone < copy_.us_per_forward + 1e-9
+    assert all("repeat_interleave" not in line for line in note.evidence)
+    ledger_note = ledger.unpredicted_kernels(run, set())
+    assert ledger_note is None or "repeat_interleave" not in ledger_note.body
+    assert all("did not run" not in line for line in (ledger_note.evidence if ledger_note else []))
+
+
+@pytest.mark.parametrize("shape, inputs", [(dict(), 3 * 8 * 16 * 1024 * 64 * 4),
+                                           (dict(batch=4, heads=32, kv_heads=8, seq_len=2048, head_dim=128),
+                                            3 * 4 * 32 * 2048 * 128 * 4)])
+def test_math_keeps_its_probabilities_and_its_fp32_inputs_for_the_backward(shape, inputs):
+    """Math's recorded training step keeps 608 MiB at the blog's workload: 512 MiB of fp32 probabilities and
+    96 MiB of fp32 q, k, v (with grouped-query attention, K and V at every query head: 384 MiB). The audit found
+    the note calling all 608 MiB 'the S×S probabilities'."""
+    from profiling.explain import backward_rules
+    w = Workload.blog(passes="fwd+bwd", **shape)
+    (run,) = [r for r in RUNS if r.variant == "sdpa_math" and r.workload == w]
+    note = apply(backward_rules.saved_for_backward, run)
+    probabilities = w.batch * w.heads * w.seq_len ** 2 * 4
+    assert run.saved_bytes == probabilities + inputs
+    assert note.facts["scores"].value == probabilities and note.facts["inputs"].value == inputs
+    assert "fp32 q and K, V" in note.body
+    naive = apply(backward_rules.saved_for_backward, [r for r in RUNS if r.variant == "naive" and r.workload == w][0])
+    assert "inputs" not in naive.facts  # naive keeps its own (bf16) tensors: the words of one S×S matrix
+
+
 def test_in_place_saves_time_but_no_peak_memory():
     inplace, naive = recorded("naive_inplace"), recorded("naive")
     note = apply(guess_rules.in_place, inplace, naive)
@@ -106,10 +149,10 @@ def test_no_memset_no_memset_note(variant):
 def test_split_launches_are_decided_by_byte_offsets():
     naive = recorded("naive", seq_len=4096)
     note = apply(guess_rules.split_launches, naive)
-    assert note.facts["bytes"].value == 8 * 16 * 4096**2 * 2 > 2**31 - 1 and "bytes" in note.body
-    assert note.facts["launches"].value == pytest.approx(2) and note.facts["ops"].value == 1
+    assert note.facts["scores"].value == 8 * 16 * 4096**2 * 2 > 2**31 - 1 and "bytes" in note.body
+    assert note.facts["launches"].value == pytest.approx(2) and note.facts["calls"].value == 1
     math = apply(guess_rules.split_launches, recorded("sdpa_math", seq_len=4096))
-    assert math.facts["bytes"].value == 8 * 16 * 4096**2 * 4 and "fp32" in math.body  # math computes in fp32
+    assert math.facts["scores"].value == 8 * 16 * 4096**2 * 4 and "fp32" in math.body  # math computes in fp32
     assert math.facts["launches"].value == pytest.approx(4)
     assert apply(guess_rules.split_launches, recorded("naive")) is None
     assert apply(guess_rules.split_launches, recorded("sdpa_flash", seq_len=4096)) is None
@@ -121,7 +164,36 @@ def test_a_split_below_2_31_elements_is_still_explained_by_its_bytes():
     run = dataclasses.replace(run, workload=run.workload.replace(seq_len=3072))
     note = apply(guess_rules.split_launches, run)
     elements = 8 * 16 * 3072**2
-    assert elements < 2**31 - 1 < note.facts["bytes"].value == 2 * elements
+    assert elements < 2**31 - 1 < note.facts["scores"].value == 2 * elements
+
+
+DECODE = dict(batch=64, heads=32, kv_heads=8, seq_len=8192, q_len=1, head_dim=128)
+
+
+@pytest.mark.parametrize("variant, element, pieces", [("naive", 2, 2), ("sdpa_math", 4, 4)])
+def test_a_decode_step_s_split_launches_are_the_k_and_v_copies_never_its_scores(variant, element, pieces):
+    """B=64, H=32 over 8 kv heads, S=8,192, one query: the scores are 32 MiB (64 MiB in math's fp32), far below
+    2³¹−1 bytes; what splits is each `repeat_interleave` copy of K and V at every query head, B·H·S·D elements
+    (4 GiB in bf16, 8 GiB in math's fp32): 2 calls, each cut into 2³¹-byte pieces. The audit found the note
+    calling the 32 MiB scores past 2³¹−1 bytes."""
+    w = Workload.blog(dtype="bf16", **DECODE)
+    (run,) = [r for r in RUNS if r.variant == variant and r.workload == w and r.phase == "forward"]
+    note = apply(guess_rules.split_launches, run)
+    copies = 64 * 32 * 8192 * 128 * element
+    assert "scores" not in note.facts and note.facts["copies"].value == copies
+    assert note.facts["calls"].value == 2 and note.facts["launches"].value == pytest.approx(2 * copies / 2**31) == 2 * pieces
+    assert "repeat_interleave" in note.body and "scores" not in note.body
+
+
+def test_a_library_kernel_launched_twice_is_not_said_to_pass_32_bit_indexing():
+    """cuDNN's GQA backward launches fmha_reduce_head twice (dK's and dV's sums over the group) at B=4, S=2,048:
+    no tensor of that workload is past 2³¹−1 bytes, and the fused backward note names the two launches."""
+    w = Workload.blog(dtype="bf16", batch=4, heads=32, kv_heads=8, seq_len=2048, head_dim=128, passes="fwd+bwd")
+    (run,) = [r for r in RUNS if r.variant == "sdpa_cudnn" and r.workload == w and r.phase == "step"]
+    assert apply(guess_rules.split_launches, run) is None
+    from profiling.explain import backward_rules
+    assert "dK and dV summed over each group's query heads, a launch each" in \
+        apply(backward_rules.fused_backward, run).body
 
 
 # -- arithmetic ----------------------------------------------------------------------------------------
@@ -398,11 +470,14 @@ def test_auto_choice_states_the_order_and_its_rule():
 
 
 def test_auto_says_when_a_pinned_backend_is_faster():
-    auto, cudnn = recorded("sdpa_auto"), recorded("sdpa_cudnn")
-    faster = dataclasses.replace(cudnn, timing=Timing(0.030, 0.029, 0.031, 50, "cuda events"))
-    note = apply(environment_rules.auto_choice, auto, faster)
+    auto, cudnn, flash = recorded("sdpa_auto"), recorded("sdpa_cudnn"), recorded("sdpa_flash")
+    assert facts.ran(auto) == facts.ran(cudnn) == "cudnn" != facts.ran(flash)
+    fast = Timing(0.030, 0.029, 0.031, 50, "cuda events")
+    note = apply(environment_rules.auto_choice, auto, dataclasses.replace(flash, timing=fast))
     assert "not the fastest" in note.body and note.facts["ratio"].value == pytest.approx(auto.gpu_ms / 0.030)
     assert "ratio" not in apply(environment_rules.auto_choice, auto, cudnn).facts  # level: no claim
+    # the same backend, faster (a planted timing): not a faster backend, and the same layout: no gap to explain
+    assert "ratio" not in apply(environment_rules.auto_choice, auto, dataclasses.replace(cudnn, timing=fast)).facts
 
 
 def test_cpu_dispatch(cpu_runs):

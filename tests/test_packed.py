@@ -228,6 +228,63 @@ def test_a_call_s_bytes_count_what_each_way_holds():
     assert moved_bytes(w, "forward", "block") == 4 * sum(w.lengths) * rows + sum(w.lengths) ** 2
 
 
+def test_flex_over_packed_documents_reads_its_block_mask_and_document_ids_never_a_t_by_t_mask():
+    """Flex over one packed sequence reads the BlockMask its setup built and the [T] document ids its mask_mod
+    indexes: the bytes are those of the BlockMask itself (its key-side tables in a forward, every table in a
+    backward), read off one built here; SDPA · block-diagonal mask reads the dense [T, T] mask. The audit found
+    flex's traffic and cold-L2 notes stating 128 MiB where 64 MiB are moved (T = 8,192), rate and share doubled."""
+    import dataclasses
+
+    from explain_helpers import recorded
+
+    from profiling.explain import facts
+    lengths = (2048, 2048, 2048, 2048)
+    mask = flex._document_mask(lengths, True, "cpu")
+    side = {"forward": ("kv",), "backward": ("kv", "q")}
+    table = {phase: sum(t.numel() * t.element_size() for s in sides for name in ("num_blocks", "indices")
+                        for t in (getattr(mask, f"{s}_{name}"), getattr(mask, f"full_{s}_{name}")))
+             for phase, sides in side.items()}
+    w = Workload.blog(lengths=lengths, dtype="bf16")
+    tokens = 4 * 8192 * w.heads * w.head_dim * 2     # q, K, V and out over the T tokens (a backward: 8 such)
+    ids = 8 * 8192                                                      # int64 document ids
+    for key, phase, expected in [("flex", "forward", tokens + table["forward"] + ids),
+                                 ("flex", "backward", 2 * tokens + table["backward"] + ids),
+                                 ("sdpa_docmask", "forward", tokens + 8192 ** 2)]:
+        run = dataclasses.replace(recorded("flex"), variant=key, workload=w)
+        assert facts.moved(run, phase).value == expected, (key, phase)
+        names = [n for n, _ in facts.run_tensors(run, phase)]
+        assert ("mask" in names) == (key == "sdpa_docmask") and ("document ids" in names) == (key == "flex")
+
+
+def test_a_faster_peer_on_the_same_backend_or_another_layout_is_never_called_a_faster_backend():
+    """Every recorded pair where SDPA chose a backend: "not the fastest" names only a pinned peer of the same layout
+    that ran another backend and was faster. SDPA · cuDNN over B×S with the causal flag is 15× faster than the
+    block-diagonal mask's dense T×T over one sequence, on the same cuDNN: that gap is the layout's, and no note
+    calls it the backend's. The audit found 59 notes doing so (and 83 across layouts)."""
+    import collections
+
+    from explain_helpers import RUNS
+
+    from profiling.explain import environment_rules, facts
+    by = collections.defaultdict(list)
+    for r in RUNS:
+        by[r.workload].append(r)
+    claims = layout_gaps = 0
+    for run in RUNS:
+        peers = facts.peers_for(run, by[run.workload])
+        note = environment_rules.auto_choice(run, peers)
+        if note is None:
+            continue
+        if "ratio" in note.facts:
+            best = peers[note.facts["ratio"].source.split("peers[")[1].split("]")[0]]
+            assert facts.ran(best) != facts.ran(run) and facts.packing(best) == facts.packing(run)
+            assert "not the fastest" in note.body
+            claims += 1
+        layout_gaps += any(facts.ran(p) == facts.ran(run) and facts.packing(p) != facts.packing(run)
+                           and p.timing and p.timing.max_ms < run.timing.min_ms for p in peers.values())
+    assert claims and layout_gaps  # both kinds are in the recording
+
+
 @pytest.mark.parametrize("changes", [dict(batch=64, seq_len=8192), dict(batch=64, seq_len=8192, q_len=1)],
                          ids=["B·S past one sequence", "a decode step of that batch"])
 def test_a_batch_past_what_one_packed_sequence_holds_is_a_reason_never_a_refusal_of_a_field_the_user_did_not_set(

@@ -305,3 +305,34 @@ def test_the_runs_recorded_cold_and_graph_only_are_those_the_readme_names():
     assert all(w.q_len is not None for v, w in no_warm if v == "sdpa_math")  # the decode step
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     assert "the packed-document\nvariants (varlen, sdpa_nested, sdpa_docmask, naive_docmask) on the workloads without" in readme
+
+
+def test_the_readme_names_the_recorded_sweeps_and_their_ranges():
+    """README's list of recorded sweeps, re-derived from sweeps.json.gz: each range it states is a recorded sweep's
+    first and last S (or B), and it names no sweep that is not recorded. It said a training sweep "to S=32,768"
+    (recorded to 8,192) and a 1×16×S×128 long-context sweep (none is recorded; the 1×16×S×128 sweep is the window's)."""
+    import re
+
+    from profiling import text
+    from profiling.replay import recorded_sweeps
+
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
+    said = readme[readme.index("`sweeps.json.gz`: "):readme.index("Both are gzipped JSON")]
+    sweeps = recorded_sweeps("h200-torch2.11")
+    for s in sweeps:
+        w, first, last = s.workload, s.seq_lens[0], s.seq_lens[-1]
+        if s.axis == "batch":
+            assert f"over B ({first}–{last})" in said
+        elif w.q_len:
+            assert f"{first // 1024}k–{last // 1024}k keys" in said
+        elif w.window:
+            assert f"window of {text.count(w.window)} keys over 1×16×S×128 from S={text.count(first)} to " \
+                   f"{text.count(last)}" in said
+        elif w.training:
+            assert f"to S={text.count(last)}" in said.split("training step")[1].split(", a window")[0]
+        else:
+            assert f"{w.timing} to S={text.count(last)}" in said and f"from S={first}" in said
+    assert "long-context" not in said and said.count("1×16×S×128") == sum(1 for s in sweeps if s.workload.window)
+    assert set(re.findall(r"to S=(\d[\d,]*\d)", said)) == {text.count(s.seq_lens[-1]) for s in sweeps
+                                                      if s.axis != "batch" and not s.workload.q_len
+                                                      and not s.workload.window}

@@ -119,6 +119,10 @@ def test_a_graph_that_removes_a_host_bound_side_s_launch_cost_and_changes_the_wi
     assert note.title.startswith("In a CUDA graph FlashAttention-4") and "back to back SDPA · FlashAttention is" \
         in note.title
     assert apply(timing_rules.graph_winner, flash, fa4) is None                     # said on the graph's winner
+    assert "serving engines" in note.body                                           # a forward: inference's way
+    step = [dataclasses.replace(r, workload=r.workload.replace(passes="fwd+bwd")) for r in (fa4, flash)]
+    trained = apply(timing_rules.graph_winner, *step)
+    assert "serving engines" not in trained.body and "step captured whole" in trained.body  # no server runs a step
     # warm, or a graph that keeps the order: no note
     assert apply(timing_rules.graph_winner, recorded("fa4"), recorded("sdpa_flash")) is None
     cudnn = moded(recorded("sdpa_cudnn"), "graph")                                  # faster both ways
@@ -180,3 +184,25 @@ def test_a_cold_run_s_profiled_table_is_held_against_its_warm_events():
     note = apply(timing_rules.profiled_vs_events, parted)
     assert note.facts["events"].source == "run.warm_timing.median_ms" and "warm CUDA events" in note.title
     assert "(the verdict's is the cold L2 one)" in note.body
+
+
+@pytest.mark.parametrize("variant", ["naive", "naive_inplace", "sdpa_math"])
+def test_a_warm_loop_is_not_said_to_read_from_l2_what_the_call_evicts(variant):
+    """A decode step at B=1, H=32 over 8 kv heads, S=8,192: q, K, V and out are 32 MiB, under the H200's 60 MiB L2,
+    but naive and math copy K and V to every query head between their reads (128 MiB in bf16, 256 MiB in math's
+    fp32): no note says a warm loop read the inputs from the L2. A fused kernel of the same step writes nothing
+    between: the note stands."""
+    from explain_helpers import RUNS
+
+    from profiling.explain import facts
+    w = Workload(batch=1, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1, dtype="bf16")
+    (run,) = [r for r in RUNS if r.variant == variant and r.workload == w]
+    (fused,) = [r for r in RUNS if r.variant == "sdpa_flash" and r.workload == w]
+    assert facts.working_set(run).value < run.environment.l2_cache_bytes
+    assert 2 * 32 * 8192 * 128 * 2 > run.environment.l2_cache_bytes  # the two bf16 copies alone
+    assert timing_rules.l2_resident(run, {}) is None
+    assert timing_rules.l2_resident(fused, {}) is not None
+    cold = [r for r in RUNS if r.variant == variant and r.workload == w.replace(timing="cold")]
+    for r in cold:
+        body = timing_rules.cold_l2(r, {}).body
+        assert "a loop read it from there" not in body and "need not come from there" in body

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from .. import text
 from ..results import Note, Run
-from .facts import (Peers, constant, guess, label, measured, note, of_kernel, on_gpu, ratio, scores_bytes, square_scores,
-                    total, variant)
+from .facts import (Peers, constant, guess, label, measured, note, of_kernel, on_gpu, ran, ratio, scaled, scores_bytes,
+                    square_scores, total, variant)
 
-# What each step of the fused backwards does, by a token of its kernel's name (PyTorch's flash_bwd_*, cuDNN's).
+# What each step of the fused backwards does, by a token of its kernel's name (PyTorch's flash_bwd_*, cuDNN's), and
+# where one kernel runs once per gradient of a grouped-query backward, what it does at that count of launches.
 # FA4's CuTe kernels (flash_attn/cute/flash_bwd_preprocess.py, flash_bwd_sm90.py, flash_bwd_postprocess.py) do the
-# same three steps under other names.
+# same three steps under other names; with grouped-query attention FA4 also accumulates dK and dV in fp32 over each
+# group's query heads, and its postprocess converts all three.
 _MAIN = "then the main kernel over blocks of keys, each adding its part of every row's dQ to an fp32 buffer"
+_LAST_DQ = "last dQ converted from fp32 to the inputs' dtype"
 _STEPS = (
     ("dot_do_o", "first dot(dO, O) per query row"),
     ("bwd_preprocess", "first dot(dO, O) per query row"),
@@ -20,10 +23,18 @@ _STEPS = (
     ("triton_per_fused_flex_attention_backward", "first a Triton reduction per query row, dot(dO, O)"),
     ("triton_tem_fused_flex_attention_backward", "then the generated flex_attention_backward kernel over blocks"),
     ("fmha_cutlassB", "one CUTLASS kernel computes dQ, dK and dV over blocks of keys"),
-    ("reduce_head", "dK and dV summed over each group's query heads"),
-    ("convert_dq", "last dQ converted from fp32 to the inputs' dtype"),
-    ("bwd_postprocess", "last dQ converted from fp32 to the inputs' dtype"),
+    ("reduce_head", "dK and dV summed over each group's query heads",
+     {2: "dK and dV summed over each group's query heads, a launch each"}),
+    ("convert_dq", _LAST_DQ),
+    ("bwd_postprocess", _LAST_DQ,
+     {3: "last dQ, dK and dV converted from fp32, a launch each"}),
 )
+
+
+def _step_words(token: str, words: str, by_count: dict | None = None, *, kernels) -> str | None:
+    """What the kernel named by `token` does, at the launches per call the trace shows; None where none ran."""
+    k = next((k for k in kernels if token in k.name), None)
+    return None if k is None else (by_count or {}).get(round(k.calls_per_forward), words)
 
 
 def _backward(run: Run):
@@ -61,8 +72,8 @@ def fused_backward(run: Run, peers: Peers) -> Note | None:
     if not on_gpu(run) or not (v and v.fused) or not fused or sum(k.calls_per_forward for k in bwd) < 2:
         return None
     # the steps named by their kernels, whatever their category (cuDNN's GQA head reduction is a reduction)
-    described = [k for k in bwd if k in fused or any(token in k.name for token, _ in _STEPS)]
-    steps = [words for token, words in _STEPS if any(token in k.name for k in described)]
+    described = [k for k in bwd if k in fused or any(step[0] in k.name for step in _STEPS)]
+    steps = [words for step in _STEPS if (words := _step_words(*step, kernels=described))]
     facts = {"count": total(of_kernel(run, k, "calls_per_forward", "count") for k in bwd),
              "time": total(of_kernel(run, k, "us_per_forward", "us") for k in bwd)}
     body = ("; ".join(steps) + "." if steps else "The trace names the kernels; this tool has no description of their roles.")
@@ -85,7 +96,20 @@ def saved_for_backward(run: Run, peers: Peers) -> Note | None:
     facts["matrices"] = ratio(facts["saved"], facts["scores"])
     v, g = variant(run), guess(run)
     keeps_scores = facts["matrices"].value >= 0.9
-    if keeps_scores:
+    # math computes in fp32: it also keeps q, and K and V at every query head, in fp32 for its backward's GEMMs
+    if ran(run) == "math":
+        facts["inputs"] = total([scaled(measured(run, "workload.q_bytes", "bytes"), 4 / run.workload.element_bytes,
+                                        "bytes"), scaled(measured(run, "workload.repeated_kv_bytes(4)", "bytes"), 2,
+                                                         "bytes")])
+    upcast = "inputs" in facts and abs(facts["saved"].value - facts["scores"].value - facts["inputs"].value) \
+        <= 0.02 * facts["saved"].value
+    if not upcast:
+        facts.pop("inputs", None)
+    if keeps_scores and upcast:
+        body = ("It keeps the S×S probabilities ({scores}), the softmax's output, and math's fp32 q and K, V at every "
+                "query head ({inputs}), which its backward's GEMMs read. Memory for training grows with S².")
+        title = "Autograd keeps {saved} for the backward: the S×S probabilities and fp32 inputs"
+    elif keeps_scores:
         inplace = " In place or not, the multiply that made the scores keeps no copy of them." \
             if v and v.key == "naive_inplace" else ""
         body = ("It keeps {matrices} one S×S matrix ({scores}): the softmax's output, which its backward reads."

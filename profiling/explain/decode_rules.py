@@ -17,7 +17,8 @@ from .facts import Peers, constant, label, launch_count, main_kernel, measured, 
 
 FLASH = "pytorch_flash::flash_fwd_kernel"
 FLASH_SPLIT, FLASH_COMBINE = "pytorch_flash::flash_fwd_splitkv_kernel", "pytorch_flash::flash_fwd_splitkv_combine_kernel"
-FLEX_TEMPLATE, FLEX_REDUCTIONS = "triton_tem_", ("triton_per_", "triton_red_")  # inductor's template, reductions
+FLEX_TEMPLATE = "triton_tem_"                                     # inductor's template (flex's attention kernel)
+FLEX_AFTER = ("triton_per_", "triton_red_", "triton_poi_")         # its reductions and pointwise kernels
 SPLIT_BELOW = 0.8  # flash_api.cpp, num_splits_heuristic: one split once the tiles fill 80% of two blocks per SM
 
 
@@ -33,6 +34,14 @@ def _decoding(run: Run) -> bool:
 
 def _index(run: Run, k: Kernel) -> int:
     return next(i for i, x in enumerate(run.kernels) if x is k)
+
+
+def flex_decodes(w) -> bool:
+    """Whether inductor lowers this workload's flex call to its decoding template (flex_decoding.py,
+    _use_flex_decoding): under 128 queries, a power-of-two group of query heads (static shapes and a block mask of
+    one head, as every flex call here has). Its grid is then (query blocks, B·Hkv, SPLIT_KV) (flex_decoding_grid),
+    which a prefill grid (query blocks, B, H) can equal in numbers."""
+    return 0 < w.queries < 128 and w.groups & (w.groups - 1) == 0
 
 
 @dataclass
@@ -63,9 +72,9 @@ def decode_path(run: Run) -> DecodePath | None:
         return DecodePath("split-kv", split, combine)
     template = next((k for k in forward if k.short_name.startswith(FLEX_TEMPLATE)), None)
     if template is not None and template.grid:
-        reductions = [k for k in forward if k.short_name.startswith(FLEX_REDUCTIONS)]
-        if reductions and template.grid[1] == w.batch * w.kv_head_count:
-            return DecodePath("flex decoding", template, reductions, "grid[2]", "grid[1]", w.kv_head_count)
+        if flex_decodes(w) and template.grid[1] == w.batch * w.kv_head_count:  # whatever merges the splits after it
+            after = [k for k in forward[forward.index(template) + 1:] if k.short_name.startswith(FLEX_AFTER)]
+            return DecodePath("flex decoding", template, after, "grid[2]", "grid[1]", w.kv_head_count)
         if template.grid[1:] == [w.batch, w.heads]:
             return DecodePath("flex prefill", template, [], heads_at="grid[2]", heads=w.heads)
     k = main_kernel(run, "forward")
@@ -100,10 +109,17 @@ def decode_kernels(run: Run, peers: Peers) -> Note | None:
                 + ("; the combine merges them: {merge}." if path.combine else "."))
         weight = 0.3
     elif path.kind == "flex decoding":
-        title = "flex took its decoding kernel: `{main}` over {splits} key splits, then a combine"
-        body = ("Under 128 queries, with a static batch and heads, FlexAttention lowers to its Triton decoding "
-                "template (flex_decoding.py): a block per (batch, kv head) and key split, its query heads in one tile; "
-                "inductor's reductions (`{combine}`) merge the splits: {merge}.")
+        split = facts["splits"].value > 1
+        title = "flex took its decoding kernel `{main}`: " + ("{splits} key splits, then a combine" if split else
+                                                              "no split of the keys")
+        body = ("Under 128 queries FlexAttention lowers to its decoding template (flex_decoding.py): a block per "
+                "(batch, kv head) and key split; the grid holds {splits} (SPLIT_KV = 2·⌊SMs ÷ B·Hkv⌋, at least 1)")
+        if path.combine:
+            names["after"] = text.plural(len(path.combine), "kernel")
+            body += ("; inductor's {after} after it merge them: {merge}." if split else
+                     "; inductor's {after} after it take {merge}.")
+        else:
+            body += "."
         weight = 0.3
     elif path.kind == "flex prefill":
         facts["group"] = measured(run, "workload.groups", "count")

@@ -7,7 +7,7 @@ import re
 
 from .. import dispatch, text
 from ..results import DOES_NOT_FIT, OUT_OF_MEMORY, STOPPED, Note, Run
-from .facts import Peers, label, measured, note, on_gpu, pinned, ran, rankable, ratio, sdpa_op
+from .facts import Peers, label, measured, note, on_gpu, packing, pinned, ran, rankable, ratio, sdpa_op
 
 
 def _rank3_story(run: Run) -> str:
@@ -169,6 +169,10 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
     facts, weight = {}, 0.25
     faster = [p for p in peers.values() if rankable(run) and pinned(p) not in (None, "auto") and p.gpu_ms and run.gpu_ms
               and p.timing.max_ms < run.timing.min_ms]
+    # a faster backend is named only where the peer ran another backend over the same layout: a gap to one of the
+    # same backend, or over another layout (a dense T×T block-diagonal mask over one sequence against the causal flag
+    # over B×S), is not the backend's
+    faster = [p for p in faster if packing(p) == packing(run) and ran(p) != chosen]
     if faster:
         best = min(faster, key=lambda p: p.gpu_ms)
         facts = {"ratio": ratio(measured(run, "timing.median_ms", "ms"),

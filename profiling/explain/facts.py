@@ -255,46 +255,67 @@ def square_scores(run: Run) -> bool:
     return packing(run) == "padded"
 
 
-def tensors(w: Workload, phase: str, packing: str = "padded") -> list[tuple[str, int]]:
+def reads_block_mask(run: Run) -> bool:
+    """Whether the run's variant reads a block mask where others read a dense one: a sparse variant (it skips the
+    tiles its mask leaves empty) over one packed sequence reads FlexAttention's BlockMask and the [T] document ids,
+    never a [T, T] mask."""
+    v = variant(run)
+    return bool(v and v.sparse and packing(run) == "block")
+
+
+def tensors(w: Workload, phase: str, packing: str = "padded", block_mask: bool = False) -> list[tuple[str, int]]:
     """The tensors one call of `phase` must read or write, each once at the least, with their bytes: a forward reads
     q, K, V (and a mask or bias of Lq×S where one is passed) and writes out; a backward reads q, K, V (the mask or
     bias: it recomputes the scores), out and dout and writes dq, dK, dV (the per-row log-sum-exp, B·H·Lq floats, left
     out); a paged cache's page table too; a step is both, in turn. The one bytes model: memory traffic, the L2's
     working set and every note that states bytes read it. Packed documents: a padded way's tensors are B×S (and,
     without the causal flag, its [B, S] key-padding mask); a packed way's hold the T real tokens only (and, over one
-    sequence, the [T, T] block-diagonal mask)."""
-    q, kv = w.q_bytes, w.kv_bytes // 2
-    mask = [("bias", w.mask_elements * w.element_bytes)] if w.mask == "bias" else \
-        [("mask", w.mask_elements)] if w.mask == "bool" else []
-    if packing != "padded":
-        q, kv = (w.tokens * heads * w.head_dim * w.element_bytes for heads in (w.heads, w.kv_head_count))
-        mask = [("mask", w.block_mask_bytes)] if packing == "block" and w.lengths is not None else []
-    elif w.lengths is not None and not w.causal:
-        mask = [("mask", w.batch * w.seq_len)]
-    mask += [("page table", w.page_table_bytes)] if w.page_size else []
-    forward = [("q", q), ("K", kv), ("V", kv), *mask, ("out", q)]
-    backward = [("q", q), ("K", kv), ("V", kv), *mask, ("out", q), ("dout", q), ("dq", q), ("dK", kv), ("dV", kv)]
-    return {"forward": forward, "backward": backward, "step": forward + backward}[phase]
+    sequence, the [T, T] block-diagonal mask, or with `block_mask` the BlockMask's tile tables and the [T] document
+    ids in its place)."""
+    def of(phase: str) -> list[tuple[str, int]]:
+        q, kv = w.q_bytes, w.kv_bytes // 2
+        mask = [("bias", w.mask_elements * w.element_bytes)] if w.mask == "bias" else \
+            [("mask", w.mask_elements)] if w.mask == "bool" else []
+        if packing != "padded":
+            q, kv = (w.tokens * heads * w.head_dim * w.element_bytes for heads in (w.heads, w.kv_head_count))
+            mask = [] if packing != "block" or w.lengths is None else \
+                [("block mask", w.document_block_mask_bytes(phase)), ("document ids", w.document_ids_bytes)] \
+                if block_mask else [("mask", w.block_mask_bytes)]
+        elif w.lengths is not None and not w.causal:
+            mask = [("mask", w.batch * w.seq_len)]
+        mask += [("page table", w.page_table_bytes)] if w.page_size else []
+        if phase == "forward":
+            return [("q", q), ("K", kv), ("V", kv), *mask, ("out", q)]
+        return [("q", q), ("K", kv), ("V", kv), *mask, ("out", q), ("dout", q), ("dq", q), ("dK", kv), ("dV", kv)]
+    return of("forward") + of("backward") if phase == "step" else of(phase)
 
 
-def moved_bytes(w: Workload, phase: str, packing: str = "padded") -> int:
+def run_tensors(run: Run, phase: str | None = None) -> list[tuple[str, int]]:
+    """`tensors` of the run's phase (or `phase`), laid out as its variant lays them."""
+    return tensors(run.workload, phase or run.phase, packing(run), reads_block_mask(run))
+
+
+def moved_bytes(w: Workload, phase: str, packing: str = "padded", block_mask: bool = False) -> int:
     """Bytes one call of `phase` moves at the least: each of its tensors once (a step's forward and backward each)."""
-    return sum(n for _, n in tensors(w, phase, packing))
+    return sum(n for _, n in tensors(w, phase, packing, block_mask))
 
 
-def working_set_bytes(w: Workload, phase: str, packing: str = "padded") -> int:
-    """The distinct tensors one call of `phase` touches: what a warm loop may find in L2 from the call before."""
-    return sum(dict(tensors(w, phase, packing)).values())
+def working_set_bytes(w: Workload, phase: str, packing: str = "padded", block_mask: bool = False) -> int:
+    """The distinct tensors one call of `phase` touches: what a warm loop may find in L2 from the call before (a
+    step's block mask: the backward's, which holds the forward's)."""
+    return sum(dict(tensors(w, phase, packing, block_mask)).values())
 
 
 def moved(run: Run, phase: str | None = None, who: str = "run") -> Quantity:
     phase = phase or run.phase
-    return Quantity(moved_bytes(run.workload, phase, packing(run)), "bytes", f"moved({who}, '{phase}')")
+    return Quantity(moved_bytes(run.workload, phase, packing(run), reads_block_mask(run)), "bytes",
+                    f"moved({who}, '{phase}')")
 
 
 def working_set(run: Run, phase: str | None = None, who: str = "run") -> Quantity:
     phase = phase or run.phase
-    return Quantity(working_set_bytes(run.workload, phase, packing(run)), "bytes", f"working_set({who}, '{phase}')")
+    return Quantity(working_set_bytes(run.workload, phase, packing(run), reads_block_mask(run)), "bytes",
+                    f"working_set({who}, '{phase}')")
 
 
 def scores_bytes(run: Run, who: str = "run") -> Quantity:
@@ -483,8 +504,8 @@ def _launch_share(run: Run, phase: str, *refs: float) -> float:
 
 
 _FUNCTIONS = {"sum": lambda *xs: sum(xs), "ratio": lambda a, b: a / b, "diff": lambda a, b: a - b,
-              "moved": lambda run, phase: float(moved_bytes(run.workload, phase, packing(run))),
-              "working_set": lambda run, phase: float(working_set_bytes(run.workload, phase, packing(run))),
+              "moved": lambda run, phase: float(moved(run, phase).value),
+              "working_set": lambda run, phase: float(working_set(run, phase).value),
               "share": _share, "launch_share": _launch_share,
               "product": lambda a, b: a * b, "max": lambda *xs: max(xs),
               "rows": lambda run: float(len(run.kernels_of())),

@@ -6,8 +6,8 @@ nobody guessed go in the `ledger`.
 """
 from __future__ import annotations
 
+from .. import dispatch, text
 from ..results import Note, Run
-from .. import text
 from .facts import (ARCH, KINETO_SHARED_PER_BLOCK, NEGLIGIBLE, Peers, constant, difference, fused, guess,
                     host_op, instruction, kernels_in, launch_count, launch_share, launched_under, launches, measured,
                     note, of_kernel, of_launch, occupancy, on_gpu, ran, ratio, scores_bytes, share_of, sixteen_bit,
@@ -23,27 +23,29 @@ def hidden_copy(run: Run, peers: Peers) -> Note | None:
     if not run.ok or host_op(run, "aten::masked_fill", "forward") is None \
             or host_op(run, "aten::clone", "forward") is None or not square_scores(run):
         return None
-    if on_gpu(run):
-        copies = [k for k in kernels_in(run, "memcpy", phase="forward") if launched_under(k, "aten::masked_fill")]
-        again = [k for k in kernels_in(run, "memcpy", phase="backward") if launched_under(k, "aten::masked_fill")]
-    else:
-        copies = [k for k in run.kernels_of("forward") if k.name in ("aten::clone", "aten::copy_")]
-        again = []
+    # the copies masked_fill made (a CPU row is an op: its calls under masked_fill, not the K and V copies of a
+    # grouped-query repeat_interleave that the same copy_ row holds)
+    kinds = ("memcpy",) if on_gpu(run) else ("copy",)
+    copies = [(k, launch) for k, launch in launches(run, "aten::masked_fill", phase="forward") if k.category in kinds]
+    again = [(k, launch) for k, launch in launches(run, "aten::masked_fill", phase="backward")
+             if k.category in kinds and on_gpu(run)]
     if not copies:
         return None
     facts = {"size": measured(run, "workload.scores_bytes()", "bytes"),
-             "time": total(of_kernel(run, k, "us_per_forward", "us") for k in copies),
-             "share": share_of(run, copies, "forward")}
+             "time": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in copies),
+             "share": launch_share(run, copies, "forward")}
     what = "a device-to-device Memcpy" if on_gpu(run) else "clone → copy_"
     body = ("`masked_fill` must leave its input untouched, so it first copies the {size} S×S scores "
             f"({what}, {{time}}, {{share}}). `masked_fill_` writes in place: no copy.")
     if again and run.phase != "forward":
-        facts |= {"again": total(of_kernel(run, k, "us_per_forward", "us") for k in again)}
+        facts |= {"again": total(of_launch(run, k, launch, "us_per_forward", "us") for k, launch in again)}
         body += " The backward's masked_fill of the gradient copies once more ({again})."
     return note("hidden_copy", "guess", "A copy nobody wrote: out-of-place masked_fill clones the scores", body,
-                weight=0.2 + facts["share"].value / 2, facts=facts, kernels=copies + again,  # a line the user can change
+                weight=0.2 + facts["share"].value / 2, facts=facts,  # a line the user can change
+                kernels=list({k.name: k for k, _ in copies + again}.values()),
                 ops=["aten::masked_fill", "aten::clone", "aten::copy_"],
-                evidence=[text.kernel_line(k) for k in copies + again]
+                evidence=[f"{text.kernel(k)} · {text.us(launch.us_per_forward)} · launched by {text.chain(launch.ops)}"
+                          for k, launch in copies + again]
                 + [text.host_line(h) for h in (host_op(run, "aten::clone", "forward"),
                                                host_op(run, "aten::copy_", "forward")) if h])
 
@@ -99,39 +101,60 @@ def library_memsets(run: Run, peers: Peers) -> Note | None:
                           for k in memsets for launch in (k.launched_by or [])])
 
 
+INDEX_LIMIT = 2**31 - 1  # the byte offset past which TensorIterator splits an elementwise op
+
+
+def _chain_calls(run: Run, k, launch) -> float:
+    """The calls of a launch chain's op below any attention op (the fewest of its ops': `repeat_interleave → clone →
+    copy_` runs once per repeat_interleave, however many other copy_ calls the run makes)."""
+    below = launch.ops[max((i + 1 for i, o in enumerate(launch.ops)
+                            if o in dispatch.SDPA_BACKEND_OPS or o == "aten::scaled_dot_product_attention"),
+                           default=0):]
+    calls = [h.calls_per_forward for o in below if (h := host_op(run, o, k.phase))]
+    return min(calls, default=0)
+
+
 def split_launches(run: Run, peers: Peers) -> Note | None:
     """An elementwise op whose operands reach byte offsets past 2³¹−1 runs as several launches: PyTorch's
-    TensorIterator checks `can_use_32bit_indexing` on byte offsets (and element count) and splits otherwise."""
-    if not on_gpu(run) or not square_scores(run):  # its sizes are said of S×S tensors
+    TensorIterator checks `can_use_32bit_indexing` on byte offsets (and element count) and splits otherwise. Said
+    only of the tensors the workload's shapes put past that: the scores of an unfused call, the copies of K and V at
+    every query head that `repeat_interleave` makes for grouped-query attention (math's in fp32, as it computes);
+    a library's own kernels launched twice (cuDNN's head reduction, dK's and dV's) are `fused_backward`'s."""
+    if not on_gpu(run) or not square_scores(run):  # its sizes are of B×S tensors
         return None
+    element = 4 if ran(run) == "math" else run.workload.element_bytes  # math computes in fp32
+    dtype = "fp32" if element == 4 else run.workload.dtype
+    big = {}
+    if not fused(run):
+        big["scores"] = (measured(run, f"workload.scores_bytes({element})", "bytes"), f"the {dtype} scores are {{scores}}")
+    if run.workload.groups > 1 and host_op(run, "aten::repeat_interleave"):
+        big["copies"] = (measured(run, f"workload.repeated_kv_bytes({element})", "bytes"),
+                         f"the copies of K and V at every query head (`repeat_interleave`) are {{copies}} each in "
+                         f"{dtype}")
+    big = {name: said for name, said in big.items() if said[0].value > INDEX_LIMIT}
     split = []  # (kernel, launch, calls of the op that made it, in the kernel's phase)
     for k, launch in launches(run, phase=run.phase):
-        owner = launch.ops[-1] if launch.ops else None
-        op = host_op(run, owner, k.phase) if owner else None
+        calls = _chain_calls(run, k, launch)
         same = sum(x.calls_per_forward for x in k.launched_by if x.ops == launch.ops)
-        if op and k.category in ("elementwise", "copy", "reduction") and round(same / op.calls_per_forward, 2) > 1:
-            split.append((k, launch, op))
-    if not split:
+        if calls and k.category in ("elementwise", "copy", "reduction") and round(same / calls, 2) > 1:
+            split.append((k, launch, calls))
+    if not split or not big:
         return None
-    k, launch, op = max(split, key=lambda s: s[1].us_per_forward)
-    element = 4 if ran(run) == "math" else run.workload.element_bytes  # math computes in fp32
+    k, launch, calls = max(split, key=lambda s: s[1].us_per_forward)
     facts = {"launches": of_launch(run, k, launch, "calls_per_forward", "count"),
-             "ops": measured(run, f"host_ops[{run.host_ops.index(op)}].calls_per_forward", "count"),
-             "bytes": measured(run, f"workload.scores_bytes({element})", "bytes")}
-    extra_launches = sum(l_.calls_per_forward - o.calls_per_forward for _, l_, o in split)
-    dtype = "fp32" if element == 4 else run.workload.dtype
+             "calls": constant(calls, "count", repr(calls))} | {name: said[0] for name, said in big.items()}
+    extra_launches = sum(l_.calls_per_forward - c for _, l_, c in split)
+    tensors = " and ".join(said for _, said in big.values())
     return note("split_launches", "guess", "More launches than ops: past 32-bit indexing",
-                "One S×S {dtype} tensor is {bytes}, past 2³¹−1 bytes. PyTorch's elementwise kernels then split "
-                "the work, one launch per piece: {op} runs {launches} launches for {calls}. Same work, "
-                "more kernels; {n} split like this.",
+                text.as_sentence(tensors + ": past 2³¹−1 bytes") + " PyTorch's elementwise kernels then split the "
+                "work, one launch per piece: {op} runs {launches} launches for {calls} calls. Same work, more "
+                "kernels; {n} split like this.",
                 weight=extra_launches / max(run.kernels_per_forward or 1, 1) * 0.5, facts=facts,
-                names={"dtype": dtype, "op": f"`{text.op(launch.ops[-1])}`",
-                       "calls": text.plural(op.calls_per_forward, "call"),
+                names={"op": f"`{text.chain(launch.ops[-3:])}`",
                        "n": text.plural(len({l_.ops[-1] for _, l_, _ in split}), "op")},
                 kernels=[x for x, _, _ in split], ops=[l_.ops[-1] for _, l_, _ in split],
                 evidence=[f"{text.kernel(x)}: {text.count(l_.calls_per_forward)} launches for "
-                          f"{text.plural(o.calls_per_forward, 'call')} of {text.chain(l_.ops)} ({x.phase})"
-                          for x, l_, o in split],
+                          f"{text.plural(c, 'call')} of {text.chain(l_.ops)} ({x.phase})" for x, l_, c in split],
                 links=[f"{PYTORCH}/../TensorIterator.cpp (TensorIteratorBase::can_use_32bit_indexing)"])
 
 
@@ -177,25 +200,44 @@ def _launch_time(run: Run, pairs):
 
 
 def math_mask(run: Run, peers: Peers) -> Note | None:
-    """With is_causal the math path builds an S×S bool mask every call, turns it into a −inf/0 float mask
-    (a `where`) and adds it to the scores (`add_`). Given an explicit mask it builds none (mask_rules says what
-    it does with one)."""
+    """The causal mask math adds to the scores (`add_`), built on every call. Given is_causal the math path builds
+    it itself: an S×S bool mask (ones, tril), turned into a −inf/0 float one (a `where`). A decode step passes
+    `causal_lower_right` instead, with is_causal=False: that bias materialises the Lq×S bool mask (ones → fill,
+    tril) before SDPA, and SDPA converts it (where) before calling math; the trace shows which, by whether those
+    launches sit inside the math op. Given an explicit mask math builds none (mask_rules says what it does)."""
     w = run.workload
     if not on_gpu(run) or not (w.causal and w.mask == "flag"):
         return None
-    build = _math_kernels(run, "aten::tril") + _math_kernels(run, "aten::ones") \
-        + [(k, launch) for k, launch in _math_kernels(run, "aten::where", skip="aten::_safe_softmax")]
     add = _math_kernels(run, "aten::add_")
     if not add:
         return None
-    facts = {"build": _launch_time(run, build) if build else constant(0.0, "us", "sum()"),
-             "add": _launch_time(run, add), "share": launch_share(run, build + add, "forward")}
-    return note("math_mask", "guess", "Math rebuilds the causal mask every call and adds it",
-                "Given is_causal, the math path makes an S×S bool mask each call, turns it into a −inf/0 float "
+    inside = _math_kernels(run, "aten::tril") + _math_kernels(run, "aten::ones") \
+        + [(k, launch) for k, launch in _math_kernels(run, "aten::where", skip="aten::_safe_softmax")]
+    outside = [(k, launch) for k, launch in launches(run, phase="forward")
+               if "aten::_scaled_dot_product_attention_math" not in launch.ops
+               and ({"aten::tril", "aten::ones"} & set(launch.ops)
+                    or {"aten::scaled_dot_product_attention", "aten::where"} <= set(launch.ops))]
+    build = inside or outside
+    if not build:
+        return None
+    facts = {"build": _launch_time(run, build), "add": _launch_time(run, add),
+             "share": launch_share(run, build + add, "forward")}
+    if inside:
+        title = "Math rebuilds the causal mask every call and adds it"
+        body = ("Given is_causal, the math path makes an S×S bool mask each call, turns it into a −inf/0 float "
                 "mask ({build}) and adds it to the scores with `add_` ({add}): {share}. The naive variants build "
-                "their mask once and fill with it.",
+                "their mask once and fill with it.")
+    else:
+        materialise = [(k, launch) for k, launch in outside if "aten::where" not in launch.ops]
+        facts |= {"materialise": _launch_time(run, materialise),
+                  "convert": _launch_time(run, [p for p in outside if p not in materialise])}
+        title = "The lower-right causal mask is built every call, outside math, and added"
+        body = ("`causal_lower_right` passes SDPA a materialised Lq×S bool mask with is_causal=False: it is built "
+                "before the math op (ones → fill, tril: {materialise}), SDPA turns it into a −inf/0 float mask "
+                "(where: {convert}) and math adds it to the scores with `add_` ({add}): {share}.")
+    return note("math_mask", "guess", title, body,
                 weight=facts["share"].value, facts=facts, kernels=[k for k, _ in build + add],
-                ops=["aten::tril", "aten::where", "aten::add_"],
+                ops=["aten::ones", "aten::tril", "aten::where", "aten::add_"],
                 evidence=[f"{text.kernel(k)} · {text.us(launch.us_per_forward)} · launched by {text.chain(launch.ops)}"
                           for k, launch in build + add])
 

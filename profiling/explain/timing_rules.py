@@ -12,8 +12,8 @@ from .. import stats, text
 from ..environment import HBM_BYTES_PER_US, hbm_key
 from ..results import Note, Run
 from ..workload import spec_of
-from .facts import (Peers, call_gpu, constant, host_share, label, measured, moved, note, on_gpu, packing,
-                    phase_total, ran, rankable, ratio, scaled, tensors, variant, working_set)
+from .facts import (Peers, call_gpu, constant, fused, host_op, host_share, label, measured, moved, note, on_gpu,
+                    phase_total, ran, rankable, ratio, run_tensors, scaled, variant, working_set)
 
 
 # -- the host against the GPU ---------------------------------------------------------------------------
@@ -143,15 +143,26 @@ def profiled_vs_events(run: Run, peers: Peers) -> Note | None:
 COLD_CHANGE = 0.03   # cold within 3% of warm: the flush changed nothing worth a word
 
 
+def _written_between(run: Run) -> int:
+    """Bytes an unfused call writes between its reads of the inputs, which evict them from the L2: its scores (in the
+    dtype it computes them in) and, where it copies K and V to every query head (`repeat_interleave`), those copies;
+    0 for a fused kernel, which keeps its tiles on chip."""
+    if fused(run):
+        return 0
+    w, element = run.workload, 4 if ran(run) == "math" else run.workload.element_bytes
+    copies = 2 * w.repeated_kv_bytes(element) if w.groups > 1 and host_op(run, "aten::repeat_interleave") else 0
+    return w.scores_bytes(element) + copies
+
+
 def l2_resident(run: Run, peers: Peers) -> Note | None:
     """Warm, a call whose working set (the distinct tensors it reads and writes, `facts.tensors`) fits in the L2 finds
     it there, left by the call before: its figure is an L2-fed one, which a model's layer does not see."""
     if not on_gpu(run) or run.workload.timing != "warm" or not run.environment.l2_cache_bytes:
         return None
     facts = {"set": working_set(run), "l2": measured(run, "environment.l2_cache_bytes", "bytes")}
-    if facts["set"].value > facts["l2"].value:
+    if facts["set"].value + _written_between(run) > facts["l2"].value:
         return None
-    names = text.tensor_list(dict(tensors(run.workload, run.phase, packing(run))))
+    names = text.tensor_list(dict(run_tensors(run)))
     return note("l2_resident", "guess", f"{names} ({{set}}) fit in the {{l2}} L2: a warm loop reads them from there",
                 f"Each timed {run.call} follows another on the same tensors, which the L2 still holds; a model's layer "
                 "finds its inputs in HBM. timing=cold flushes the L2 before every call.", weight=0.3, facts=facts)
@@ -174,8 +185,11 @@ def cold_l2(run: Run, peers: Peers) -> Note | None:
     if run.environment.l2_cache_bytes:
         facts["l2"] = measured(run, "environment.l2_cache_bytes", "bytes")
         buffer = "twice the {l2} L2"
-        warm = ("fits in that L2: warm, a loop read it from there" if facts["set"].value <= facts["l2"].value else
-                "exceeds the L2: warm, only the last call's leftovers came from it")
+        fits, evicted = facts["set"].value <= facts["l2"].value, \
+            facts["set"].value + _written_between(run) > facts["l2"].value
+        warm = ("exceeds the L2: warm, only the last call's leftovers came from it" if not fits else
+                "fits in that L2, but not with the scores and copies the call writes: warm, it need not come from there"
+                if evicted else "fits in that L2: warm, a loop read it from there")
     else:
         buffer = "tritonbench's size: this GPU does not report its L2"
         warm = "may partly stay in the L2 from call to call"
@@ -216,8 +230,10 @@ def graph_winner(run: Run, peers: Peers) -> Note | None:
                     f"In a CUDA graph {label(run)} is {{ratio}} faster; back to back {label(other)} is, by "
                     "{pace_ratio}",
                     "Replayed: {graph} against {other_graph}. Looped, calls come every {pace} against {other_pace}: "
-                    "each costs its CPU {host}, while a replay issues the whole graph at once, as serving engines "
-                    "run attention.", weight=0.7, facts=facts)
+                    "each costs its CPU {host}, while a replay issues the whole graph at once"
+                    + (", as serving engines run attention." if not run.workload.training else
+                       f", a {run.call} captured whole."),
+                    weight=0.7, facts=facts)
     return None
 
 
@@ -225,9 +241,8 @@ def graph_winner(run: Run, peers: Peers) -> Note | None:
 def _formula(run: Run) -> str:
     """The tensors the run's figure moves, as a sum: 'q + K + V + out'; a step's forward and backward apart."""
     if run.phase != "step":
-        return text.tensor_sum(name for name, _ in tensors(run.workload, run.phase, packing(run)))
-    laid = packing(run)
-    return " + ".join(f"{phase} ({text.tensor_sum(name for name, _ in tensors(run.workload, phase, laid))})"
+        return text.tensor_sum(name for name, _ in run_tensors(run))
+    return " + ".join(f"{phase} ({text.tensor_sum(name for name, _ in run_tensors(run, phase))})"
                       for phase in ("forward", "backward"))
 
 

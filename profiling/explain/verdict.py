@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from .. import stats, text
 from ..results import STOPPED, Note, Run, Timing
 from .environment_rules import failure
-from .facts import (FLASH_TESTS_FACTOR, WRONG_FACTOR, ampere_design, beyond_median, call_gpu, constant, difference, fused, guess,
-                    hopper_design, host_share, instruction, kernels_in, label, launch_count, main_kernel, measured, note,
-                    of_kernel, on_gpu, pinned, ran, ratio, scores_bytes, square_scores, total, wrong_answer)
+from .facts import (FLASH_TESTS_FACTOR, WRONG_FACTOR, ampere_design, beyond_median, call_gpu, constant, difference,
+                    fused, guess, hopper_design, host_share, instruction, kernels_in, label, launch_count, launch_share,
+                    launches, main_kernel, measured, note, of_kernel, of_launch, on_gpu, pinned, ran, ratio,
+                    scores_bytes, square_scores, total, wrong_answer)
 
 # Runs from two sessions (not interleaved) can differ by the machine's drift alone. Measured on the H200: the
 # host cost of one variant moved ~50% within a process; GPU time moves far less.
@@ -268,6 +269,14 @@ def _gpu_reasons(fast: Run, slow: Run, side: dict) -> tuple[list[str], dict]:
     if any(instruction(k) == "ffma" for k in kernels_in(slow, "gemm", phase=phase)) and \
             not any(instruction(k) == "ffma" for k in kernels_in(fast, "gemm", phase=phase)):
         reasons.append(f"{label(slow)}'s GEMMs run in fp32 on CUDA cores (FFMA)")
+    # grouped-query attention by hand: K and V copied to every query head, often more time than the scores take
+    copies = [(k, launch) for k, launch in launches(slow, "aten::repeat_interleave", phase=phase)]
+    gap_us = 1000 * (slow.timing.median_ms - fast.timing.median_ms)
+    if copies and not launches(fast, "aten::repeat_interleave", phase=phase) and \
+            sum(launch.us_per_forward for _, launch in copies) >= 0.25 * gap_us:  # a cause of the gap, not a crumb
+        facts |= {"copies": total(of_launch(slow, k, launch, "us_per_forward", "us", s) for k, launch in copies),
+                  "copies_share": launch_share(slow, copies, phase, s)}
+        reasons.append(f"{label(slow)} copies K and V to every query head ({{copies}}, {{copies_share}})")
     square = square_scores(slow)  # its scores are S×S (not one packed sequence's T×T, nor per document)
     if square and not slow.workload.training:
         scores = scores_bytes(slow, s)
@@ -279,8 +288,8 @@ def _gpu_reasons(fast: Run, slow: Run, side: dict) -> tuple[list[str], dict]:
             > fast.saved_bytes:
         facts |= {"saved_slow": measured(slow, "saved_bytes", "bytes", s),
                   "saved_fast": measured(fast, "saved_bytes", "bytes", f)}
-        reasons.append(f"{label(slow)} keeps the S×S probabilities ({{saved_slow}}) for its backward, {label(fast)} "
-                       "{saved_fast}")
+        reasons.append(f"{label(slow)} keeps {{saved_slow}} for its backward, the S×S probabilities among it; "
+                       f"{label(fast)} {{saved_fast}}")
     if slow.launches(phase) >= 2 * max(fast.launches(phase), 1e-9) and fast.launches(phase) > 0:
         facts |= {"slow_kernels": launch_count(slow, phase, s), "fast_kernels": launch_count(fast, phase, f)}
         runs = "launches {slow_kernels} kernels" if on_gpu(slow) else "runs {slow_kernels} aten ops"  # a CPU's table
