@@ -38,7 +38,6 @@ DEVICE_TIME_COLOUR, HOST_TIME_COLOUR = "#2a9d8f", "#e9c46a"
 # a training step's two phases, on both axes: the step's GPU bar stacked and its kernels coloured by phase
 PHASE_COLOURS = {"forward": "#2a9d8f", "backward": "#8172b3"}
 _SEGMENTS = 8  # kernels drawn one by one per bar; the rest are lumped into "other"
-_LABEL_CHARS = 70  # characters of 9-pt text across the whole width of the lower axes
 
 
 def theme(dark: bool | None) -> dict:
@@ -91,6 +90,7 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
     mixed = gpu and phase != call and any(r.host_cost or r.back_to_back for _, r in runs)
     per = {"device": f" per {phase}" if mixed else "", "host": f" per {call}" if mixed else ""}
     height = 0.38
+    inside = []  # (bar, the labels it may carry, longest first): written where they fit, once the figure is laid out
     for i, (_, run) in enumerate(runs):
         if run.timing is None:
             top.text(0, i, f"  {run.status}", va="center", color="#c0392b", fontsize=TEXT_PT)
@@ -100,12 +100,10 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
             # the step as its two phases, each its own median (timed in the same calls, an event between them)
             left = 0.0
             for phase, part in (("forward", run.forward_timing), ("backward", run.backward_timing)):
-                top.barh(i - height / 2, part.median_ms, height, left=left, color=PHASE_COLOURS[phase],
-                         edgecolor="white", linewidth=0.8, label=f"{phase} (GPU)" if i == 0 or
-                         comparison.a.forward_timing is None else None)
-                if part.median_ms > 0.2 * max(r.timing.median_ms for _, r in runs if r.timing):
-                    top.text(left + part.median_ms / 2, i - height / 2, text.ms(part.median_ms), ha="center",
-                             va="center", fontsize=SMALL_PT, color="white")
+                inside.append((top.barh(i - height / 2, part.median_ms, height, left=left,
+                                        color=PHASE_COLOURS[phase], edgecolor="white", linewidth=0.8,
+                                        label=f"{phase} (GPU)" if i == 0 or comparison.a.forward_timing is None
+                                        else None)[0], [text.ms(part.median_ms)]))
                 left += part.median_ms
             top.text(left, i - height / 2, f" {text.ms(run.timing.median_ms)} per step", va="center",
                      fontsize=SMALL_PT, color=colours["fg"])
@@ -122,8 +120,9 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
             top.text(value, i + offset, f" {text.ms(value)}{unit}", va="center", fontsize=SMALL_PT,
                      color=colours["fg"], zorder=4, bbox=dict(facecolor=colours["bg"], edgecolor="none", pad=0.5))
         if run.back_to_back is not None:
-            top.plot([run.back_to_back.median_ms] * 2, [i - height, i + height], color=colours["fg"], linewidth=2,
-                     zorder=3,
+            # a mark over the time bar, not a line across the rows: a line would strike through a value label
+            top.plot([run.back_to_back.median_ms], [i - height - 0.02], marker="v", markersize=9, linestyle="none",
+                     color=colours["fg"], zorder=3, clip_on=False,
                      label="back-to-back pace" + ("" if run.call == run.phase else f", a {run.call}") if i == 0 or comparison.a.back_to_back is None else None)
     top.set_xlabel(f"ms: {'GPU' if gpu else 'wall'} time per {phase}; host cost and back-to-back pace per {call}"
                    if mixed else f"ms per {text.call(comparison.a.workload)}", fontsize=TEXT_PT)
@@ -136,7 +135,7 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
 
     # where the time goes, kernel by kernel
     seen: dict[str, str] = {}
-    widest = max((run.gpu_us() for _, run in runs if run.ok), default=0.0)
+    segments = []  # (bar, the kernel's name, its colour)
     for i, (_, run) in enumerate(runs):
         if not run.kernels_of():
             bottom.text(0, i, f"  {run.status if not run.ok else 'no kernels'}", va="center", color="#c0392b",
@@ -144,7 +143,7 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
             continue
         total = run.gpu_us()
         start = 0.0
-        segments = []  # (label, what colours it: its category, or in a step its phase, the colour)
+        parts = []  # (label, what colours it: its category, or in a step its phase, the colour)
         step = run.phase == "step"
         for phase in (("forward", "backward") if step else (run.phase,)):
             ordered = sorted(run.kernels_of(phase), key=lambda k: k.us_per_forward, reverse=True)
@@ -152,18 +151,15 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
             shown, rest = ordered[:keep], ordered[keep:]
             for k in shown:
                 group = phase if step else (k.category if k.category in CATEGORY_COLOURS else "other")
-                segments.append((k.short_name, group, k.us_per_forward))
+                parts.append((k.short_name, group, k.us_per_forward))
             if rest:
-                segments.append((f"{len(rest)} more", phase if step else "other",
-                                 sum(k.us_per_forward for k in rest)))
-        for name, group, width in segments:
+                parts.append((f"{len(rest)} more", phase if step else "other",
+                              sum(k.us_per_forward for k in rest)))
+        for name, group, width in parts:
             colour = PHASE_COLOURS[group] if step else CATEGORY_COLOURS.get(group, OTHER_COLOUR)
             seen.setdefault(group, colour)
-            bottom.barh(i, width, 0.6, left=start, color=colour, edgecolor="white", linewidth=0.8)
-            fits = int(_LABEL_CHARS * width / widest) if widest else 0  # characters the segment has room for
-            if fits >= 4:
-                bottom.text(start + width / 2, i, text.kernel_label(name, fits), ha="center", va="center",
-                            fontsize=SMALL_PT, color="white")
+            bar = bottom.barh(i, width, 0.6, left=start, color=colour, edgecolor="white", linewidth=0.8)[0]
+            segments.append((bar, name, colour))
             start += width
         bottom.text(start, i, f" {text.us(total)}", va="center", fontsize=SMALL_PT, color=colours["fg"])
     bottom.set_xlabel(f"GPU µs per {text.call(comparison.a.workload)}" if gpu else f"CPU self µs per {text.call(comparison.a.workload)} (aten ops)",
@@ -172,17 +168,86 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
     bottom.set_title(f"where the time goes ({'kernel by kernel' if gpu else 'op by op'}{by_phase})",
                      fontsize=TITLE_PT, loc="left", color=colours["fg"])
     bottom.margins(x=0.12)
-    if seen:
-        from matplotlib.patches import Patch
-        bottom.legend(handles=[Patch(color=c, label=n) for n, c in seen.items()], fontsize=SMALL_PT,
-                      loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=min(len(seen), 5), frameon=False,
-                      labelcolor=colours["fg"])
     for axes in (top, bottom):
         axes.set_yticks(range(len(names)), names)
         axes.set_ylim(len(names) - 0.5, -0.5)  # A on top, and room for a missing bar's label
         style_axes(axes, colours)
+    # labels placed on the laid-out figure: a kernel's name on its segment where it fits, else a number keyed below
+    renderer = _laid_out(figure)
+    inside += [(bar, [text.kernel_label(name, n) for n in _NAME_CHARS]) for bar, name, _ in segments]
+    written, unlabelled = _label_inside(inside, renderer)
+    keyed = [(bar, name, colour) for bar, name, colour in segments if bar in unlabelled]
+    numbers, unnumbered = _label_inside([(bar, [str(n)]) for n, (bar, _, _) in enumerate(keyed, 1)], renderer)
+    written += numbers
+    handles = [Patch(color=c, label=n) for n, c in seen.items()]
+    handles += [Patch(color=colour, label=f"{n}: {text.kernel_label(name, _KEY_CHARS)}")
+                for n, (bar, name, colour) in enumerate(keyed, 1) if bar not in unnumbered]
+    if handles:
+        columns = min(len(handles), 3 if len(handles) > len(seen) else 5)
+        bottom.legend(handles=handles, fontsize=SMALL_PT, loc="upper center", bbox_to_anchor=(0.5, -0.3),
+                      ncol=columns, frameon=False, labelcolor=colours["fg"])
+        figure.set_figheight(figure.get_figheight() + _KEY_ROW_IN * (-(-len(handles) // columns) - 1))
+    for _ in range(2):  # the key moved the axes (constrained layout settles over two passes): room at the right
+        renderer = _laid_out(figure)
+        for axes in (top, bottom):
+            _room_at_the_right(axes, renderer)
+    for label, bar in written:  # and a label that no longer fits its bar goes
+        if not _fits(label, bar, renderer):
+            label.remove()
     return figure
 
+
+_NAME_CHARS = (40, 28, 20, 14, 10)  # a kernel's label on its segment: the longest of these that fits, none under 10
+_KEY_CHARS = 20                     # a kernel's name in the key under the chart (three to a row in 700 px)
+_KEY_ROW_IN = 0.2                   # a row of the key (9 pt, spaced): the figure grows by it, the axes keep theirs
+
+
+def _laid_out(figure: Figure):
+    """`figure` laid out as it is saved (its constrained layout run), and the renderer that measures its text."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
+    figure.draw_without_rendering()
+    return canvas.get_renderer()
+
+
+def _room_at_the_right(axes, renderer) -> None:
+    """Widen `axes`' x range until every text written at a bar's end (left-aligned) ends inside the axes."""
+    box = axes.get_window_extent(renderer)
+    low, high = axes.get_xlim()
+    needed = high
+    for label in axes.texts:
+        if label.get_ha() != "left":
+            continue
+        width = label.get_window_extent(renderer).width
+        x = label.get_position()[0]
+        if box.width - width > 16 and x > low:
+            needed = max(needed, low + (x - low) * box.width / (box.width - width - 16))  # a margin: the layout moves as the ticks do
+    axes.set_xlim(low, needed)
+
+
+def _label_inside(bars, renderer) -> tuple[list, set]:
+    """Each bar of `bars` (bar, its labels longest first) given the first label that fits inside it, measured on
+    the laid-out figure (white, centred): the (label, bar) pairs written, and the bars no label fits."""
+    written, left = [], set()
+    for bar, labels in bars:
+        for words in dict.fromkeys(labels):
+            x, y = bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2
+            label = bar.axes.text(x, y, words, ha="center", va="center", fontsize=SMALL_PT, color="white")
+            if _fits(label, bar, renderer):
+                written.append((label, bar))
+                break
+            label.remove()
+        else:
+            left.add(bar)
+    return written, left
+
+
+def _fits(label, bar, renderer, margin: float = 2.0) -> bool:
+    """`label` lies inside `bar`, `margin` px clear of its edges, as drawn."""
+    inner, outer = label.get_window_extent(renderer), bar.get_window_extent(renderer)
+    return (inner.x0 >= outer.x0 + margin and inner.x1 <= outer.x1 - margin
+            and inner.y0 >= outer.y0 - 1 and inner.y1 <= outer.y1 + 1)
 
 
 # -- the presentation view: the headline's figure alone, read from across a room ------------------------------
@@ -218,6 +283,8 @@ def present_figure(comparison: Comparison, dark: bool | None = None) -> Figure:
     style_axes(axes, colours)
     axes.tick_params(labelsize=PRESENT_PT, length=0)
     axes.spines["bottom"].set_visible(False)
+    for _ in range(2):  # constrained layout settles over two passes
+        _room_at_the_right(axes, _laid_out(fig))
     return fig
 
 
