@@ -174,6 +174,8 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
         style_axes(axes, colours)
     # labels placed on the laid-out figure: a kernel's name on its segment where it fits, else a number keyed below
     renderer = _laid_out(figure)
+    for axes in (top, bottom):
+        _room_at_the_right(axes, renderer)
     inside += [(bar, [text.kernel_label(name, n) for n in _NAME_CHARS]) for bar, name, _ in segments]
     written, unlabelled = _label_inside(inside, renderer)
     keyed = [(bar, name, colour) for bar, name, colour in segments if bar in unlabelled]
@@ -192,7 +194,7 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
         for axes in (top, bottom):
             _room_at_the_right(axes, renderer)
     for label, bar in written:  # and a label that no longer fits its bar goes
-        if not _fits(label, bar, renderer):
+        if not _fits(label, bar, renderer, margin=1):
             label.remove()
     return figure
 
@@ -234,7 +236,7 @@ def _label_inside(bars, renderer) -> tuple[list, set]:
         for words in dict.fromkeys(labels):
             x, y = bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2
             label = bar.axes.text(x, y, words, ha="center", va="center", fontsize=SMALL_PT, color="white")
-            if _fits(label, bar, renderer):
+            if _fits(label, bar, renderer, margin=6):  # room to spare: the layout moves a little once the key is in
                 written.append((label, bar))
                 break
             label.remove()
@@ -243,7 +245,7 @@ def _label_inside(bars, renderer) -> tuple[list, set]:
     return written, left
 
 
-def _fits(label, bar, renderer, margin: float = 2.0) -> bool:
+def _fits(label, bar, renderer, margin: float) -> bool:
     """`label` lies inside `bar`, `margin` px clear of its edges, as drawn."""
     inner, outer = label.get_window_extent(renderer), bar.get_window_extent(renderer)
     return (inner.x0 >= outer.x0 + margin and inner.x1 <= outer.x1 - margin
