@@ -204,6 +204,46 @@ def test_after_a_preset_on_a_phone_the_headline_is_in_view_and_is_the_explainers
     page.screenshot(path=ARTIFACTS / "app-phone.png", full_page=True)
 
 
+# a chart is whole (its drawn width within its box) or swipeable (its box scrolls sideways and is narrower than it)
+CHARTS_WHOLE_OR_SWIPEABLE = """() => [...document.querySelectorAll('#chart img, #sweep-chart img, #timeline img')]
+    .filter(i => i.offsetParent !== null).map(i => {
+        const id = i.closest('[id]').id, r = i.getBoundingClientRect();
+        for (let box = i.parentElement; box; box = box.parentElement) {
+            const style = getComputedStyle(box), b = box.getBoundingClientRect();
+            if (['auto', 'scroll'].includes(style.overflowX) && box.scrollWidth > box.clientWidth + 1) return [id, true];
+            if (style.overflowX !== 'visible' && (r.left < b.left - 1 || r.right > b.right + 1)) return [id, false];
+        }
+        return [id, r.left >= -1 && r.right <= innerWidth + 1]; })"""
+
+
+def test_on_a_phone_every_chart_is_whole_and_the_verdict_is_in_the_first_two_screens(served, browser):
+    """At 390x844 on a recorded link: each chart drawn whole within its box (or in a box that scrolls sideways), the
+    verdict's top within the first two screens, and in the presentation view the headline broken only between
+    words (the words of each line are whole words of the headline)."""
+    page = browser.new_page(viewport=SIZES["phone-390x844"])
+    page.goto(served.url + LINK)
+    page.wait_for_function(RENDERED, timeout=60_000)
+    charts = page.evaluate(CHARTS_WHOLE_OR_SWIPEABLE)
+    assert charts and all(ok for _, ok in charts), charts
+    top = page.evaluate("document.querySelector('#verdict').getBoundingClientRect().top + scrollY")
+    print(f"\nverdict top at 390x844: {top:.0f} px")
+    assert top < 2 * 844, top
+    page.screenshot(path=ARTIFACTS / "phone-390x844.png", full_page=True)
+    page.goto(served.url + LINK + "&view=present")
+    page.wait_for_selector("#present h2")
+    lines = page.evaluate("""() => { const h = document.querySelector('#present h2'), lines = [];
+        const walker = document.createTreeWalker(h, NodeFilter.SHOW_TEXT); let node, last = null;
+        while ((node = walker.nextNode())) for (let i = 0; i < node.length; i++) {
+            const r = document.createRange(); r.setStart(node, i); r.setEnd(node, i + 1);
+            const box = r.getClientRects()[0]; if (!box) continue;
+            if (last === null || box.top > last + 4) { lines.push(''); last = box.top; }
+            lines[lines.length - 1] += node.data[i]; }
+        return lines; }""")
+    words = set(headline(page, "#present h2").split())
+    assert all(w in words for line in lines for w in line.split()), lines  # no line starts or ends mid-word
+    page.screenshot(path=ARTIFACTS / "present-phone-390x844.png")
+
+
 def test_a_crafted_link_shows_its_text_as_text_and_fetches_nothing(served, browser):
     """Backticks, an <img>, a Markdown link, a dtype in capitals and a 5,000-digit number in a shared link: the
     page loads, the notice quotes each as plain text, and the browser never requests the image."""
