@@ -66,7 +66,8 @@ class Answer:
         r = self.result
         if isinstance(r, Comparison):
             return text.measured(self.request.live, self.request.source, r.a.environment, r.a.workload)
-        return text.measured(self.request.live, self.request.source, r.environment, r.workload, r.axis, r.seq_lens)
+        reached = sorted({r.value(run) for run in r.runs})  # a sweep stopped early: the lengths it reached, not its plan
+        return text.measured(self.request.live, self.request.source, r.environment, r.workload, r.axis, reached)
 
     def to_dict(self) -> dict:
         """What a client is sent: the source, what was measured in one line, the result (naming no file of this
