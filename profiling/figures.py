@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
@@ -16,7 +17,8 @@ from concurrent.futures import Future
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.text import Text
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
 from . import text
 from .explain.curves import QUANTITIES, crossovers, slopes
@@ -304,6 +306,7 @@ def present_sweep_figure(result: Sweep, dark: bool | None = None) -> Figure:
         handles.append(Line2D([], [], color=colour, marker="o", linewidth=2.5, label=f"{side} · {variant}"))
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
+    axes.margins(x=0.1)  # the first S label clear of the lowest y label at the corner
     axes.xaxis.set_major_formatter(FuncFormatter(lambda s, _: _seq_label(s)))
     axes.xaxis.set_minor_locator(NullLocator())
     axes.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
@@ -312,6 +315,7 @@ def present_sweep_figure(result: Sweep, dark: bool | None = None) -> Figure:
     axes.set_title(f"{device} ms per {text.call(result.workload)}", fontsize=PRESENT_PT, loc="left",
                    color=colours["fg"])
     axes.legend(handles=handles, fontsize=PRESENT_PT, frameon=False, labelcolor=colours["fg"])
+    _minor_labels(axes)
     style_axes(axes, colours)
     axes.tick_params(labelsize=PRESENT_PT, which="both")
     axes.grid(True, which="major", color=colours["grid"], linewidth=0.8)
@@ -346,37 +350,43 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
     line_mib, line_label = _memory_line(result)
     symbol = text.axis_symbol(result.axis)
 
+    handles, exponents = [], []  # (annotation, variant, quantity): written at a curve's end where they fit
+    movable, crossings = [], []  # labels of refused points and of crossings: moved where they would overprint
     for quantity, axes in (("time", time_axes), ("memory", memory_axes)):
-        handles = []
         for variant in result.variants:
             runs = result.of(variant)
             ran = [r for r in runs if r.ok and QUANTITIES[quantity](r)]
             ys = [_value(r, quantity) for r in ran]
             colour = variant_colour[variant]
-            label = variant
             if ran:
                 axes.plot([result.value(r) for r in ran], ys, "o-", color=colour, markersize=5, linewidth=1.8)
                 fit = fits.get((variant, quantity))
                 if fit:
-                    axes.annotate(rf"$\propto {symbol}^{{{fit.exponent:.2f}}}$", (result.value(ran[-1]), ys[-1]),
-                                  xytext=(6, 0), textcoords="offset points", va="center", fontsize=TEXT_PT,
-                                  color=colour)
-            else:
-                label += f" ({runs[0].status if runs else 'no points'})"
-            refused = [r for r in runs if r.stops]
-            if refused and line_mib and quantity == "memory":
-                axes.plot([result.value(r) for r in refused], [line_mib] * len(refused), "o", markersize=9,
-                          markerfacecolor="none", markeredgecolor=colour, markeredgewidth=1.8)
-                for r in refused:
-                    said = f"needs {text.size(r.needed_bytes)}" if r.needed_bytes else "out of memory"
-                    axes.annotate(said, (result.value(r), line_mib), xytext=(0, 8), textcoords="offset points",
-                                  ha="center", fontsize=SMALL_PT, color=colour)
-            for r in refused if quantity == "time" else ():
-                axes.axvline(result.value(r), color=colour, linestyle=":", linewidth=1.2)
-                axes.annotate(f"{variant} stops", (result.value(r), 0.5), xycoords=("data", "axes fraction"),
-                              xytext=(-3, 0), textcoords="offset points", rotation=90, ha="right", va="center",
-                              fontsize=SMALL_PT, color=colour)
-            handles.append(Line2D([], [], color=colour, marker="o", label=label))
+                    exponents.append((axes.annotate(
+                        rf"$\propto {symbol}^{{{fit.exponent:.2f}}}$", (result.value(ran[-1]), ys[-1]), xytext=(6, 0),
+                        textcoords="offset points", va="center", fontsize=TEXT_PT, color=colour), variant, quantity))
+            if quantity == "time":
+                handles.append(Line2D([], [], color=colour, marker="o", label=variant if ran else
+                                      f"{variant} ({runs[0].status if runs else 'no points'})"))
+        # where the sweep stopped: one mark and one label a length, naming every variant that stopped there
+        stopped: dict[int, list] = {}
+        for r in (r for r in result.runs if r.stops):
+            stopped.setdefault(result.value(r), []).append(r)
+        for x, runs in stopped.items():
+            colour = variant_colour[runs[0].variant] if len(runs) == 1 else colours["fg"]
+            names = ", ".join(r.variant for r in runs)
+            if quantity == "memory" and line_mib:
+                needed = [r.needed_bytes for r in runs if r.needed_bytes]
+                y = max(line_mib, max(needed, default=0) / 2**20)  # over the line: it does not fit
+                axes.plot([x], [y], "o", markersize=9, markerfacecolor="none", markeredgecolor=colour,
+                          markeredgewidth=1.8)
+                movable.append(axes.annotate(_does_not_fit(runs), (x, y), xytext=(-6, 8),
+                                             textcoords="offset points", ha="right", fontsize=SMALL_PT, color=colour))
+            elif quantity == "time":
+                axes.axvline(x, color=colour, linestyle=":", linewidth=1.2)
+                axes.annotate(f"{names} {'stops' if len(runs) == 1 else 'stop'}", (x, 0.5),
+                              xycoords=("data", "axes fraction"), xytext=(-3, 0), textcoords="offset points",
+                              rotation=90, ha="right", va="center", fontsize=SMALL_PT, color=colour)
         if quantity == "memory" and line_mib:
             axes.axhline(line_mib, color=colours["muted"], linestyle="--", linewidth=1.2)
             axes.annotate(line_label, (0, line_mib), xycoords=("axes fraction", "data"), xytext=(4, -4),
@@ -389,23 +399,16 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
                 else:  # compared on different figures at the two lengths: the span, no interpolated S
                     axes.axvspan(cross.s_before, cross.s_after, color=colours["range"], zorder=0)
                     where, x = f"in {text.point(result.axis, cross.s_before)}…{text.count(cross.s_after)}", cross.s_before
-                axes.annotate(f"{cross.faster_after} overtakes\n{cross.faster_before} {where}",
-                              (x, 0.03), xycoords=("data", "axes fraction"), xytext=(5, 0),
-                              textcoords="offset points", fontsize=SMALL_PT, color=colours["fg"])
+                crossings.append(axes.annotate(f"{cross.faster_after} overtakes\n{cross.faster_before} {where}",
+                                               (x, 0.03), xycoords=("data", "axes fraction"), xytext=(5, 0),
+                                               textcoords="offset points", fontsize=SMALL_PT, color=colours["fg"]))
             if result.stopped:
                 axes.annotate(f"stopped early: {text.clip(result.stopped, 70)}", (0.99, 0.03),
                               xycoords="axes fraction", ha="right", fontsize=SMALL_PT, color="#c0392b")
         axes.set_xscale("log", base=2)
         axes.set_yscale("log")
-        if quantity == "memory" and line_mib:
-            axes.set_ylim(top=line_mib * 4)  # room for the refused points' labels above the line
         axes.grid(True, which="major", color=colours["grid"], linewidth=0.8)
         style_axes(axes, colours)
-        if quantity == "time":  # one legend for both panels; the hollow key where a point is drawn hollow
-            if line_mib and any(r.stops for r in result.runs):
-                handles.append(Line2D([], [], color=colours["muted"], marker="o", markerfacecolor="none",
-                                      linestyle="none", label="does not fit / out of memory (below)"))
-            _legend(axes, handles, colours, loc="upper left")
     time_axes.set_ylabel(("GPU" if gpu else "wall") + f" ms per {text.call(result.workload)}", fontsize=TEXT_PT)
     memory_axes.set_ylabel("peak memory beyond inputs, MiB", fontsize=TEXT_PT)
     memory_axes.set_xlabel("sequence length S" if result.axis == "seq_len" else f"batch {symbol}", fontsize=TEXT_PT)
@@ -416,7 +419,102 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
     memory_axes.set_xlim(measured[0] / 1.4, measured[-1] * 2.2)  # room for the exponents at the right
     time_axes.set_title(f"{result.workload.family(result.axis)} · {result.environment.device_name}",
                         fontsize=TITLE_PT, color=colours["fg"])
+    figure.get_layout_engine().set(h_pad=0.15)  # the panels' y labels apart (their end ticks met)
+    # an exponent that would overprint a label or a line moves up or down a line; one with no room goes in the legend
+    renderer = _laid_out(figure)
+    _unclutter(movable, renderer)  # where no place is free, it stays: the last resort is room at the top
+    _room_at_the_top(memory_axes, renderer)  # for the refused points' labels over the memory line
+    moved = _unclutter([label for label, _, _ in exponents], renderer, remove=True)
+    handles += [Line2D([], [], color=colours["fg"], linestyle="--", linewidth=1, label=label.get_text().replace("\n", " "))
+                for label in _unclutter(crossings, renderer, remove=True)]
+    said = {}
+    for label, variant, quantity in exponents:
+        if label in moved:
+            said.setdefault(variant, []).append(f"{quantity} {label.get_text()}")
+    for handle in handles:
+        variant = handle.get_label().split(" (")[0]
+        if variant in said:
+            handle.set_label(f"{variant}: " + ", ".join(said[variant]))
+    if line_mib and any(r.stops for r in result.runs):  # the hollow key where a point is drawn hollow
+        handles.append(Line2D([], [], color=colours["muted"], marker="o", markerfacecolor="none",
+                              linestyle="none", label="does not fit / out of memory (below)"))
+    _legend(time_axes, handles, colours, loc="upper left")  # one legend for both panels
+    for axes in (time_axes, memory_axes):
+        _minor_labels(axes)
     return figure
+
+
+def _minor_labels(axes) -> None:
+    """A log y axis' labels between the powers of ten: under a decade, at 2 and 5 only (matplotlib's own labels 3
+    and 4 as well, which meet); over one, none."""
+    low, high = axes.get_ylim()
+    axes.yaxis.set_minor_formatter(FuncFormatter(
+        lambda y, _: f"{y:g}" if round(y / 10 ** math.floor(math.log10(y)), 6) in (2, 5) else "")
+        if math.log10(high / low) < 1 else NullFormatter())
+
+
+def _does_not_fit(runs) -> str:
+    """The words over the memory line at a length where `runs` stopped: which do not fit (or ran out of memory), and
+    what each would need of what was free, one line for those that say the same."""
+    said: dict[str, list[str]] = {}
+    for r in runs:
+        free = f" of {text.size(r.available_bytes)} free" if r.available_bytes else ""
+        said.setdefault(f"needs {text.size(r.needed_bytes)}{free}" if r.needed_bytes else "", []).append(r.variant)
+    lines = []
+    for need, names in said.items():
+        verb = ("does not fit" if len(names) == 1 else "do not fit") if need else "out of memory"
+        lines.append(f"{', '.join(names)}: {verb}" + (f",\n{need.replace('needs', 'need') if len(names) > 1 else need}"
+                                                     if need else ""))
+    return "\n".join(lines)
+
+
+def _unclutter(labels, renderer, remove: bool = False) -> set:
+    """Each of `labels` (annotations placed by an offset in points) moved up or down by whole lines until it
+    overprints no other text of its figure and no straight line of its axes; one no place frees stays where it was,
+    or with `remove` is removed (those are returned)."""
+    figure = labels[0].figure if labels else None
+    removed = set()
+    for label in labels:
+        others = [t.get_window_extent(renderer) for t in figure.findobj(Text)
+                  if t is not label and t not in removed and t.get_visible() and t.get_text().strip()]
+        others += [line.get_window_extent(renderer) for line in label.axes.lines if len(line.get_xdata()) > 1
+                   and (len(set(line.get_xdata())) == 1 or len(set(line.get_ydata())) == 1)]
+        frame = label.axes.get_window_extent(renderer)
+        x, y = label.xyann
+        side = label.get_ha()
+        step = label.get_window_extent(renderer).height * 72 / figure.dpi + 1
+        # up or down by whole lines, then (a label beside its point) the same on the point's other side
+        sides = ((side, x), ({"left": "right", "right": "left"}[side], -x)) if side in ("left", "right") else \
+            ((side, x),)
+        for ha, dx in sides:
+            label.set_ha(ha)
+            for shift in (0, 1, -1, 2, -2, 3, -3):
+                label.xyann = (dx, y + shift * step)
+                box = label.get_window_extent(renderer)
+                if frame.y0 <= box.y0 and box.y1 <= frame.y1 and frame.x0 <= box.x0 and box.x1 <= frame.x1 and \
+                        not any(min(box.x1, o.x1) - max(box.x0, o.x0) >= 0 and
+                                min(box.y1, o.y1) - max(box.y0, o.y0) >= 0 for o in others):
+                    break
+            else:
+                continue
+            break
+        else:
+            label.set_ha(side)
+            label.xyann = (x, y)
+            if remove:
+                label.remove()
+                removed.add(label)
+    return removed
+
+
+def _room_at_the_top(axes, renderer) -> None:
+    """Raise `axes`' (log) y range until every text written in it ends below its top."""
+    box = axes.get_window_extent(renderer)
+    low, high = axes.get_ylim()
+    over = max((t.get_window_extent(renderer).y1 - box.y1 + 4 for t in axes.texts), default=0)
+    if over > 0:
+        decades = math.log10(high / low)
+        axes.set_ylim(low, high * 10 ** (decades * over / max(box.height - over, 1)))
 
 
 def _value(run, quantity: str) -> float:

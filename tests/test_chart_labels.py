@@ -12,7 +12,7 @@ from explain_helpers import RUNS
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
-from test_explain_recorded import PAIRS
+from test_explain_recorded import PAIRS, SWEEP_PAIRS
 
 from profiling import figures
 
@@ -31,15 +31,20 @@ def drawn(figure):
 def overprints(figure) -> list[str]:
     """Every overprint in `figure` as drawn, in words (empty: none)."""
     renderer = drawn(figure)
+    ticks = {t for axes in figure.axes for axis in (axes.xaxis, axes.yaxis)
+             for tick in axis.get_major_ticks() + axis.get_minor_ticks() for t in (tick.label1, tick.label2)}
+    drawn_ticks = {t for axes in figure.axes for axis in (axes.xaxis, axes.yaxis)  # those in the view, as drawn
+                   for tick in axis._update_ticks() for t in (tick.label1, tick.label2)}
     texts = [(t, t.get_window_extent(renderer)) for t in figure.findobj(Text)
-             if t.get_visible() and t.get_text().strip() and t.figure is not None]
+             if t.get_visible() and t.get_text().strip() and (t not in ticks or t in drawn_ticks)]
     found = []
     for (a, box_a), (b, box_b) in itertools.combinations(texts, 2):
         if min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0) > 1 and min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0) > 1:
             found.append(f"{a.get_text()!r} overlaps {b.get_text()!r}")
     for axes in figure.axes:
         frame = axes.get_window_extent(renderer)
-        bars = [p.get_window_extent(renderer) for p in axes.patches if isinstance(p, Rectangle) and p.get_width()]
+        bars = [box for p in axes.patches if isinstance(p, Rectangle) and p.get_width()  # not a shaded span
+                for box in [p.get_window_extent(renderer)] if box.height < frame.height - 1]
         lines = [line.get_window_extent(renderer) for line in axes.lines if len(line.get_xdata()) > 1
                  and (len(set(line.get_xdata())) == 1 or len(set(line.get_ydata())) == 1)]
         for label in (t for t in axes.texts if t.get_visible() and t.get_text().strip()):
@@ -66,6 +71,12 @@ def test_the_time_chart_and_the_present_chart_never_overprint(comparison):
     for figure in (figures.timing_figure(comparison, dark=None), figures.present_figure(comparison)):
         figures.caption(figure, "Recorded on NVIDIA H200 (torch 2.11) · workload " + comparison.a.workload.words())
         assert not overprints(figure)
+
+
+@pytest.mark.parametrize("sweep", SWEEP_PAIRS[::4], ids=lambda s: f"{s.a}-{s.b}-{s.workload.family(s.axis)}")
+def test_a_sweeps_charts_never_overprint(sweep):
+    assert not overprints(figures.sweep_figure(sweep))
+    assert not overprints(figures.present_sweep_figure(sweep))
 
 
 def test_the_check_sees_an_overprint():
