@@ -445,12 +445,12 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
 
 
 def _minor_labels(axes) -> None:
-    """A log y axis' labels between the powers of ten: under a decade, at 2 and 5 only (matplotlib's own labels 3
-    and 4 as well, which meet); over one, none."""
+    """A log y axis' labels between the powers of ten: over under 3 decades (a decade 90 px or more), at 2 and 5
+    only (matplotlib's own labels 3 and 4 as well under one, which meet); over more, none."""
     low, high = axes.get_ylim()
     axes.yaxis.set_minor_formatter(FuncFormatter(
         lambda y, _: f"{y:g}" if round(y / 10 ** math.floor(math.log10(y)), 6) in (2, 5) else "")
-        if math.log10(high / low) < 1 else NullFormatter())
+        if math.log10(high / low) < 3 else NullFormatter())
 
 
 def _does_not_fit(runs) -> str:
