@@ -165,7 +165,8 @@ def _grad_errors(run: Run, sep: str = ", ") -> str:
 def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bool = False,
                compile_estimate: tuple[float, str] | None = None, workload: Workload | None = None) -> str:
     """What reading `variant`'s code suggests for `workload`, before anything runs (Markdown); for a
-    compiled variant run live, how long its first call's compile is estimated to take, and from what."""
+    compiled variant run live, how long its first call's compile is estimated to take, and from what. One that
+    `cannot_run` here gets neither a speed rank nor a compile estimate: it will not run to be ranked or compiled."""
     g = guess
     unit = "aten ops" if cpu else "kernels"
     forward = [e.what for e in g.kernels if e.phase == "forward"]
@@ -178,9 +179,9 @@ def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bo
              f"- precision: {g.precision}",
              text.score_grid(f"- S×S scores through memory: {'yes' if g.materialises_scores else 'no'}",
                              *((workload.queries, workload.seq_len) if workload else (1, 1))),
-             f"- expected speed rank {g.speed_rank}, host-cost rank {g.host_rank} (1 = best)"
-             + (f", occupancy {g.occupancy}" if g.occupancy else "")]
-    if compile_estimate:
+             *([] if cannot_run else [f"- expected speed rank {g.speed_rank}, host-cost rank {g.host_rank} (1 = best)"
+                                      + (f", occupancy {g.occupancy}" if g.occupancy else "")])]
+    if compile_estimate and not cannot_run:
         seconds, basis = compile_estimate
         lines.append(f"- ⏱ its first call compiles: estimated ~{text.seconds(seconds)}, {basis}; the progress bar "
                      "counts the seconds")

@@ -456,6 +456,10 @@ def test_guesses_say_when_a_variant_cannot_run_here():
     assert "SDPA's fused CPU op" in guess_a and "cannot run here" not in guess_a
     assert "occupancy" not in guess_a  # a GPU's reason is no CPU's
     assert "cannot run here" in guess_b
+    assert "speed rank" in guess_a and "speed rank" not in guess_b  # a side that cannot run here is not ranked
+    # a compiled GPU-only kernel on a CPU: GPU-only, and neither ranked nor given a compile estimate
+    _, fa4, _, _ = app.guesses(*values(LIVE, "sdpa_flash", "fa4"))
+    assert "cannot run here" in fa4 and "speed rank" not in fa4 and "compiles" not in fa4, fa4
 
 
 def test_a_decode_steps_guess_speaks_of_its_lq_by_s_scores():
