@@ -150,6 +150,18 @@ def mask_picture(*values):
     return figures.mask_figure(w)
 
 
+def documents_set(lengths) -> list:
+    """B and S as packed documents set them (their count, the longest), put in their controls as the lengths are
+    typed: the controls then show what will run, and the request agrees with itself (a batch or seq_len that
+    contradicts the lengths is refused in one line). Lengths not yet readable, or none, leave B and S as they are."""
+    spec = next(f.metadata["spec"] for f in FIELDS if f.name == "lengths")
+    try:
+        documents = spec.check("lengths", lengths)
+    except Refusal:  # the coverage line says what is wrong with them
+        documents = None
+    return [len(documents), max(documents)] if documents else [gr.skip(), gr.skip()]
+
+
 def switch_source(source, a, *fields) -> list:
     """A recording holds a few workloads, a CPU manages only small ones: move to one that fits, and say so."""
     skip = [gr.skip()] * (len(FIELDS) + 1)
@@ -439,6 +451,7 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
     with gr.Row(elem_id="fields", elem_classes=["not-in-present", "not-in-embed"]):
         fields = [control(f) for f in FIELDS]
     controls = [source, a, b, *fields]
+    field = dict(zip((f.name for f in FIELDS), fields))
     with gr.Row(elem_id="presets"):
         gr.Markdown("One click, one lesson:", elem_id="presets-label")
         preset_buttons = [gr.Button(name, size="sm", elem_id=f"preset-{i}", min_width=60, scale=0)
@@ -588,6 +601,8 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
     source.input(switch_source, [source, a, *fields], [*fields, notice], api_visibility="private", queue=False,
                  preprocess=False)
     source.change(sweep_plan, source, plan, api_visibility="private", queue=False, preprocess=False)
+    field["lengths"].input(documents_set, field["lengths"], [field["batch"], field["seq_len"]],
+                           api_visibility="private", queue=False, preprocess=False)
     gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage, run_button],
           api_visibility="private", queue=False, preprocess=False)
     gr.on([demo.load, *(c.change for c in controls)], mask_picture, controls, mask_picture_plot,

@@ -462,6 +462,20 @@ def test_guesses_say_when_a_variant_cannot_run_here():
     assert "cannot run here" in fa4 and "speed rank" not in fa4 and "compiles" not in fa4, fa4
 
 
+@cpu_only
+def test_lengths_have_a_control_and_typing_them_puts_their_b_and_s_in_theirs():
+    """Packed documents on the page: a control, and as lengths are typed B and S show what they set (their count, the
+    longest), so what runs is what the controls say; a B left contradicting them turns Run off with the one-line
+    refusal the API gives (B and S were replaced without a word)."""
+    (control,) = [c for c in app.fields if c.elem_id == "field-lengths"]
+    assert control.visible
+    assert app.documents_set("64, 32") == [2, 64]
+    agreed = app.guesses(*values(LIVE, "naive", "sdpa_docmask", lengths="64, 32", batch=2, seq_len=64))
+    assert agreed[2] == "" and agreed[3].interactive
+    _, _, coverage, run = app.guesses(*values(LIVE, "naive", "sdpa_docmask", lengths="64, 32", batch=8, seq_len=64))
+    assert "batch=8 is not allowed: lengths=64,32 set B=2 (their count)" in coverage and not run.interactive
+
+
 def test_a_decode_steps_guess_speaks_of_its_lq_by_s_scores():
     """The guess card names the score matrix the workload has: S×S for a square one, Lq×S for a decode step."""
     square, _, _, _ = app.guesses(*values(RECORDING, "naive", "sdpa_flash"))

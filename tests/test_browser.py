@@ -244,6 +244,19 @@ def test_on_a_phone_every_chart_is_whole_and_the_verdict_is_in_the_first_two_scr
     page.screenshot(path=ARTIFACTS / "present-phone-390x844.png")
 
 
+def test_lengths_have_a_control_on_the_first_screen_and_set_b_and_s(served, browser):
+    """At 1024x768 the document lengths' control is on the first screen beside the other fields; typing lengths
+    puts their count in B and the longest in S."""
+    page = browser.new_page(viewport=SIZES["1024x768"])
+    page.goto(served.url)
+    page.wait_for_selector("#field-lengths textarea, #field-lengths input")
+    assert page.evaluate(IN_VIEW, ["#field-lengths", "#run", "#preset-0"])
+    page.fill("#field-lengths textarea, #field-lengths input", "512, 1536, 1024, 1024")
+    page.wait_for_function("document.querySelector('#field-batch input')?.value === '4' && "
+                           "document.querySelector('#field-seq_len input')?.value === '1536'", timeout=10_000)
+    page.screenshot(path=ARTIFACTS / "lengths-1024x768.png")
+
+
 def test_a_crafted_link_shows_its_text_as_text_and_fetches_nothing(served, browser):
     """Backticks, an <img>, a Markdown link, a dtype in capitals and a 5,000-digit number in a shared link: the
     page loads, the notice quotes each as plain text, and the browser never requests the image."""
