@@ -49,6 +49,7 @@ limit_malloc_arenas()  # before gradio starts its worker threads
 draw_off_screen()  # before matplotlib's import (after the server answers)
 os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "1000")  # gradio keeps this many events' timings (10,000)
 
+RUN_LABEL = "Run A vs B"
 LIVE_LABEL = "live on this machine" if ENV.device == "cuda" else "live on this CPU"
 SOURCES = [(LIVE_LABEL, LIVE)] + [(f"recorded: {env.device_name}, torch {env.torch_version.split('+')[0]}", name)
                                   for name, env in RECORDINGS.items()]
@@ -239,7 +240,8 @@ def charts(data: Kept) -> Charts:
     comparison, measured = data.answer.result, data.answer.measured
     drawn = functools.partial(figures.DRAWN.png, data.text)
     chart = drawn("chart", lambda: figures.caption(figures.timing_figure(comparison, dark=None), measured, dark=None))
-    present = drawn("present", lambda: figures.caption(figures.present_figure(comparison), measured, dark=None))
+    present = drawn("present", lambda: figures.caption(figures.present_figure(comparison), measured, dark=None,
+                                                       size=figures.PRESENT_PT))
     try:
         ta, tb = run_timeline(comparison.a), run_timeline(comparison.b)
     except ValueError:  # a side that did not run, or a trace pruned since
@@ -309,7 +311,7 @@ def show_sweep(result_id, http: gr.Request) -> list:
         return [link, view_links(link), reports.sweep_markdown(explanation, result.axis, measured),
                 reports.present_markdown(explanation, measured), shown(chart),
                 shown(drawn("present sweep", lambda: figures.caption(figures.present_sweep_figure(result), measured,
-                                                                     dark=None))),
+                                                                     dark=None, size=figures.PRESENT_PT))),
                 gr.Dataframe(reports.sweep_table(result), visible=True),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
 
@@ -446,7 +448,7 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                           elem_classes=["not-in-present", "not-in-embed"])
         a = gr.Dropdown(VARIANT_CHOICES, value="naive", label="Variant A", min_width=240, elem_id="pick-a")
         b = gr.Dropdown(VARIANT_CHOICES, value="sdpa_flash", label="Variant B", min_width=240, elem_id="pick-b")
-        run_button = gr.Button("Run A vs B", variant="primary", elem_id="run", scale=0, min_width=130)
+        run_button = gr.Button(RUN_LABEL, variant="primary", elem_id="run", scale=0, min_width=130)
     coverage = gr.Markdown(elem_id="coverage")  # what Run would refuse, flagged as it is typed (Run is off meanwhile)
     with gr.Row(elem_id="fields", elem_classes=["not-in-present", "not-in-embed"]):
         fields = [control(f) for f in FIELDS]
@@ -616,8 +618,14 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
         nothing = [gr.skip()] * (compared + swept)
         opened = opening(dict(http.query_params))
         sweep, request = opened.mode == "sweep", opened.asked()
-        if request.live:
+        if request.live and sweep:
             return nothing
+        if request.live:  # the stage says what Run will measure, and where (it was blank until Run)
+            staged = list(nothing)
+            staged[2 + views.index(present)] = reports.present_plan_markdown(
+                VARIANTS[request.a].label, VARIANTS[request.b].label, ENV.device_name, text.problem(request.workload),
+                RUN_LABEL)
+            return staged
         try:
             session.plan(request, sweep=sweep)
         except Refusal:  # a link to what the recording lacks: the page flags it, nothing to replay

@@ -65,13 +65,14 @@ def style_axes(axes, colours: dict) -> None:
     axes.title.set_color(colours["fg"])
 
 
-def caption(figure: Figure, line: str, dark: bool | None = False) -> Figure:
+def caption(figure: Figure, line: str, dark: bool | None = False, size: float = SMALL_PT) -> Figure:
     """`figure` with what it is of written under it (where it ran, live or recorded, the workload: the answer's
-    `measured` line), so a PNG saved from the page still says it; wrapped to the figure's width, in the layout."""
+    `measured` line), so a PNG saved from the page still says it; wrapped to the figure's width, in the layout, at
+    `size` points (the presentation's at its own large type)."""
     import textwrap
 
-    chars = int(figure.get_figwidth() * 72 / (SMALL_PT * 0.6))  # DejaVu Sans averages ~0.6 em a character
-    figure.supxlabel(textwrap.fill(line, chars), fontsize=SMALL_PT, x=0.01, ha="left", color=theme(dark)["muted"])
+    chars = int(figure.get_figwidth() * 72 / (size * 0.6))  # DejaVu Sans averages ~0.6 em a character
+    figure.supxlabel(textwrap.fill(line, chars), fontsize=size, x=0.01, ha="left", color=theme(dark)["muted"])
     return figure
 
 

@@ -397,10 +397,19 @@ def sweep_markdown(explanation: Explanation, axis: str = "seq_len", measured: st
 
 def present_markdown(explanation: Explanation, measured: str = "") -> str:
     """The presentation view's answer: the headline as a heading, what it measured (`Answer.measured`: the
-    machine, live or recorded, the workload and its pass), the titles of the notes that matter most. Plain words,
-    no glossary markup: it is read from across a room."""
-    return "\n\n".join([f"## {_md(explanation.headline.title)}"] + ([_md(measured)] if measured else [])
-                       + [f"{i + 1}. {_md(n.title)}" for i, n in enumerate(explanation.notes[:TOP])])
+    machine, live or recorded, the workload and its pass), and the one reason: the note that matters most, its
+    title and its body (a title alone, "Why … is 11× faster", gave no reason). Plain words, no glossary markup: it is
+    read from across a room."""
+    plain = lambda words: _md(words.replace("`", ""))  # noqa: E731 (code spans: plain words on a stage)
+    reason = [f"**{plain(n.title)}**" + (f": {plain(n.body)}" if n.body else "") for n in explanation.notes[:1]]
+    return "\n\n".join([f"## {_md(explanation.headline.title)}"] + ([_md(measured)] if measured else []) + reason)
+
+
+def present_plan_markdown(a_label: str, b_label: str, device_name: str, problem: str, run_button: str) -> str:
+    """The presentation view of a live link before Run: what will run, where, and the button that runs it (the stage
+    was blank until then)."""
+    return "\n\n".join([f"## {_md(a_label)} [A] vs {_md(b_label)} [B]",
+                         f"Runs live on {_md(device_name)} when you press **{_md(run_button)}**: {_md(problem)}"])
 
 
 def refusal_markdown(refusal) -> str:

@@ -389,7 +389,8 @@ def test_the_markdown_shows_the_headline_the_top_three_and_folds_the_rest():
     assert all(n.title.replace("`", "") in plain for n in explanation.notes)
     present = reports.present_markdown(explanation)
     assert present.split("\n\n")[0] == f"## {reports._md(explanation.headline.title)}"
-    assert len(present.split("\n\n")) == 1 + TOP
+    top = explanation.notes[0]  # the one reason, with its body (a title alone gave none)
+    assert present.split("\n\n")[1:] == [f"**{reports._md(top.title)}**: {reports._md(top.body.replace('`', ''))}"]
 
 
 def test_a_crossing_of_the_loops_pace_says_where_the_gpu_times_had_already_crossed():
