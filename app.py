@@ -498,7 +498,7 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                     result = gr.JSON(label="comparison", elem_id="result")
 
         with gr.Tab(MODES["sweep"], id="sweep"):
-            with gr.Row(elem_classes="not-in-present"):
+            with gr.Row(elem_classes=["not-in-present", "not-in-embed"]):  # an embed reads the sweep it links to
                 seqs = gr.Textbox(label="sequence lengths S (or batches B)", elem_id="seqs", scale=3, min_width=260,
                                   placeholder="empty: powers of two (S from 128, B from 1) up to the largest that fits",
                                   info=f"A and B at each, the other controls fixed; up to {MAX_LENGTHS} lengths")
@@ -510,7 +510,8 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                 with gr.Column(scale=1, min_width=200):
                     sweep_button = gr.Button("Sweep A and B", variant="primary", elem_id="sweep-run")
                     stop_button = gr.Button("Stop the sweep", size="sm", elem_id="sweep-stop")
-            plan = gr.Markdown(sweep_plan(DEFAULT_SOURCE), elem_id="sweep-plan", elem_classes="not-in-present")
+            plan = gr.Markdown(sweep_plan(DEFAULT_SOURCE), elem_id="sweep-plan",
+                               elem_classes=["not-in-present", "not-in-embed"])
             with gr.Column(elem_id="sweep-answer"):
                 sweep_verdict = gr.Markdown("*The sweep's verdict appears here after a sweep.*",
                                             elem_id="sweep-verdict")
