@@ -49,6 +49,7 @@ limit_malloc_arenas()  # before gradio starts its worker threads
 draw_off_screen()  # before matplotlib's import (after the server answers)
 os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "1000")  # gradio keeps this many events' timings (10,000)
 
+RUN_LABEL = "Run A vs B"
 LIVE_LABEL = "live on this machine" if ENV.device == "cuda" else "live on this CPU"
 SOURCES = [(LIVE_LABEL, LIVE)] + [(f"recorded: {env.device_name}, torch {env.torch_version.split('+')[0]}", name)
                                   for name, env in RECORDINGS.items()]
@@ -150,6 +151,18 @@ def mask_picture(*values):
     return figures.mask_figure(w)
 
 
+def documents_set(lengths) -> list:
+    """B and S as packed documents set them (their count, the longest), put in their controls as the lengths are
+    typed: the controls then show what will run, and the request agrees with itself (a batch or seq_len that
+    contradicts the lengths is refused in one line). Lengths not yet readable, or none, leave B and S as they are."""
+    spec = next(f.metadata["spec"] for f in FIELDS if f.name == "lengths")
+    try:
+        documents = spec.check("lengths", lengths)
+    except Refusal:  # the coverage line says what is wrong with them
+        documents = None
+    return [len(documents), max(documents)] if documents else [gr.skip(), gr.skip()]
+
+
 def switch_source(source, a, *fields) -> list:
     """A recording holds a few workloads, a CPU manages only small ones: move to one that fits, and say so."""
     skip = [gr.skip()] * (len(FIELDS) + 1)
@@ -227,7 +240,8 @@ def charts(data: Kept) -> Charts:
     comparison, measured = data.answer.result, data.answer.measured
     drawn = functools.partial(figures.DRAWN.png, data.text)
     chart = drawn("chart", lambda: figures.caption(figures.timing_figure(comparison, dark=None), measured, dark=None))
-    present = drawn("present", lambda: figures.caption(figures.present_figure(comparison), measured, dark=None))
+    present = drawn("present", lambda: figures.caption(figures.present_figure(comparison), measured, dark=None,
+                                                       size=figures.PRESENT_PT))
     try:
         ta, tb = run_timeline(comparison.a), run_timeline(comparison.b)
     except ValueError:  # a side that did not run, or a trace pruned since
@@ -297,7 +311,7 @@ def show_sweep(result_id, http: gr.Request) -> list:
         return [link, view_links(link), reports.sweep_markdown(explanation, result.axis, measured),
                 reports.present_markdown(explanation, measured), shown(chart),
                 shown(drawn("present sweep", lambda: figures.caption(figures.present_sweep_figure(result), measured,
-                                                                     dark=None))),
+                                                                     dark=None, size=figures.PRESENT_PT))),
                 gr.Dataframe(reports.sweep_table(result), visible=True),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
 
@@ -434,11 +448,12 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                           elem_classes=["not-in-present", "not-in-embed"])
         a = gr.Dropdown(VARIANT_CHOICES, value="naive", label="Variant A", min_width=240, elem_id="pick-a")
         b = gr.Dropdown(VARIANT_CHOICES, value="sdpa_flash", label="Variant B", min_width=240, elem_id="pick-b")
-        run_button = gr.Button("Run A vs B", variant="primary", elem_id="run", scale=0, min_width=130)
+        run_button = gr.Button(RUN_LABEL, variant="primary", elem_id="run", scale=0, min_width=130)
     coverage = gr.Markdown(elem_id="coverage")  # what Run would refuse, flagged as it is typed (Run is off meanwhile)
     with gr.Row(elem_id="fields", elem_classes=["not-in-present", "not-in-embed"]):
         fields = [control(f) for f in FIELDS]
     controls = [source, a, b, *fields]
+    field = dict(zip((f.name for f in FIELDS), fields))
     with gr.Row(elem_id="presets"):
         gr.Markdown("One click, one lesson:", elem_id="presets-label")
         preset_buttons = [gr.Button(name, size="sm", elem_id=f"preset-{i}", min_width=60, scale=0)
@@ -483,7 +498,7 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                     result = gr.JSON(label="comparison", elem_id="result")
 
         with gr.Tab(MODES["sweep"], id="sweep"):
-            with gr.Row(elem_classes="not-in-present"):
+            with gr.Row(elem_classes=["not-in-present", "not-in-embed"]):  # an embed reads the sweep it links to
                 seqs = gr.Textbox(label="sequence lengths S (or batches B)", elem_id="seqs", scale=3, min_width=260,
                                   placeholder="empty: powers of two (S from 128, B from 1) up to the largest that fits",
                                   info=f"A and B at each, the other controls fixed; up to {MAX_LENGTHS} lengths")
@@ -495,7 +510,8 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                 with gr.Column(scale=1, min_width=200):
                     sweep_button = gr.Button("Sweep A and B", variant="primary", elem_id="sweep-run")
                     stop_button = gr.Button("Stop the sweep", size="sm", elem_id="sweep-stop")
-            plan = gr.Markdown(sweep_plan(DEFAULT_SOURCE), elem_id="sweep-plan", elem_classes="not-in-present")
+            plan = gr.Markdown(sweep_plan(DEFAULT_SOURCE), elem_id="sweep-plan",
+                               elem_classes=["not-in-present", "not-in-embed"])
             with gr.Column(elem_id="sweep-answer"):
                 sweep_verdict = gr.Markdown("*The sweep's verdict appears here after a sweep.*",
                                             elem_id="sweep-verdict")
@@ -588,6 +604,8 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
     source.input(switch_source, [source, a, *fields], [*fields, notice], api_visibility="private", queue=False,
                  preprocess=False)
     source.change(sweep_plan, source, plan, api_visibility="private", queue=False, preprocess=False)
+    field["lengths"].input(documents_set, field["lengths"], [field["batch"], field["seq_len"]],
+                           api_visibility="private", queue=False, preprocess=False)
     gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage, run_button],
           api_visibility="private", queue=False, preprocess=False)
     gr.on([demo.load, *(c.change for c in controls)], mask_picture, controls, mask_picture_plot,
@@ -601,8 +619,14 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
         nothing = [gr.skip()] * (compared + swept)
         opened = opening(dict(http.query_params))
         sweep, request = opened.mode == "sweep", opened.asked()
-        if request.live:
+        if request.live and sweep:
             return nothing
+        if request.live:  # the stage says what Run will measure, and where (it was blank until Run)
+            staged = list(nothing)
+            staged[2 + views.index(present)] = reports.present_plan_markdown(
+                VARIANTS[request.a].label, VARIANTS[request.b].label, ENV.device_name, text.problem(request.workload),
+                RUN_LABEL)
+            return staged
         try:
             session.plan(request, sweep=sweep)
         except Refusal:  # a link to what the recording lacks: the page flags it, nothing to replay

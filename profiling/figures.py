@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
@@ -16,7 +17,8 @@ from concurrent.futures import Future
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.text import Text
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
 from . import text
 from .explain.curves import QUANTITIES, crossovers, slopes
@@ -38,7 +40,6 @@ DEVICE_TIME_COLOUR, HOST_TIME_COLOUR = "#2a9d8f", "#e9c46a"
 # a training step's two phases, on both axes: the step's GPU bar stacked and its kernels coloured by phase
 PHASE_COLOURS = {"forward": "#2a9d8f", "backward": "#8172b3"}
 _SEGMENTS = 8  # kernels drawn one by one per bar; the rest are lumped into "other"
-_LABEL_CHARS = 70  # characters of 9-pt text across the whole width of the lower axes
 
 
 def theme(dark: bool | None) -> dict:
@@ -64,13 +65,14 @@ def style_axes(axes, colours: dict) -> None:
     axes.title.set_color(colours["fg"])
 
 
-def caption(figure: Figure, line: str, dark: bool | None = False) -> Figure:
+def caption(figure: Figure, line: str, dark: bool | None = False, size: float = SMALL_PT) -> Figure:
     """`figure` with what it is of written under it (where it ran, live or recorded, the workload: the answer's
-    `measured` line), so a PNG saved from the page still says it; wrapped to the figure's width, in the layout."""
+    `measured` line), so a PNG saved from the page still says it; wrapped to the figure's width, in the layout, at
+    `size` points (the presentation's at its own large type)."""
     import textwrap
 
-    chars = int(figure.get_figwidth() * 72 / (SMALL_PT * 0.6))  # DejaVu Sans averages ~0.6 em a character
-    figure.supxlabel(textwrap.fill(line, chars), fontsize=SMALL_PT, x=0.01, ha="left", color=theme(dark)["muted"])
+    chars = int(figure.get_figwidth() * 72 / (size * 0.6))  # DejaVu Sans averages ~0.6 em a character
+    figure.supxlabel(textwrap.fill(line, chars), fontsize=size, x=0.01, ha="left", color=theme(dark)["muted"])
     return figure
 
 
@@ -91,6 +93,7 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
     mixed = gpu and phase != call and any(r.host_cost or r.back_to_back for _, r in runs)
     per = {"device": f" per {phase}" if mixed else "", "host": f" per {call}" if mixed else ""}
     height = 0.38
+    inside = []  # (bar, the labels it may carry, longest first): written where they fit, once the figure is laid out
     for i, (_, run) in enumerate(runs):
         if run.timing is None:
             top.text(0, i, f"  {run.status}", va="center", color="#c0392b", fontsize=TEXT_PT)
@@ -100,12 +103,10 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
             # the step as its two phases, each its own median (timed in the same calls, an event between them)
             left = 0.0
             for phase, part in (("forward", run.forward_timing), ("backward", run.backward_timing)):
-                top.barh(i - height / 2, part.median_ms, height, left=left, color=PHASE_COLOURS[phase],
-                         edgecolor="white", linewidth=0.8, label=f"{phase} (GPU)" if i == 0 or
-                         comparison.a.forward_timing is None else None)
-                if part.median_ms > 0.2 * max(r.timing.median_ms for _, r in runs if r.timing):
-                    top.text(left + part.median_ms / 2, i - height / 2, text.ms(part.median_ms), ha="center",
-                             va="center", fontsize=SMALL_PT, color="white")
+                inside.append((top.barh(i - height / 2, part.median_ms, height, left=left,
+                                        color=PHASE_COLOURS[phase], edgecolor="white", linewidth=0.8,
+                                        label=f"{phase} (GPU)" if i == 0 or comparison.a.forward_timing is None
+                                        else None)[0], [text.ms(part.median_ms)]))
                 left += part.median_ms
             top.text(left, i - height / 2, f" {text.ms(run.timing.median_ms)} per step", va="center",
                      fontsize=SMALL_PT, color=colours["fg"])
@@ -122,8 +123,9 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
             top.text(value, i + offset, f" {text.ms(value)}{unit}", va="center", fontsize=SMALL_PT,
                      color=colours["fg"], zorder=4, bbox=dict(facecolor=colours["bg"], edgecolor="none", pad=0.5))
         if run.back_to_back is not None:
-            top.plot([run.back_to_back.median_ms] * 2, [i - height, i + height], color=colours["fg"], linewidth=2,
-                     zorder=3,
+            # a mark over the time bar, not a line across the rows: a line would strike through a value label
+            top.plot([run.back_to_back.median_ms], [i - height - 0.02], marker="v", markersize=9, linestyle="none",
+                     color=colours["fg"], zorder=3, clip_on=False,
                      label="back-to-back pace" + ("" if run.call == run.phase else f", a {run.call}") if i == 0 or comparison.a.back_to_back is None else None)
     top.set_xlabel(f"ms: {'GPU' if gpu else 'wall'} time per {phase}; host cost and back-to-back pace per {call}"
                    if mixed else f"ms per {text.call(comparison.a.workload)}", fontsize=TEXT_PT)
@@ -136,7 +138,7 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
 
     # where the time goes, kernel by kernel
     seen: dict[str, str] = {}
-    widest = max((run.gpu_us() for _, run in runs if run.ok), default=0.0)
+    segments = []  # (bar, the kernel's name, its colour)
     for i, (_, run) in enumerate(runs):
         if not run.kernels_of():
             bottom.text(0, i, f"  {run.status if not run.ok else 'no kernels'}", va="center", color="#c0392b",
@@ -144,7 +146,7 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
             continue
         total = run.gpu_us()
         start = 0.0
-        segments = []  # (label, what colours it: its category, or in a step its phase, the colour)
+        parts = []  # (label, what colours it: its category, or in a step its phase, the colour)
         step = run.phase == "step"
         for phase in (("forward", "backward") if step else (run.phase,)):
             ordered = sorted(run.kernels_of(phase), key=lambda k: k.us_per_forward, reverse=True)
@@ -152,18 +154,15 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
             shown, rest = ordered[:keep], ordered[keep:]
             for k in shown:
                 group = phase if step else (k.category if k.category in CATEGORY_COLOURS else "other")
-                segments.append((k.short_name, group, k.us_per_forward))
+                parts.append((k.short_name, group, k.us_per_forward))
             if rest:
-                segments.append((f"{len(rest)} more", phase if step else "other",
-                                 sum(k.us_per_forward for k in rest)))
-        for name, group, width in segments:
+                parts.append((f"{len(rest)} more", phase if step else "other",
+                              sum(k.us_per_forward for k in rest)))
+        for name, group, width in parts:
             colour = PHASE_COLOURS[group] if step else CATEGORY_COLOURS.get(group, OTHER_COLOUR)
             seen.setdefault(group, colour)
-            bottom.barh(i, width, 0.6, left=start, color=colour, edgecolor="white", linewidth=0.8)
-            fits = int(_LABEL_CHARS * width / widest) if widest else 0  # characters the segment has room for
-            if fits >= 4:
-                bottom.text(start + width / 2, i, text.kernel_label(name, fits), ha="center", va="center",
-                            fontsize=SMALL_PT, color="white")
+            bar = bottom.barh(i, width, 0.6, left=start, color=colour, edgecolor="white", linewidth=0.8)[0]
+            segments.append((bar, name, colour))
             start += width
         bottom.text(start, i, f" {text.us(total)}", va="center", fontsize=SMALL_PT, color=colours["fg"])
     bottom.set_xlabel(f"GPU µs per {text.call(comparison.a.workload)}" if gpu else f"CPU self µs per {text.call(comparison.a.workload)} (aten ops)",
@@ -172,17 +171,88 @@ def timing_figure(comparison: Comparison, dark: bool | None = False) -> Figure:
     bottom.set_title(f"where the time goes ({'kernel by kernel' if gpu else 'op by op'}{by_phase})",
                      fontsize=TITLE_PT, loc="left", color=colours["fg"])
     bottom.margins(x=0.12)
-    if seen:
-        from matplotlib.patches import Patch
-        bottom.legend(handles=[Patch(color=c, label=n) for n, c in seen.items()], fontsize=SMALL_PT,
-                      loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=min(len(seen), 5), frameon=False,
-                      labelcolor=colours["fg"])
     for axes in (top, bottom):
         axes.set_yticks(range(len(names)), names)
         axes.set_ylim(len(names) - 0.5, -0.5)  # A on top, and room for a missing bar's label
         style_axes(axes, colours)
+    # labels placed on the laid-out figure: a kernel's name on its segment where it fits, else a number keyed below
+    renderer = _laid_out(figure)
+    for axes in (top, bottom):
+        _room_at_the_right(axes, renderer)
+    inside += [(bar, [text.kernel_label(name, n) for n in _NAME_CHARS]) for bar, name, _ in segments]
+    written, unlabelled = _label_inside(inside, renderer)
+    keyed = [(bar, name, colour) for bar, name, colour in segments if bar in unlabelled]
+    numbers, unnumbered = _label_inside([(bar, [str(n)]) for n, (bar, _, _) in enumerate(keyed, 1)], renderer)
+    written += numbers
+    handles = [Patch(color=c, label=n) for n, c in seen.items()]
+    handles += [Patch(color=colour, label=f"{n}: {text.kernel_label(name, _KEY_CHARS)}")
+                for n, (bar, name, colour) in enumerate(keyed, 1) if bar not in unnumbered]
+    if handles:
+        columns = min(len(handles), 3 if len(handles) > len(seen) else 5)
+        bottom.legend(handles=handles, fontsize=SMALL_PT, loc="upper center", bbox_to_anchor=(0.5, -0.3),
+                      ncol=columns, frameon=False, labelcolor=colours["fg"])
+        figure.set_figheight(figure.get_figheight() + _KEY_ROW_IN * (-(-len(handles) // columns) - 1))
+    for _ in range(2):  # the key moved the axes (constrained layout settles over two passes): room at the right
+        renderer = _laid_out(figure)
+        for axes in (top, bottom):
+            _room_at_the_right(axes, renderer)
+    for label, bar in written:  # and a label that no longer fits its bar goes
+        if not _fits(label, bar, renderer, margin=1):
+            label.remove()
     return figure
 
+
+_NAME_CHARS = (40, 28, 20, 14, 10)  # a kernel's label on its segment: the longest of these that fits, none under 10
+_KEY_CHARS = 20                     # a kernel's name in the key under the chart (three to a row in 700 px)
+_KEY_ROW_IN = 0.2                   # a row of the key (9 pt, spaced): the figure grows by it, the axes keep theirs
+
+
+def _laid_out(figure: Figure):
+    """`figure` laid out as it is saved (its constrained layout run), and the renderer that measures its text."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
+    figure.draw_without_rendering()
+    return canvas.get_renderer()
+
+
+def _room_at_the_right(axes, renderer) -> None:
+    """Widen `axes`' x range until every text written at a bar's end (left-aligned) ends inside the axes."""
+    box = axes.get_window_extent(renderer)
+    low, high = axes.get_xlim()
+    needed = high
+    for label in axes.texts:
+        if label.get_ha() != "left":
+            continue
+        width = label.get_window_extent(renderer).width
+        x = label.get_position()[0]
+        if box.width - width > 16 and x > low:
+            needed = max(needed, low + (x - low) * box.width / (box.width - width - 16))  # a margin: the layout moves as the ticks do
+    axes.set_xlim(low, needed)
+
+
+def _label_inside(bars, renderer) -> tuple[list, set]:
+    """Each bar of `bars` (bar, its labels longest first) given the first label that fits inside it, measured on
+    the laid-out figure (white, centred): the (label, bar) pairs written, and the bars no label fits."""
+    written, left = [], set()
+    for bar, labels in bars:
+        for words in dict.fromkeys(labels):
+            x, y = bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2
+            label = bar.axes.text(x, y, words, ha="center", va="center", fontsize=SMALL_PT, color="white")
+            if _fits(label, bar, renderer, margin=6):  # room to spare: the layout moves a little once the key is in
+                written.append((label, bar))
+                break
+            label.remove()
+        else:
+            left.add(bar)
+    return written, left
+
+
+def _fits(label, bar, renderer, margin: float) -> bool:
+    """`label` lies inside `bar`, `margin` px clear of its edges, as drawn."""
+    inner, outer = label.get_window_extent(renderer), bar.get_window_extent(renderer)
+    return (inner.x0 >= outer.x0 + margin and inner.x1 <= outer.x1 - margin
+            and inner.y0 >= outer.y0 - 1 and inner.y1 <= outer.y1 + 1)
 
 
 # -- the presentation view: the headline's figure alone, read from across a room ------------------------------
@@ -218,6 +288,8 @@ def present_figure(comparison: Comparison, dark: bool | None = None) -> Figure:
     style_axes(axes, colours)
     axes.tick_params(labelsize=PRESENT_PT, length=0)
     axes.spines["bottom"].set_visible(False)
+    for _ in range(2):  # constrained layout settles over two passes
+        _room_at_the_right(axes, _laid_out(fig))
     return fig
 
 
@@ -235,6 +307,7 @@ def present_sweep_figure(result: Sweep, dark: bool | None = None) -> Figure:
         handles.append(Line2D([], [], color=colour, marker="o", linewidth=2.5, label=f"{side} · {variant}"))
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
+    axes.margins(x=0.1)  # the first S label clear of the lowest y label at the corner
     axes.xaxis.set_major_formatter(FuncFormatter(lambda s, _: _seq_label(s)))
     axes.xaxis.set_minor_locator(NullLocator())
     axes.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
@@ -243,6 +316,7 @@ def present_sweep_figure(result: Sweep, dark: bool | None = None) -> Figure:
     axes.set_title(f"{device} ms per {text.call(result.workload)}", fontsize=PRESENT_PT, loc="left",
                    color=colours["fg"])
     axes.legend(handles=handles, fontsize=PRESENT_PT, frameon=False, labelcolor=colours["fg"])
+    _minor_labels(axes)
     style_axes(axes, colours)
     axes.tick_params(labelsize=PRESENT_PT, which="both")
     axes.grid(True, which="major", color=colours["grid"], linewidth=0.8)
@@ -277,37 +351,43 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
     line_mib, line_label = _memory_line(result)
     symbol = text.axis_symbol(result.axis)
 
+    handles, exponents = [], []  # (annotation, variant, quantity): written at a curve's end where they fit
+    movable, crossings = [], []  # labels of refused points and of crossings: moved where they would overprint
     for quantity, axes in (("time", time_axes), ("memory", memory_axes)):
-        handles = []
         for variant in result.variants:
             runs = result.of(variant)
             ran = [r for r in runs if r.ok and QUANTITIES[quantity](r)]
             ys = [_value(r, quantity) for r in ran]
             colour = variant_colour[variant]
-            label = variant
             if ran:
                 axes.plot([result.value(r) for r in ran], ys, "o-", color=colour, markersize=5, linewidth=1.8)
                 fit = fits.get((variant, quantity))
                 if fit:
-                    axes.annotate(rf"$\propto {symbol}^{{{fit.exponent:.2f}}}$", (result.value(ran[-1]), ys[-1]),
-                                  xytext=(6, 0), textcoords="offset points", va="center", fontsize=TEXT_PT,
-                                  color=colour)
-            else:
-                label += f" ({runs[0].status if runs else 'no points'})"
-            refused = [r for r in runs if r.stops]
-            if refused and line_mib and quantity == "memory":
-                axes.plot([result.value(r) for r in refused], [line_mib] * len(refused), "o", markersize=9,
-                          markerfacecolor="none", markeredgecolor=colour, markeredgewidth=1.8)
-                for r in refused:
-                    said = f"needs {text.size(r.needed_bytes)}" if r.needed_bytes else "out of memory"
-                    axes.annotate(said, (result.value(r), line_mib), xytext=(0, 8), textcoords="offset points",
-                                  ha="center", fontsize=SMALL_PT, color=colour)
-            for r in refused if quantity == "time" else ():
-                axes.axvline(result.value(r), color=colour, linestyle=":", linewidth=1.2)
-                axes.annotate(f"{variant} stops", (result.value(r), 0.5), xycoords=("data", "axes fraction"),
-                              xytext=(-3, 0), textcoords="offset points", rotation=90, ha="right", va="center",
-                              fontsize=SMALL_PT, color=colour)
-            handles.append(Line2D([], [], color=colour, marker="o", label=label))
+                    exponents.append((axes.annotate(
+                        rf"$\propto {symbol}^{{{fit.exponent:.2f}}}$", (result.value(ran[-1]), ys[-1]), xytext=(6, 0),
+                        textcoords="offset points", va="center", fontsize=TEXT_PT, color=colour), variant, quantity))
+            if quantity == "time":
+                handles.append(Line2D([], [], color=colour, marker="o", label=variant if ran else
+                                      f"{variant} ({runs[0].status if runs else 'no points'})"))
+        # where the sweep stopped: one mark and one label a length, naming every variant that stopped there
+        stopped: dict[int, list] = {}
+        for r in (r for r in result.runs if r.stops):
+            stopped.setdefault(result.value(r), []).append(r)
+        for x, runs in stopped.items():
+            colour = variant_colour[runs[0].variant] if len(runs) == 1 else colours["fg"]
+            names = ", ".join(r.variant for r in runs)
+            if quantity == "memory" and line_mib:
+                needed = [r.needed_bytes for r in runs if r.needed_bytes]
+                y = max(line_mib, max(needed, default=0) / 2**20)  # over the line: it does not fit
+                axes.plot([x], [y], "o", markersize=9, markerfacecolor="none", markeredgecolor=colour,
+                          markeredgewidth=1.8)
+                movable.append(axes.annotate(_does_not_fit(runs), (x, y), xytext=(-6, 8),
+                                             textcoords="offset points", ha="right", fontsize=SMALL_PT, color=colour))
+            elif quantity == "time":
+                axes.axvline(x, color=colour, linestyle=":", linewidth=1.2)
+                axes.annotate(f"{names} {'stops' if len(runs) == 1 else 'stop'}", (x, 0.5),
+                              xycoords=("data", "axes fraction"), xytext=(-3, 0), textcoords="offset points",
+                              rotation=90, ha="right", va="center", fontsize=SMALL_PT, color=colour)
         if quantity == "memory" and line_mib:
             axes.axhline(line_mib, color=colours["muted"], linestyle="--", linewidth=1.2)
             axes.annotate(line_label, (0, line_mib), xycoords=("axes fraction", "data"), xytext=(4, -4),
@@ -320,23 +400,16 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
                 else:  # compared on different figures at the two lengths: the span, no interpolated S
                     axes.axvspan(cross.s_before, cross.s_after, color=colours["range"], zorder=0)
                     where, x = f"in {text.point(result.axis, cross.s_before)}…{text.count(cross.s_after)}", cross.s_before
-                axes.annotate(f"{cross.faster_after} overtakes\n{cross.faster_before} {where}",
-                              (x, 0.03), xycoords=("data", "axes fraction"), xytext=(5, 0),
-                              textcoords="offset points", fontsize=SMALL_PT, color=colours["fg"])
+                crossings.append(axes.annotate(f"{cross.faster_after} overtakes\n{cross.faster_before} {where}",
+                                               (x, 0.03), xycoords=("data", "axes fraction"), xytext=(5, 0),
+                                               textcoords="offset points", fontsize=SMALL_PT, color=colours["fg"]))
             if result.stopped:
                 axes.annotate(f"stopped early: {text.clip(result.stopped, 70)}", (0.99, 0.03),
                               xycoords="axes fraction", ha="right", fontsize=SMALL_PT, color="#c0392b")
         axes.set_xscale("log", base=2)
         axes.set_yscale("log")
-        if quantity == "memory" and line_mib:
-            axes.set_ylim(top=line_mib * 4)  # room for the refused points' labels above the line
         axes.grid(True, which="major", color=colours["grid"], linewidth=0.8)
         style_axes(axes, colours)
-        if quantity == "time":  # one legend for both panels; the hollow key where a point is drawn hollow
-            if line_mib and any(r.stops for r in result.runs):
-                handles.append(Line2D([], [], color=colours["muted"], marker="o", markerfacecolor="none",
-                                      linestyle="none", label="does not fit / out of memory (below)"))
-            _legend(axes, handles, colours, loc="upper left")
     time_axes.set_ylabel(("GPU" if gpu else "wall") + f" ms per {text.call(result.workload)}", fontsize=TEXT_PT)
     memory_axes.set_ylabel("peak memory beyond inputs, MiB", fontsize=TEXT_PT)
     memory_axes.set_xlabel("sequence length S" if result.axis == "seq_len" else f"batch {symbol}", fontsize=TEXT_PT)
@@ -347,7 +420,102 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
     memory_axes.set_xlim(measured[0] / 1.4, measured[-1] * 2.2)  # room for the exponents at the right
     time_axes.set_title(f"{result.workload.family(result.axis)} · {result.environment.device_name}",
                         fontsize=TITLE_PT, color=colours["fg"])
+    figure.get_layout_engine().set(h_pad=0.15)  # the panels' y labels apart (their end ticks met)
+    # an exponent that would overprint a label or a line moves up or down a line; one with no room goes in the legend
+    renderer = _laid_out(figure)
+    _unclutter(movable, renderer)  # where no place is free, it stays: the last resort is room at the top
+    _room_at_the_top(memory_axes, renderer)  # for the refused points' labels over the memory line
+    moved = _unclutter([label for label, _, _ in exponents], renderer, remove=True)
+    handles += [Line2D([], [], color=colours["fg"], linestyle="--", linewidth=1, label=label.get_text().replace("\n", " "))
+                for label in _unclutter(crossings, renderer, remove=True)]
+    said = {}
+    for label, variant, quantity in exponents:
+        if label in moved:
+            said.setdefault(variant, []).append(f"{quantity} {label.get_text()}")
+    for handle in handles:
+        variant = handle.get_label().split(" (")[0]
+        if variant in said:
+            handle.set_label(f"{variant}: " + ", ".join(said[variant]))
+    if line_mib and any(r.stops for r in result.runs):  # the hollow key where a point is drawn hollow
+        handles.append(Line2D([], [], color=colours["muted"], marker="o", markerfacecolor="none",
+                              linestyle="none", label="does not fit / out of memory (below)"))
+    _legend(time_axes, handles, colours, loc="upper left")  # one legend for both panels
+    for axes in (time_axes, memory_axes):
+        _minor_labels(axes)
     return figure
+
+
+def _minor_labels(axes) -> None:
+    """A log y axis' labels between the powers of ten: over under 3 decades (a decade 90 px or more), at 2 and 5
+    only (matplotlib's own labels 3 and 4 as well under one, which meet); over more, none."""
+    low, high = axes.get_ylim()
+    axes.yaxis.set_minor_formatter(FuncFormatter(
+        lambda y, _: f"{y:g}" if round(y / 10 ** math.floor(math.log10(y)), 6) in (2, 5) else "")
+        if math.log10(high / low) < 3 else NullFormatter())
+
+
+def _does_not_fit(runs) -> str:
+    """The words over the memory line at a length where `runs` stopped: which do not fit (or ran out of memory), and
+    what each would need of what was free, one line for those that say the same."""
+    said: dict[str, list[str]] = {}
+    for r in runs:
+        free = f" of {text.size(r.available_bytes)} free" if r.available_bytes else ""
+        said.setdefault(f"needs {text.size(r.needed_bytes)}{free}" if r.needed_bytes else "", []).append(r.variant)
+    lines = []
+    for need, names in said.items():
+        verb = ("does not fit" if len(names) == 1 else "do not fit") if need else "out of memory"
+        lines.append(f"{', '.join(names)}: {verb}" + (f",\n{need.replace('needs', 'need') if len(names) > 1 else need}"
+                                                     if need else ""))
+    return "\n".join(lines)
+
+
+def _unclutter(labels, renderer, remove: bool = False) -> set:
+    """Each of `labels` (annotations placed by an offset in points) moved up or down by whole lines until it
+    overprints no other text of its figure and no straight line of its axes; one no place frees stays where it was,
+    or with `remove` is removed (those are returned)."""
+    figure = labels[0].figure if labels else None
+    removed = set()
+    for label in labels:
+        others = [t.get_window_extent(renderer) for t in figure.findobj(Text)
+                  if t is not label and t not in removed and t.get_visible() and t.get_text().strip()]
+        others += [line.get_window_extent(renderer) for line in label.axes.lines if len(line.get_xdata()) > 1
+                   and (len(set(line.get_xdata())) == 1 or len(set(line.get_ydata())) == 1)]
+        frame = label.axes.get_window_extent(renderer)
+        x, y = label.xyann
+        side = label.get_ha()
+        step = label.get_window_extent(renderer).height * 72 / figure.dpi + 1
+        # up or down by whole lines, then (a label beside its point) the same on the point's other side
+        sides = ((side, x), ({"left": "right", "right": "left"}[side], -x)) if side in ("left", "right") else \
+            ((side, x),)
+        for ha, dx in sides:
+            label.set_ha(ha)
+            for shift in (0, 1, -1, 2, -2, 3, -3):
+                label.xyann = (dx, y + shift * step)
+                box = label.get_window_extent(renderer)
+                if frame.y0 <= box.y0 and box.y1 <= frame.y1 and frame.x0 <= box.x0 and box.x1 <= frame.x1 and \
+                        not any(min(box.x1, o.x1) - max(box.x0, o.x0) >= 0 and
+                                min(box.y1, o.y1) - max(box.y0, o.y0) >= 0 for o in others):
+                    break
+            else:
+                continue
+            break
+        else:
+            label.set_ha(side)
+            label.xyann = (x, y)
+            if remove:
+                label.remove()
+                removed.add(label)
+    return removed
+
+
+def _room_at_the_top(axes, renderer) -> None:
+    """Raise `axes`' (log) y range until every text written in it ends below its top."""
+    box = axes.get_window_extent(renderer)
+    low, high = axes.get_ylim()
+    over = max((t.get_window_extent(renderer).y1 - box.y1 + 4 for t in axes.texts), default=0)
+    if over > 0:
+        decades = math.log10(high / low)
+        axes.set_ylim(low, high * 10 ** (decades * over / max(box.height - over, 1)))
 
 
 def _value(run, quantity: str) -> float:

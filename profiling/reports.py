@@ -166,7 +166,8 @@ def _grad_errors(run: Run, sep: str = ", ") -> str:
 def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bool = False,
                compile_estimate: tuple[float, str] | None = None, workload: Workload | None = None) -> str:
     """What reading `variant`'s code suggests for `workload`, before anything runs (Markdown); for a
-    compiled variant run live, how long its first call's compile is estimated to take, and from what."""
+    compiled variant run live, how long its first call's compile is estimated to take, and from what. One that
+    `cannot_run` here gets neither a speed rank nor a compile estimate: it will not run to be ranked or compiled."""
     g = guess
     unit = "aten ops" if cpu else "kernels"
     forward = [e.what for e in g.kernels if e.phase == "forward"]
@@ -179,9 +180,9 @@ def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bo
              f"- precision: {g.precision}",
              text.score_grid(f"- S×S scores through memory: {'yes' if g.materialises_scores else 'no'}",
                              *((workload.queries, workload.seq_len) if workload else (1, 1))),
-             f"- expected speed rank {g.speed_rank}, host-cost rank {g.host_rank} (1 = best)"
-             + (f", occupancy {g.occupancy}" if g.occupancy else "")]
-    if compile_estimate:
+             *([] if cannot_run else [f"- expected speed rank {g.speed_rank}, host-cost rank {g.host_rank} (1 = best)"
+                                      + (f", occupancy {g.occupancy}" if g.occupancy else "")])]
+    if compile_estimate and not cannot_run:
         seconds, basis = compile_estimate
         lines.append(f"- ⏱ its first call compiles: estimated ~{text.seconds(seconds)}, {basis}; the progress bar "
                      "counts the seconds")
@@ -397,10 +398,19 @@ def sweep_markdown(explanation: Explanation, axis: str = "seq_len", measured: st
 
 def present_markdown(explanation: Explanation, measured: str = "") -> str:
     """The presentation view's answer: the headline as a heading, what it measured (`Answer.measured`: the
-    machine, live or recorded, the workload and its pass), the titles of the notes that matter most. Plain words,
-    no glossary markup: it is read from across a room."""
-    return "\n\n".join([f"## {_md(explanation.headline.title)}"] + ([_md(measured)] if measured else [])
-                       + [f"{i + 1}. {_md(n.title)}" for i, n in enumerate(explanation.notes[:TOP])])
+    machine, live or recorded, the workload and its pass), and the one reason: the note that matters most, its
+    title and its body (a title alone, "Why … is 11× faster", gave no reason). Plain words, no glossary markup: it is
+    read from across a room."""
+    plain = lambda words: _md(words.replace("`", ""))  # noqa: E731 (code spans: plain words on a stage)
+    reason = [f"**{plain(n.title)}**" + (f": {plain(n.body)}" if n.body else "") for n in explanation.notes[:1]]
+    return "\n\n".join([f"## {_md(explanation.headline.title)}"] + ([_md(measured)] if measured else []) + reason)
+
+
+def present_plan_markdown(a_label: str, b_label: str, device_name: str, problem: str, run_button: str) -> str:
+    """The presentation view of a live link before Run: what will run, where, and the button that runs it (the stage
+    was blank until then)."""
+    return "\n\n".join([f"## {_md(a_label)} [A] vs {_md(b_label)} [B]",
+                         f"Runs live on {_md(device_name)} when you press **{_md(run_button)}**: {_md(problem)}"])
 
 
 def refusal_markdown(refusal) -> str:

@@ -81,7 +81,8 @@ class Request:
         device = live_device if source == LIVE else "cuda"  # a recording replays the GPU it was made on
         values = {f.name: fields.get(f.name, getattr(base, f.name)) for f in FIELDS}
         for f in FIELDS:  # each field checked as sent, in order, before the workload checks them together
-            f.metadata["spec"].check(f.name, values[f.name])
+            values[f.name] = f.metadata["spec"].check(f.name, values[f.name])
+        _documents_own_b_and_s(values["lengths"], fields)
         return cls(source, a, b, Workload(**values, device=device), seq_lens, axis)
 
     @classmethod
@@ -183,6 +184,19 @@ class Request:
         fields = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name, None) is not None}
         return cls.build(LIVE if args.source is None else args.source, args.a, args.b, fields, live_device,
                          getattr(args, "points", None), getattr(args, "axis", None) or "seq_len")
+
+
+def _documents_own_b_and_s(documents: tuple[int, ...] | None, sent: Mapping[str, Any]) -> None:
+    """Packed documents set B (their count) and S (the longest): a batch or seq_len sent beside them must be those,
+    or it is refused (it was once replaced without a word)."""
+    if not documents:
+        return
+    for name, implied in (("batch", len(documents)), ("seq_len", max(documents))):
+        if sent.get(name) is not None and sent[name] != implied:
+            symbol = "B" if name == "batch" else "S"
+            why = "their count" if name == "batch" else "the longest"
+            raise Refusal(name, sent[name], f"lengths={','.join(map(str, documents))} set {symbol}={implied} ({why}): "
+                                            f"send {implied} or leave {name} out")
 
 
 def field_values(workload: Workload) -> list:

@@ -23,7 +23,7 @@ from .replay import find_recorded, find_recorded_sweep, recorded_runs, recorded_
 from .request import LIVE, MAX_LENGTHS, Request
 from .results import Comparison, Run, Sweep
 from .sweep import fitting, run_sweep
-from .workload import Refusal, Workload, spec_of
+from .workload import FIELDS, Refusal, Workload, spec_of
 
 visible_refusal = cp.visible_refusal
 
@@ -66,7 +66,8 @@ class Answer:
         r = self.result
         if isinstance(r, Comparison):
             return text.measured(self.request.live, self.request.source, r.a.environment, r.a.workload)
-        return text.measured(self.request.live, self.request.source, r.environment, r.workload, r.axis, r.seq_lens)
+        reached = sorted({r.value(run) for run in r.runs})  # a sweep stopped early: the lengths it reached, not its plan
+        return text.measured(self.request.live, self.request.source, r.environment, r.workload, r.axis, reached)
 
     def to_dict(self) -> dict:
         """What a client is sent: the source, what was measured in one line, the result (naming no file of this
@@ -91,11 +92,18 @@ def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False
             if recorded is None:
                 def over(a: str) -> str:  # a sweep over S is said as it always was; another axis is named
                     return "" if a == "seq_len" else f" over {text.axis_symbol(a)}"
-                held = "; ".join(f"{s.workload.family(s.axis)}{over(s.axis)} for {', '.join(s.variants)}"
-                                 for s in recorded_sweeps(request.source))
+                # one or two lines: the sweeps that hold this pair (an embed's frame was half filled with all)
+                sweeps = recorded_sweeps(request.source)
+                pair = sorted((s for s in sweeps if {request.a, request.b} <= set(s.variants)),  # nearest first
+                              key=lambda s: (s.axis != axis, sum(getattr(s.workload, f.name) != getattr(w, f.name)
+                                                                 for f in FIELDS if f.name != axis)))
+                more = f" (and {text.plural(len(pair) - 1, 'other')})" if len(pair) > 1 else ""
+                held = (f"Of {request.a} and {request.b} it holds {pair[0].workload.family(pair[0].axis)}"
+                        f"{over(pair[0].axis)}{more}" if pair else
+                        f"It holds no sweep of both ({text.plural(len(sweeps), 'sweep')} of other pairs)")
                 raise Refusal("source", request.source,
                               f"The recording '{request.source}' has no sweep{over(axis)} of {request.a} and "
-                              f"{request.b} at {w.family(axis)}. It holds: {held or 'no sweeps'}.", kind="unrecorded")
+                              f"{request.b} at {w.family(axis)}. {held}.", kind="unrecorded")
             missing = [s for s in request.seq_lens or () if s not in recorded.seq_lens]
             if missing:
                 raise Refusal("seq_lens", ",".join(map(str, missing)),

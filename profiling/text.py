@@ -176,8 +176,9 @@ def problem(workload, axis: str | None = None, points=()) -> str:
     if workload.passes == "fwd":
         said += ", forward"
     if axis:
-        said += (f" · {axis_symbol(axis)} from {count(points[0])} to {count(points[-1])} "
-                 f"({plural(len(points), 'point')})") if points else f" · over {axis_symbol(axis)}"
+        said += (f" · {axis_symbol(axis)}={count(points[0])} (1 point)" if len(points) == 1 else
+                 f" · {axis_symbol(axis)} from {count(points[0])} to {count(points[-1])} ({len(points)} points)"
+                 if points else f" · over {axis_symbol(axis)}")
     return said
 
 

@@ -232,8 +232,7 @@ class Workload:
         empty="B × S", example="'512, 1536, 1024, 1024'",
         help="packed sequences: the documents' lengths (such as 512, 1536, 1024, 1024), each token attending its own "
              "document only; B is their count and S the longest; empty: B equal sequences of S",
-        said=_documents_said, tag=_documents_tag, page=False)  # links, the API and the command line: the form's first
-                                                               # screen has no room for it until its layout is reworked
+        said=_documents_said, tag=_documents_tag)
     q_len: int | None = spec(None, label="query length", query="q_len", limits=(1, 131072), optional=True,
                              empty="as S", help="queries per sequence, the last q_len of the S positions (a decode "
                                                 "step: 1); empty: as many as S",

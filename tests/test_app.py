@@ -303,7 +303,9 @@ def test_the_pages_event_keeps_the_answer_it_returns_and_show_renders_that_resul
     assert f"workload {BLOG.replace(seq_len=4096).words()}" in measured_on
     assert answer["verdict"] in as_read(verdict) and answer["verdict"] in as_read(present)
     for note in answer["notes"][:3]:  # the top notes, in order, as the explainer ranked them
-        assert note["title"] in as_read(verdict) and note["title"] in as_read(present)
+        assert note["title"] in as_read(verdict)
+    top = answer["notes"][0]  # the stage's one reason: the top note, its title and its body
+    assert f"{top['title']}: {top['body']}".replace("`", "") in as_read(present)
     assert chart["visible"] and chart["value"]["plot"].startswith("data:image/png;base64,")
     assert present_chart["visible"] and caption.startswith("One profiled forward of each")
     timeline, timeline_file, card_a = rest[:3]
@@ -456,6 +458,60 @@ def test_guesses_say_when_a_variant_cannot_run_here():
     assert "SDPA's fused CPU op" in guess_a and "cannot run here" not in guess_a
     assert "occupancy" not in guess_a  # a GPU's reason is no CPU's
     assert "cannot run here" in guess_b
+    assert "speed rank" in guess_a and "speed rank" not in guess_b  # a side that cannot run here is not ranked
+    # a compiled GPU-only kernel on a CPU: GPU-only, and neither ranked nor given a compile estimate
+    _, fa4, _, _ = app.guesses(*values(LIVE, "sdpa_flash", "fa4"))
+    assert "cannot run here" in fa4 and "speed rank" not in fa4 and "compiles" not in fa4, fa4
+
+
+@cpu_only
+def test_lengths_have_a_control_and_typing_them_puts_their_b_and_s_in_theirs():
+    """Packed documents on the page: a control, and as lengths are typed B and S show what they set (their count, the
+    longest), so what runs is what the controls say; a B left contradicting them turns Run off with the one-line
+    refusal the API gives (B and S were replaced without a word)."""
+    (control,) = [c for c in app.fields if c.elem_id == "field-lengths"]
+    assert control.visible
+    assert app.documents_set("64, 32") == [2, 64]
+    agreed = app.guesses(*values(LIVE, "naive", "sdpa_docmask", lengths="64, 32", batch=2, seq_len=64))
+    assert agreed[2] == "" and agreed[3].interactive
+    _, _, coverage, run = app.guesses(*values(LIVE, "naive", "sdpa_docmask", lengths="64, 32", batch=8, seq_len=64))
+    assert "batch=8 is not allowed: lengths=64,32 set B=2 (their count)" in coverage and not run.interactive
+
+
+def test_a_live_presentation_link_stages_what_run_will_measure_before_anything_runs():
+    """A live link in the presentation view: before Run the stage names A and B, the machine, the workload and the
+    button that measures them (it was blank); nothing else is rendered and nothing runs."""
+    (opener,) = [fn for fn in app.demo.fns.values() if fn.name == "open_link"]
+    query = {"source": LIVE, "a": "naive", "b": "sdpa_flash", "view": "present"}
+    out = asyncio.run(opener.fn(fake_request(query)))
+    ids = [getattr(o, "elem_id", None) for o in opener.outputs]
+    staged = out[ids.index("present")]
+    workload = links.opening(query).asked().workload
+    assert staged.startswith("## Naive (masked\\_fill) [A] vs SDPA · FlashAttention [B]"), staged
+    assert f"Runs live on {app.ENV.device_name} when you press **{app.RUN_LABEL}**: {workload.words()}, forward" \
+        in staged
+    assert sum(not isinstance(x, dict) or x.get("__type__") != "update" for x in out) == 1  # the stage alone
+
+
+def test_the_presentation_gives_the_one_reason_and_its_chart_is_all_in_large_type(monkeypatch):
+    """The stage's words: the headline, what was measured and the top note with its body (titles alone gave no
+    reason); its chart as the page draws it, caption included, has no text under PRESENT_PT (18 px and more at its
+    PNG's own size: the caption was 9 pt, 12.5 px)."""
+    from matplotlib.text import Text
+    request = Request.build(RECORDING, "naive", "sdpa_flash", {}, "cpu")
+    answer = session.compare(request)
+    words = reports.present_markdown(answer.explanation, answer.measured).split("\n\n")
+    top = answer.explanation.notes[0]
+    assert top.body and words[2:] == [f"**{reports._md(top.title)}**: {reports._md(top.body.replace('`', ''))}"]
+    _, kept_id = asyncio.run(handlers.serve("compare", request, None))
+    drawn = {}
+    monkeypatch.setattr(figures, "DRAWN", figures.Drawn(kept=8))
+    monkeypatch.setattr(figures, "png", lambda figure, real=figures.png: drawn.setdefault(id(figure), figure) and
+                        real(figure))
+    app.charts(handlers.RESULTS.get(kept_id))
+    (present,) = [f for f in drawn.values() if f.get_figwidth() == figures.PRESENT_WIDTH_IN]
+    sizes = [t.get_fontsize() for t in present.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    assert min(sizes) >= figures.PRESENT_PT and min(sizes) * figures.DPI / 72 >= 18
 
 
 def test_a_decode_steps_guess_speaks_of_its_lq_by_s_scores():

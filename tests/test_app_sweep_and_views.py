@@ -115,7 +115,9 @@ def test_a_sweep_the_recording_lacks_is_refused_saying_what_it_holds(client):
     with pytest.raises(AppError) as error:
         client.predict(*values(RECORDING, "sdpa_flash", "sdpa_cudnn", heads=8), "", api_name="/sweep")
     assert str(error.value).startswith("The recording 'h200-torch2.11' has no sweep of sdpa_flash and sdpa_cudnn "
-                                       f"at {BLOG.replace(heads=8).family()}. It holds: {BLOG.family()} for ")
+                                       f"at {BLOG.replace(heads=8).family()}. Of sdpa_flash and sdpa_cudnn it holds "
+                                       f"{BLOG.family()} (and 4 others).")  # the nearest, the rest counted
+    assert len(str(error.value)) <= 2 * 120  # one or two lines of an embed's frame, not twelve
     assert error.value.title == "Not in the recording"
 
 

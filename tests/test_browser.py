@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
 RECORDING = "h200-torch2.11"
 SIZES = {"1280x720": {"width": 1280, "height": 720}, "1024x768": {"width": 1024, "height": 768},
-         "phone-390x844": {"width": 390, "height": 844}}
+         "1920x1080": {"width": 1920, "height": 1080}, "phone-390x844": {"width": 390, "height": 844}}
 LINK = "?source=h200-torch2.11&a=sdpa_flash&b=sdpa_cudnn"
 LINK_BOX = "#link textarea, #link input"
 ROWS = "rows => rows.map(r => Array.from(r.querySelectorAll('[role=gridcell]')).map(c => c.innerText.trim()))"
@@ -202,6 +202,59 @@ def test_after_a_preset_on_a_phone_the_headline_is_in_view_and_is_the_explainers
         field = page.locator(f"{picker} input").first
         assert field.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), f"{picker} cuts its choice on a phone"
     page.screenshot(path=ARTIFACTS / "app-phone.png", full_page=True)
+
+
+# a chart is whole (its drawn width within its box) or swipeable (its box scrolls sideways and is narrower than it)
+CHARTS_WHOLE_OR_SWIPEABLE = """() => [...document.querySelectorAll('#chart img, #sweep-chart img, #timeline img')]
+    .filter(i => i.offsetParent !== null).map(i => {
+        const id = i.closest('[id]').id, r = i.getBoundingClientRect();
+        for (let box = i.parentElement; box; box = box.parentElement) {
+            const style = getComputedStyle(box), b = box.getBoundingClientRect();
+            if (['auto', 'scroll'].includes(style.overflowX) && box.scrollWidth > box.clientWidth + 1) return [id, true];
+            if (style.overflowX !== 'visible' && (r.left < b.left - 1 || r.right > b.right + 1)) return [id, false];
+        }
+        return [id, r.left >= -1 && r.right <= innerWidth + 1]; })"""
+
+
+def test_on_a_phone_every_chart_is_whole_and_the_verdict_is_in_the_first_two_screens(served, browser):
+    """At 390x844 on a recorded link: each chart drawn whole within its box (or in a box that scrolls sideways), the
+    verdict's top within the first two screens, and in the presentation view the headline broken only between
+    words (the words of each line are whole words of the headline)."""
+    page = browser.new_page(viewport=SIZES["phone-390x844"])
+    page.goto(served.url + LINK)
+    page.wait_for_function(RENDERED, timeout=60_000)
+    charts = page.evaluate(CHARTS_WHOLE_OR_SWIPEABLE)
+    assert charts and all(ok for _, ok in charts), charts
+    top = page.evaluate("document.querySelector('#verdict').getBoundingClientRect().top + scrollY")
+    print(f"\nverdict top at 390x844: {top:.0f} px")
+    assert top < 2 * 844, top
+    page.screenshot(path=ARTIFACTS / "phone-390x844.png", full_page=True)
+    page.goto(served.url + LINK + "&view=present")
+    page.wait_for_selector("#present h2")
+    lines = page.evaluate("""() => { const h = document.querySelector('#present h2'), lines = [];
+        const walker = document.createTreeWalker(h, NodeFilter.SHOW_TEXT); let node, last = null;
+        while ((node = walker.nextNode())) for (let i = 0; i < node.length; i++) {
+            const r = document.createRange(); r.setStart(node, i); r.setEnd(node, i + 1);
+            const box = r.getClientRects()[0]; if (!box) continue;
+            if (last === null || box.top > last + 4) { lines.push(''); last = box.top; }
+            lines[lines.length - 1] += node.data[i]; }
+        return lines; }""")
+    words = set(headline(page, "#present h2").split())
+    assert all(w in words for line in lines for w in line.split()), lines  # no line starts or ends mid-word
+    page.screenshot(path=ARTIFACTS / "present-phone-390x844.png")
+
+
+def test_lengths_have_a_control_on_the_first_screen_and_set_b_and_s(served, browser):
+    """At 1024x768 the document lengths' control is on the first screen beside the other fields; typing lengths
+    puts their count in B and the longest in S."""
+    page = browser.new_page(viewport=SIZES["1024x768"])
+    page.goto(served.url)
+    page.wait_for_selector("#field-lengths textarea, #field-lengths input")
+    assert page.evaluate(IN_VIEW, ["#field-lengths", "#run", "#preset-0"])
+    page.fill("#field-lengths textarea, #field-lengths input", "512, 1536, 1024, 1024")
+    page.wait_for_function("document.querySelector('#field-batch input')?.value === '4' && "
+                           "document.querySelector('#field-seq_len input')?.value === '1536'", timeout=10_000)
+    page.screenshot(path=ARTIFACTS / "lengths-1024x768.png")
 
 
 def test_a_crafted_link_shows_its_text_as_text_and_fetches_nothing(served, browser):
@@ -422,7 +475,8 @@ def test_a_live_runs_progress_is_drawn_where_the_eye_is(served, browser):
     assert not any("Controls changed" in box["stale"] for box in seen)  # no stale banner over a run in progress
 
 
-@pytest.mark.parametrize("mode, sizes", [("compare", ["1024x768"]), ("sweep", ["1280x720", "1024x768"])])
+@pytest.mark.parametrize("mode, sizes", [("compare", ["1024x768", "1920x1080"]),
+                                         ("sweep", ["1280x720", "1024x768", "1920x1080"])])
 def test_the_stage_view_fits_one_screen_with_every_text_at_18_px(served, browser, mode, sizes):
     """(The compare view at 1280x720 is the presentation view's test, on its page.) One page per mode, resized."""
     page = browser.new_page(viewport=SIZES[sizes[0]])
@@ -448,7 +502,38 @@ def on_stage(page, size: str, mode: str) -> None:
         f"(() => {{ const i = document.querySelector('{chart} img'); "
         "return i.getBoundingClientRect().width / i.naturalWidth; })()") >= 18  # the chart's own text
     assert page.evaluate(IN_VIEW, [heading, f"{chart} img", "#pick-a", "#pick-b", "#run", "#preset-0"])
+    # the headline, the chart and the one reason fill the screen: the box around them is 80% of it or more
+    words = "#present" if mode == "compare" else "#sweep-present"
+    filled = page.evaluate(f"""() => {{ const boxes = [...document.querySelectorAll('{heading}, {chart} img, {words} p')]
+        .map(e => e.getBoundingClientRect()).filter(b => b.height > 0);
+        const x0 = Math.min(...boxes.map(b => b.left)), x1 = Math.max(...boxes.map(b => b.right));
+        const y0 = Math.min(...boxes.map(b => b.top)), y1 = Math.max(...boxes.map(b => b.bottom));
+        return (x1 - x0) * (y1 - y0) / (innerWidth * innerHeight); }}""")
+    print(f"\nstage {mode} at {size}: headline, chart and reason fill {filled:.0%} of the screen")
+    assert filled >= 0.8, filled
     page.screenshot(path=ARTIFACTS / f"stage-{mode}-{size}.png")
+
+
+def test_a_sweep_embed_fits_its_frame_and_an_unrecorded_sweep_says_so_in_two_lines(served, browser):
+    """The README's 760x1400 iframe holding `mode=sweep`: the whole embed within the frame (it was 1,670 px); a sweep
+    the recording lacks refused in two lines at most (it took twelve)."""
+    page = browser.new_page(viewport={"width": 800, "height": 1000})
+    for query, recorded in ((LINK + "&mode=sweep", True), (LINK + "&mode=sweep&heads=8", False)):
+        page.set_content(f'<body style="margin:0"><iframe src="{served.url}{query}&view=embed" width="760" '
+                         'height="1400" style="border:0"></iframe></body>')
+        frame = page.wait_for_selector("iframe").content_frame()
+        if recorded:
+            frame.wait_for_selector("#sweep-chart img", timeout=60_000)
+        else:
+            frame.wait_for_function("(document.querySelector('#coverage')?.innerText || '').includes('has no')",
+                                    timeout=60_000)
+            lines = frame.evaluate("""() => { const p = document.querySelector('#coverage p');
+                return Math.round(p.getBoundingClientRect().height / parseFloat(getComputedStyle(p).lineHeight)); }""")
+            assert lines <= 2, lines
+        height = frame.evaluate("document.documentElement.scrollHeight")
+        print(f"\nsweep embed ({'recorded' if recorded else 'unrecorded'}): {height} px in a 1,400 px frame")
+        assert height <= 1400 + 8, height
+        page.screenshot(path=ARTIFACTS / f"embed-sweep-{'recorded' if recorded else 'unrecorded'}.png", full_page=True)
 
 
 def test_the_timeline_says_in_words_what_it_shows(served, browser):

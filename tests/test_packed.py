@@ -5,6 +5,7 @@ be combined with packed documents is refused in one line naming `lengths`; and `
 from __future__ import annotations
 
 import argparse
+import re
 import warnings
 
 import pytest
@@ -155,6 +156,34 @@ def test_lengths_go_through_the_link_the_api_and_the_command_line():
     assert Request.from_args(args, "cpu").workload.lengths == (64, 128)
     with pytest.raises(SystemExit):
         parser.parse_args(["a", "b", "--lengths", "64,1_0"])
+
+
+@pytest.mark.parametrize("sent, says", [
+    ({"batch": 2}, "batch=2 is not allowed: lengths=2048,2048,2048,2048 set B=4 (their count): send 4 or leave batch out"),
+    ({"seq_len": 1024}, "seq_len=1024 is not allowed: lengths=2048,2048,2048,2048 set S=2048 (the longest): send 2048 or "
+                        "leave seq_len out"),
+])
+def test_a_batch_or_seq_len_that_contradicts_the_lengths_is_refused_in_one_line(sent, says):
+    """The lengths own B and S: the API (every field sent), a link and the command line refuse a batch or seq_len
+    that is not theirs, naming the field, its value and what the lengths set (it was replaced without a word: B=2,
+    S=1024 sent, B=4, S=2048 run); the values they set, or none, are taken."""
+    lengths = {"lengths": "2048,2048,2048,2048"}
+    values = dict(zip(KEYS, Request.build(RECORDING, "sdpa_flash", "varlen", lengths, "cpu").values()))
+    assert (values["batch"], values["seq_len"]) == (4, 2048)
+    assert Request.from_values(values, "cpu").workload.batch == 4  # what they set, sent back: taken
+    with pytest.raises(Refusal) as refused:
+        Request.from_values({**values, **sent}, "cpu")
+    assert str(refused.value) == says and "\n" not in says
+    link = {"batch": "batch", "seq_len": "seq"}  # the fields' keys in a link
+    _, problems = Request.from_query({**lengths, **{link[k]: str(v) for k, v in sent.items()}}, "cpu", RECORDING)
+    assert problems and problems[0][1] == refused.value.limit
+    parser = argparse.ArgumentParser()
+    Request.add_arguments(parser)
+    option = "--batch" if "batch" in sent else "--seq"
+    args = parser.parse_args(["naive", "sdpa_docmask", "--lengths", "2048,2048,2048,2048", option,
+                              str(next(iter(sent.values())))])
+    with pytest.raises(Refusal, match=re.escape(says)):
+        Request.from_args(args, "cpu")
 
 
 # -- the notes, on recorded H200 runs made packed (the numbers each states are checked against the run by `apply`) -----

@@ -25,7 +25,7 @@ from profiling.explain.curves import (BoundChange, bound_changes, crossovers, ke
                                       stops_fitting)
 from profiling.explain.facts import log_slope
 from profiling.measurement import Guard
-from profiling.request import MAX_LENGTHS, parse_lengths
+from profiling.request import LIVE, MAX_LENGTHS, Request, parse_lengths
 from profiling.results import DOES_NOT_FIT, OUT_OF_MEMORY, STOPPED, UNSUPPORTED, Kernel, Sweep, Timing
 from profiling.sweep import run_sweep
 from profiling.workload import Refusal, Workload, spec_of
@@ -169,6 +169,9 @@ def test_a_cancel_between_lengths_ends_the_sweep_with_the_points_done_and_says_w
     assert headline.startswith("The sweep stopped early (cancelled after 2 of 6 points). At S=64 ")
     chart = figures.sweep_figure(result)
     assert "stopped early: cancelled after 2 of 6 points" in [t.get_text() for t in chart.axes[0].texts]
+    # the line every view and the PNG carry counts the lengths reached, not the six planned
+    said = session.Answer(Request.build(LIVE, "naive", "sdpa_flash", {}, "cpu", LENGTHS), result, None).measured
+    assert said.endswith(f" · S={LENGTHS[0]} (1 point)"), said
 
 
 def test_a_cancel_during_a_measurement_keeps_what_it_had_and_says_the_cancel_not_another_runs_reason():
@@ -405,7 +408,7 @@ def test_cli_replays_a_recorded_sweep_and_refuses_one_it_lacks_saying_what_it_ho
     assert main(["sweep", "sdpa_flash", "naive", "--source", "h200-torch2.11", "--head-dim", "96"]) == 2
     err = capsys.readouterr().err
     assert "has no sweep of sdpa_flash and naive at B=8, H=16, D=96, bf16, causal" in err
-    assert f"It holds: {RECORDED[0].workload.family()} for {', '.join(RECORDED[0].variants)}" in err
+    assert f"Of sdpa_flash and naive it holds {RECORDED[0].workload.family()} (and 1 other)." in err
 
 
 def test_the_tables_time_columns_name_the_pass_they_are_per():

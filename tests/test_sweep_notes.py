@@ -396,7 +396,8 @@ def test_the_markdown_shows_the_headline_the_top_three_and_folds_the_rest():
     assert all(n.title.replace("`", "") in plain for n in explanation.notes)
     present = reports.present_markdown(explanation)
     assert present.split("\n\n")[0] == f"## {reports._md(explanation.headline.title)}"
-    assert len(present.split("\n\n")) == 1 + TOP
+    top = explanation.notes[0]  # the one reason, with its body (a title alone gave none)
+    assert present.split("\n\n")[1:] == [f"**{reports._md(top.title)}**: {reports._md(top.body.replace('`', ''))}"]
 
 
 def test_a_crossing_of_the_loops_pace_says_where_the_gpu_times_had_already_crossed():
@@ -420,3 +421,21 @@ def test_a_crossing_of_the_loops_pace_says_where_the_gpu_times_had_already_cross
                 assert ("leads at both" in n.body) == (later[0] < later[1]), n.body
             seen += already
     assert seen
+
+
+@pytest.mark.parametrize("load, busy", [(8.8, True), (1.5, False)])
+def test_a_cpu_sweep_timed_beside_other_work_says_the_load_with_its_exponent(load, busy):
+    """A CPU sweep whose time barely grows (S^0.09 where S^2 is expected) while the load average was 8.8 on 2
+    threads: the slope's note says the load and does not state 'not S^2' as the variant's; at 1.5 (a quiet 2-thread
+    machine) it states the exponent against the expected one as before."""
+    cpu = dataclasses.replace(H200, device="cpu", device_name="a CPU", cpu_threads=2, total_memory_bytes=None)
+    S = [256, 512, 1024, 2048]
+    runs = [run(v, s, ms * s**0.09, env=cpu, seed=i, load_before=load, load_after=load)
+            for i, (v, ms) in enumerate((("naive", 1.0), ("sdpa_flash", 0.5))) for s in S]
+    result = synthetic(runs, env=cpu)
+    (slope,) = [n for n in explain_sweep(result).notes if n.rule.startswith("sweep_slope") and "Naive" in n.title]
+    if busy:
+        assert f"on a busy machine (load average {load:.1f} on 2 CPU threads)" in slope.title, slope.title
+        assert ", not " not in slope.title
+    else:
+        assert "busy" not in slope.title and slope.title.endswith(", not S^2"), slope.title

@@ -139,7 +139,8 @@ def test_sweep_figure_draws_exponents_crossover_and_the_refused_point(dark):
     assert _png_size(figure)[0] == WIDTH_IN * DPI == 700 and _big_enough(figure)
     time_axes, memory_axes = figure.axes
     texts = _texts(figure)
-    assert "naive stops" in texts and f"needs {text.size(140 * 2**30)}" in texts
+    assert "naive stops" in texts
+    assert f"naive: does not fit,\nneeds {text.size(140 * 2**30)} of {text.size(126 * 2**30)} free" in texts
     assert f"NVIDIA H200 memory, {text.size(result.environment.total_memory_bytes)}" in texts
     # an exponent at each curve's end, as fitted, for every fit the points support (here: all four)
     fits = [f for f in slopes(result) if f.supported]
@@ -154,9 +155,21 @@ def test_sweep_figure_draws_exponents_crossover_and_the_refused_point(dark):
     assert any(list(line.get_xdata()) == [cross.seq_len] * 2 for line in time_axes.lines)
     hollow = [line for line in memory_axes.lines if line.get_markerfacecolor() == "none"]
     (refused,) = hollow
-    assert list(refused.get_xdata()) == [16384] and refused.get_ydata()[0] == pytest.approx(
-        RUNS["naive"].environment.total_memory_bytes / 2**20)
+    assert list(refused.get_xdata()) == [16384] and refused.get_ydata()[0] == pytest.approx(  # over the line
+        max(RUNS["naive"].environment.total_memory_bytes, 140 * 2**30) / 2**20)
     assert not any(t.startswith("stopped early") for t in texts)
+
+
+def test_a_point_that_needs_less_than_the_card_but_more_than_was_free_is_said_not_to_fit():
+    """136 GiB under the H200's 139.8 GiB line, with 124.5 GiB free: the words over the line say it does not fit, and
+    of what was free; two variants refused alike at one length share one label (they once printed over each other)."""
+    runs = [run(v, s, 1e-6 * s**2, seed=i, mem=4 * s * s) for s in (1024, 2048) for i, v in enumerate(("naive", "math"))]
+    runs += [run(v, 4096, status=DOES_NOT_FIT, needed_bytes=136 * 2**30, available_bytes=int(124.5 * 2**30))
+             for v in ("naive", "math")]
+    result = synthetic(runs, available_bytes=int(124.5 * 2**30))
+    assert result.environment.total_memory_bytes > 136 * 2**30
+    said = [t.get_text() for t in sweep_figure(result).axes[1].texts if "fit" in t.get_text()]
+    assert said == [f"naive, math: do not fit,\nneed {text.size(136 * 2**30)} of {text.size(int(124.5 * 2**30))} free"]
 
 
 def test_sweep_figure_writes_no_exponent_the_points_do_not_support():

@@ -217,7 +217,14 @@ def _slope(result: Sweep, f: Slope) -> Note:
                            "no exponent is stated.", weight=WEIGHTS["sweep_noisy"], evidence=evidence), result, v)
     facts = {"exponent": _fit(result, v, tail, quantity)}
     expected = text.power(f.expected, text.axis_symbol(result.axis))
-    if f.as_expected:
+    busy = _busy([r for r in ran(result, v, quantity) if f.s_from <= result.value(r) <= f.s_to]) \
+        if quantity == "time" else None
+    if busy:  # timed beside other work: the exponent is of the load as much as of the kernel, and said with it
+        title = f"{label(v)}: {what} grows as {{exponent}} on a busy machine ({busy})"
+        body = (f"Over {span}; expected {expected}: {_expected(result, f)}. Other work shared the CPU while these "
+                "points were timed, so the fit is not the variant's alone: rerun on a quiet machine to read it.")
+        evidence.append(f"load average up to {busy}: more runnable work than CPU threads")
+    elif f.as_expected:
         title = f"{label(v)}: {what} grows as {{exponent}}, as expected"
         body = f"Fitted over {span}: {_expected(result, f)}."
     else:
@@ -230,6 +237,16 @@ def _slope(result: Sweep, f: Slope) -> Note:
         body += f" All {_word(result, len(lengths))}: {{whole}}; {fixed} hides {short}."
     rule = "sweep_slope" if f.as_expected else "sweep_slope_unexpected"
     return _sided(note(rule, "sweep", title, body, weight=WEIGHTS[rule], facts=facts, evidence=evidence), result, v)
+
+
+def _busy(runs: list[Run]) -> str | None:
+    """'load average 8.8 on 2 CPU threads' where the machine's load as any of `runs` was timed live exceeded its CPU
+    threads (other work ran beside it); None where it did not, or no load was read (a GPU's, a replay without it)."""
+    loads = [x for r in runs for x in (r.load_before, r.load_after) if x is not None]
+    threads = next((r.environment.cpu_threads for r in runs if r.environment.cpu_threads), None)
+    if not loads or not threads or max(loads) <= threads:
+        return None
+    return f"load average {max(loads):.1f} on {text.plural(threads, 'CPU thread')}"
 
 
 def _bound(result: Sweep, f: BoundChange) -> Note:
