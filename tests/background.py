@@ -21,7 +21,7 @@ OWN_LINES = (r"\* Running on local URL: +http://\S+",  # gradio's start-up: wher
 
 class App:
     """`python app.py` on a free port given through $PORT, as a host would start it; its temp dir holds a
-    scratch folder a dead process left an hour ago (the app removes it at start-up)."""
+    scratch folder a dead process left an hour ago, its lock free (the app removes it at start-up)."""
 
     def __init__(self, port: int):
         ARTIFACTS.mkdir(exist_ok=True)
@@ -30,7 +30,9 @@ class App:
         dead.wait()
         self.stale = self.tmp / f"attention_profiler_{dead.pid}"
         self.stale.mkdir()
-        os.utime(self.stale, (time.time() - 3600,) * 2)
+        (self.stale / ".lock").touch()  # its lock, which nobody holds now that the process is gone
+        for path in (self.stale / ".lock", self.stale):
+            os.utime(path, (time.time() - 3600,) * 2)
         self.log = open(ARTIFACTS / "app.log", "w")
         self.url = f"http://127.0.0.1:{port}/"
         self.process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, stdout=self.log,

@@ -17,13 +17,10 @@ import pytest
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-@pytest.fixture(autouse=True)
-def quiet_plans(monkeypatch):
-    """Every plan prices its request as on an idle machine (`budget.machine_load`: no load read), so that no test's
-    refusal or acceptance depends on this shared machine's load; a test of the load's pricing sets its own."""
-    from profiling import budget
-
-    monkeypatch.setattr(budget, "machine_load", lambda: None)
+# Every plan prices its request as on an idle machine (`budget.machine_load` reads this figure instead of the load
+# average), so that no test's refusal or acceptance depends on this shared machine's load; set here, every process a
+# test starts (the app a browser test drives, the ZeroGPU worker) prices alike. A test of the load's pricing sets its own.
+os.environ["ATTENTION_PROFILER_CPU_LOAD"] = "0"
 
 
 def pytest_configure(config):
