@@ -6,8 +6,8 @@ The families (naive, sdpa, flex) build `Variant`s; the registry in `__init__` li
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
-from typing import Callable, ContextManager
+from dataclasses import dataclass, field
+from typing import Callable, ContextManager, Mapping
 
 import torch
 
@@ -18,6 +18,16 @@ from profiling.workload import Inputs, Workload
 # sequence of all T tokens under a mask that keeps each document to itself ([1, H, T, D]), or the documents packed end
 # to end with their offsets ([T, H, D], what varlen kernels and nested tensors read).
 PACKINGS = ("padded", "block", "packed")
+
+# What a variant's own file tells the explainer in words, by topic (`Variant.words`): the rules read these, and
+# never a variant's key, so a new variant's notes come from its own file.
+WORD_TOPICS = {
+    "packed": "how its call over packed documents reaches its kernel (may name {backend}: the SDPA backend that ran; "
+              "{op}, {lib}: the aten op called and its library, where `packed_ops` says)",
+    "paged": "how it reads a paged KV cache through the page table",
+    "host_path": "the Python path its call over packed documents takes on the host",
+    "chooser": "its name as SDPA's own choice, for a variant whose point is that choice",
+}
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,10 @@ class Variant:
     packs: str | None = None                         # how it lays out packed documents ("block", "packed"; PACKINGS);
                                                      # None: it pads them to B×S
     packed_only: bool = False                        # lays out B equal sequences that way too (nested, varlen)
+    in_place: bool = False                           # writes its mask into the scores in place (masked_fill_)
+    no_split_kv_on: Mapping[str, str] = field(default_factory=dict)  # GPU (sm90) -> why its keys are never split
+    packed_ops: Mapping[str, str] = field(default_factory=dict)  # the aten ops its packed call may reach -> library
+    words: Mapping[str, str] = field(default_factory=dict)       # what the explainer says of it, by WORD_TOPICS
 
     def packing(self, workload: Workload) -> str:
         """How this variant lays out `workload`'s sequences (PACKINGS)."""
@@ -67,6 +81,16 @@ class Variant:
     def supports(self, workload: Workload, env: Environment) -> str | None:
         """None when this variant can run here, else the reason it cannot."""
         return self.check(workload, env)
+
+    def __post_init__(self):
+        unknown = set(self.words) - set(WORD_TOPICS)
+        assert not unknown, f"{self.key}: words on unknown topics {unknown} (base.WORD_TOPICS)"
+
+    @property
+    def handwritten(self) -> bool:
+        """Written as plain tensor ops (no attention op, no compiler, no fused kernel): each op its code writes is a
+        launch of its own."""
+        return self.sdpa_backend is None and not (self.fused or self.compiled)
 
     @property
     def pinned(self) -> bool:

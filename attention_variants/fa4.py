@@ -201,6 +201,9 @@ FA4 = Variant(
     scratch_bytes=_fused_scratch,
     check=unavailable,
     fused=True, sparse=True, jit_s=JIT_S, packs="packed",
+    no_split_kv_on={"sm90": "its interface asserts it"},  # flash_attn/cute/interface.py: "SplitKV not supported on SM 9.0"
+    words={"packed": "flash_attn_varlen_func walks each document's tiles from the cumulative lengths",
+           "paged": "FlashAttention-4 reads the table itself (page_table) and loads each page where it lies"},
 )
 
 SDPA_FA4 = _SdpaFa4(

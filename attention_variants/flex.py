@@ -235,4 +235,6 @@ FLEX = Variant(
     setup=setup,
     setup_bytes=_setup_bytes,
     fused=True, sparse=True, compiled=True, packs="block",
+    words={"packed": "the document BlockMask, built once before the calls, marks the tiles between documents empty",
+           "paged": "PagedAttention's block mask names each key block's physical page; its mask_mod maps keys back"},
 )

@@ -78,4 +78,5 @@ NAIVE_INPLACE = Variant(
     forward=naive_inplace_attention,
     scratch_bytes=_scratch,
     check=contiguous_only(reason=PAGED),
+    in_place=True,
 )

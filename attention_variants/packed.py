@@ -237,6 +237,7 @@ SDPA_DOCMASK = Variant(
     scratch_bytes=_block_scratch,
     check=lambda w, env: (f"a block-diagonal mask: {r}" if (r := _documents_only(w)) else None),
     sdpa_backend="auto", fused=True, packs="block", packed_only=True,
+    words={"packed": "SDPA given the mask chose its {backend} backend"},
 )
 
 NAIVE_DOCMASK = Variant(
@@ -255,6 +256,8 @@ SDPA_NESTED = Variant(
     scratch_bytes=_nested_scratch,
     check=_nested_check,
     sdpa_backend="auto", fused=True, packs="packed", packed_only=True,
+    words={"packed": "SDPA's nested path chose its {backend} backend",
+           "host_path": "nested tensors' subclass dispatch"},
 )
 
 VARLEN = Variant(
@@ -264,4 +267,8 @@ VARLEN = Variant(
     scratch_bytes=_varlen_scratch,
     check=_varlen_check,
     fused=True, packs="packed", packed_only=True,
+    # varlen_attn's own choice of kernel, by the aten op it calls (torch/nn/attention/varlen.py, _varlen_attn)
+    packed_ops={"aten::_flash_attention_forward": "FlashAttention", "aten::_cudnn_attention_forward": "cuDNN"},
+    words={"packed": "varlen_attn called `{op}` ({lib}) with the cumulative lengths",
+           "host_path": "varlen_attn's custom op"},
 )

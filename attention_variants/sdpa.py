@@ -181,4 +181,5 @@ AUTO = Variant(
     scratch_bytes=_auto_scratch,
     check=contiguous_only(),
     sdpa_backend="auto", fused=True, top_left=_sdpa_top_left,
+    words={"chooser": "auto"},
 )

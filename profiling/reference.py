@@ -21,6 +21,14 @@ class ReferenceResult:
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """Two variants the post set side by side, and its sentence on them ({here}: the ratio on the GPU at hand)."""
+    variant: str                           # the one the sentence is about
+    than: str                              # the one it is set against
+    words: str
+
+
+@dataclass(frozen=True)
 class Reference:
     title: str
     device_name: str
@@ -28,7 +36,7 @@ class Reference:
     workload: Workload
     method: str                            # how it measured: warm-up, profiler schedule, what was counted
     results: dict[str, ReferenceResult] = field(default_factory=dict)
-
+    compared: tuple[Comparison, ...] = ()  # the pairs the post set side by side
     def differences(self, workload: Workload) -> list[str]:
         """How `workload` differs from the blog's, field by field ("seq_len 4096 vs 1024"); [] when it matches.
         Every field of the request counts (a new one too); the seed and the device do not: the blog's inputs are
@@ -86,4 +94,5 @@ BLOG = Reference(
             finding=("no transposes, yet the highest CPU time of the three (a profiled range); 0% occupancy, put "
                      "down to a CUPTI gap for cuLaunchKernelEx")),
     },
+    compared=(Comparison("sdpa_math", "naive_inplace", "Math is {here} slower than in-place naive"),),
 )

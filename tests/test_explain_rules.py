@@ -650,3 +650,18 @@ def test_the_guess_s_kernel_is_paired_with_the_launch_of_its_kind_that_takes_the
             assert k.us_per_forward == max(r.us_per_forward for r in rivals), (variant, k.name)
         main = max(run.kernels_of("backward"), key=lambda k: k.us_per_forward)
         assert all(u.kernel is not main for u in unpredicted if u.whole), (variant, main.name)
+
+
+def test_the_explainer_reads_traits_and_never_spells_a_variant_s_key():
+    """Rules read a variant's traits and its own words (`base.Variant`: handwritten, in_place, no_split_kv_on,
+    packed_ops, words), never its key: a new variant's notes then come from its own file. A quoted key anywhere in
+    profiling/explain/ fails this."""
+    import re
+    from pathlib import Path
+
+    from attention_variants import KEYS
+
+    quoted = re.compile(r"""(["'])(%s)\1""" % "|".join(map(re.escape, KEYS)))  # a key as a whole string
+    found = [f"{path.name}:{i}: {line.strip()}" for path in sorted(Path(facts.__file__).parent.glob("*.py"))
+             for i, line in enumerate(path.read_text().splitlines(), 1) if quoted.search(line)]
+    assert not found, found

@@ -111,7 +111,7 @@ def saved_for_backward(run: Run, peers: Peers) -> Note | None:
         title = "Autograd keeps {saved} for the backward: the S×S probabilities and fp32 inputs"
     elif keeps_scores:
         inplace = " In place or not, the multiply that made the scores keeps no copy of them." \
-            if v and v.key == "naive_inplace" else ""
+            if v and v.in_place else ""
         body = ("It keeps {matrices} one S×S matrix ({scores}): the softmax's output, which its backward reads."
                 + inplace + " Memory for training grows with S².")
         title = "Autograd keeps {saved} for the backward: the S×S probabilities"
@@ -134,10 +134,10 @@ def gradient_accuracy(run: Run, peers: Peers) -> Note | None:
     if a.grads[worst] <= 2 * a.naive_grads[worst] + 1e-6:
         return None
     facts = {"error": measured(run, f"accuracy.grads[{worst}]", "count"),
-             "naive": measured(run, f"accuracy.naive_grads[{worst}]", "count")}
-    facts["times"] = ratio(facts["error"], facts["naive"])
+             "plain": measured(run, f"accuracy.naive_grads[{worst}]", "count")}
+    facts["times"] = ratio(facts["error"], facts["plain"])
     dtype = run.workload.dtype
     return note("gradient_accuracy", "guess", f"{worst}'s error is {{times}} plain attention's in {dtype}",
                 f"Against fp64, {worst} is off by up to {text.error(facts['error'].value)}; the same computation "
-                f"written plainly in {dtype} is off by {text.error(facts['naive'].value)}.",
+                f"written plainly in {dtype} is off by {text.error(facts['plain'].value)}.",
                 weight=0.5, facts={"times": facts["times"]})

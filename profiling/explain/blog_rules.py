@@ -46,14 +46,15 @@ def against_blog(run: Run, peers: Peers) -> Note | None:
             facts["speed"] = ratio(here, constant(ref.gpu_us, "us", f"{key}.gpu_us"))
         said.append(f"{{gpu}} per forward {on}, {{blog_gpu}} on the A100: {{speed}} "
                     + ("faster" if faster else "slower") + ".")
-    inplace = peers.get("naive_inplace")
-    blog_inplace = BLOG.results["naive_inplace"].gpu_us
-    if run.variant == "sdpa_math" and inplace and inplace.gpu_ms and ref.gpu_us:
+    for pair in BLOG.compared:  # the post's own side-by-side pairs, this run's side of one
+        other = peers.get(pair.than)
+        if pair.variant != run.variant or not (other and other.gpu_ms and ref.gpu_us and rankable(run)):
+            continue
         facts |= {"here": ratio(measured(run, "timing.median_ms", "ms"),
-                                measured(inplace, "timing.median_ms", "ms", "peers[naive_inplace]")),
+                                measured(other, "timing.median_ms", "ms", f"peers[{pair.than}]")),
                   "there": ratio(constant(ref.gpu_us, "us", f"{key}.gpu_us"),
-                                 constant(blog_inplace, "us", "blog.results[naive_inplace].gpu_us"))}
-        said.append(f"Math is {{here}} slower than in-place naive {on}, {{there}} on the A100.")
+                                 constant(BLOG.results[pair.than].gpu_us, "us", f"blog.results[{pair.than}].gpu_us"))}
+        said.append(pair.words + f" {on}, {{there}} on the A100.")
     if not said:
         return None
     cc, there = run.environment.compute_capability, BLOG.compute_capability

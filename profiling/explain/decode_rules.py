@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from .. import text
 from ..results import Kernel, Note, Quantity, Run
-from .facts import Peers, constant, label, launch_count, main_kernel, measured, note, of_kernel, on_gpu, scaled, share_of
+from .facts import (Peers, constant, label, launch_count, main_kernel, measured, note, of_kernel, on_gpu, scaled,
+                    share_of, variant)
 
 FLASH = "pytorch_flash::flash_fwd_kernel"
 FLASH_SPLIT, FLASH_COMBINE = "pytorch_flash::flash_fwd_splitkv_kernel", "pytorch_flash::flash_fwd_splitkv_combine_kernel"
@@ -156,9 +157,9 @@ def decode_kernels(run: Run, peers: Peers) -> Note | None:
             body = ("No split of the keys: its grid has {blocks} (query block, batch, head) tiles, enough for PyTorch's "
                     "flash to run its prefill kernel (flash_api.cpp splits only when they fill under {fill}); each "
                     "walks all {keys} keys.")
-        elif run.variant == "fa4" and run.environment.sm == "sm90":
-            body = ("FlashAttention-4 has no split-KV on sm90 (its interface asserts it): each (query block, kv head) "
-                    "tile walks all {keys} keys, with no combine.")
+        elif (v := variant(run)) and run.environment.sm in v.no_split_kv_on:
+            body = (f"{label(run)} has no split-KV on {run.environment.sm} ({v.no_split_kv_on[run.environment.sm]}): "
+                    "each (query block, kv head) tile walks all {keys} keys, with no combine.")
         if others:
             body += " Beside it the call launches {others} other " + \
                 ("kernel" if facts["others"].value == 1 else "kernels") + ", {rest}."
@@ -199,13 +200,13 @@ def paged_cache(run: Run, peers: Peers) -> Note | None:
     facts = {"pages": measured(run, "workload.pages", "count"), "size": measured(run, "workload.page_size", "count"),
              "table": measured(run, "workload.page_table_bytes", "bytes"),
              "pool": scaled(measured(run, "workload.pages", "count"), w.batch, "count")}
-    how = {"flex": "PagedAttention's block mask names each key block's physical page; its mask_mod maps keys back",
-           "fa4": "FlashAttention-4 reads the table itself (page_table) and loads each page where it lies"}
+    v = variant(run)
+    how = (v.words.get("paged") if v else None) or "the kernel reads the table"
     pages, pool = ("page" if w.pages == 1 else "pages"), ("page" if w.pages * w.batch == 1 else "pages")
     return note("paged_cache", "guess",
                 f"k and v through a page table: {{pages}} {pages} of {{size}} tokens a sequence",
                 f"The pool holds {{pool}} {pool} in shuffled order; "
-                + how.get(run.variant, "the kernel reads the table")
+                + how
                 + " ({table} of int32 page numbers). The same workload with page_size empty shows what paging costs.",
                 weight=0.2, facts=facts)
 

@@ -7,7 +7,8 @@ import re
 
 from .. import dispatch, text
 from ..results import DOES_NOT_FIT, OUT_OF_MEMORY, STOPPED, Note, Run
-from .facts import Peers, label, measured, note, on_gpu, packing, pinned, ran, rankable, ratio, sdpa_op
+from .facts import (Peers, label, measured, note, on_gpu, packing, pinned, ran, rankable, ratio, sdpa_op,
+                    variant)
 
 
 def _rank3_story(run: Run) -> str:
@@ -145,7 +146,8 @@ def auto_choice(run: Run, peers: Peers) -> Note | None:
         return None
     env, chosen = run.environment, ran(run)
     # sdpa_auto is "auto"; another unpinned SDPA call (a variant given a mask, packed documents) is named as itself
-    who, it = ("Auto", "auto") if run.variant == "sdpa_auto" else (label(run), "SDPA")
+    chooser = (variant(run).words if variant(run) else {}).get("chooser")  # the variant whose point is the choice
+    who, it = (chooser.capitalize(), chooser) if chooser else (label(run), "SDPA")
     priority = dispatch.priority(env, run.workload)
     order = priority.order
     skipped = order[:order.index(chosen)] if chosen in order else list(order)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import dispatch, text
 from ..results import Note, Run
 from .facts import (ARCH, KINETO_SHARED_PER_BLOCK, NEGLIGIBLE, Peers, constant, difference, fused, guess,
-                    host_op, instruction, kernels_in, launch_count, launch_share, launched_under, launches, measured,
+                    host_op, instruction, kernels_in, launch_count, launch_share, launches, measured,
                     note, of_kernel, of_launch, occupancy, on_gpu, ran, ratio, scores_bytes, share_of, sixteen_bit,
                     square_scores, total, variant)
 

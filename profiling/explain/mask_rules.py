@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import text
 from ..results import Note, Run
 from .facts import (Peers, constant, label, launch_share, launches, measured, note, of_kernel, of_launch, on_gpu, ran,
-                    ratio, scaled, share_of, total, variant)
+                    packing, ratio, scaled, share_of, total, variant)
 
 
 def mask_conversion(run: Run, peers: Peers) -> Note | None:
@@ -42,7 +42,7 @@ def masked_fill_rate(run: Run, peers: Peers) -> Note | None:
     forward = [k for k in run.kernels if k.phase == "forward"]
     fill = next((k for k in forward if k.short_name == "elementwise_kernel [masked_fill]"), None)
     mul = next((k for k in forward if k.short_name == "vectorized_elementwise_kernel [mul]"), None)
-    if not on_gpu(run) or not (v and v.key in ("naive", "naive_inplace")) or not (fill and mul):
+    if not on_gpu(run) or not (v and v.handwritten and packing(run) == "padded") or not (fill and mul):
         return None
     moved = scaled(measured(run, "workload.scores_bytes()", "bytes"), 2, "bytes")  # read once, written once
     facts = {"bytes": moved, "share": share_of(run, [fill], "forward"),

@@ -13,7 +13,8 @@ from attention_variants import VARIANTS
 
 from .. import text
 from ..results import Note, Quantity, Run
-from .facts import Peers, call_gpu, label, launched_under, measured, note, of_kernel, on_gpu, ran, ratio, share_of
+from .facts import (Peers, call_gpu, label, launched_under, measured, note, of_kernel, on_gpu, ran, ratio, share_of,
+                    variant)
 
 # The ops that build a block-diagonal mask from the tokens' document ids and positions (attention_variants/packed.py):
 # the document comparison, the causal one, and their in-place `and` (SDPA's allowed mask) or `or` (naive's hidden one)
@@ -105,20 +106,19 @@ def packed_kernel(run: Run, peers: Peers) -> Note | None:
         return None
     facts = {"time": of_kernel(run, k, "us_per_forward", "us"), "share": share_of(run, [k], "forward")}
     names = {"who": label(run), "main": text.kernel(k)}
-    if run.variant == "varlen" and _called(run, VARLEN_OPS):
-        op = _called(run, VARLEN_OPS)
-        names["op"], names["lib"] = op, VARLEN_OPS[op]
-        how = "varlen_attn called `{op}` ({lib}) with the cumulative lengths"
-    elif run.variant in ("sdpa_nested", "sdpa_docmask") and ran(run):
-        names["backend"] = ran(run)
-        how = ("SDPA's nested path chose its {backend} backend" if run.variant == "sdpa_nested" else
-               "SDPA given the mask chose its {backend} backend")
-    elif run.variant == "flex":
-        how = "the document BlockMask, built once before the calls, marks the tiles between documents empty"
-    elif run.variant == "fa4":
-        how = "flash_attn_varlen_func walks each document's tiles from the cumulative lengths"
-    else:
+    v = variant(run)
+    how = v.words.get("packed") if v else None  # the variant's own words (base.WORD_TOPICS)
+    if how is None:
         return None
+    if v.packed_ops:  # its own choice of kernel, by the aten op it called
+        names["op"] = _called(run, v.packed_ops)
+        if names["op"] is None:
+            return None
+        names["lib"] = v.packed_ops[names["op"]]
+    if "{backend}" in how:  # SDPA's choice, read from the trace
+        names["backend"] = ran(run)
+        if names["backend"] is None:
+            return None
     return note("packed_kernel", "guess", "{who} reached `{main}` ({time} per forward)", how + ": {share}.", weight=0.15,
                 facts=facts, names=names, kernels=[k], evidence=[text.kernel_line(k)])
 
@@ -131,7 +131,8 @@ def packed_host(run: Run, peers: Peers) -> Note | None:
     """The Python paths of nested tensors and varlen_attn, on the host: on a GPU the host cost of a call against its
     GPU time (with the Python-level ops the trace shows); on a CPU the share of the forward's op time that the nested
     tensors' Python dispatch (`PythonSubclass`) takes."""
-    if _packing(run) != "packed" or run.variant not in ("sdpa_nested", "varlen"):
+    v = variant(run)
+    if _packing(run) != "packed" or not (v and "host_path" in v.words):
         return None
     python = _python_ops(run)
     evidence = [f"{h.name} · {text.us(h.self_us_per_forward)} self per {run.call}" for h in python]
@@ -143,9 +144,7 @@ def packed_host(run: Run, peers: Peers) -> Note | None:
         if facts["ratio"].value < 0.5:
             return None
         return note("packed_host", "timing", "{who} costs the host {host} per " + run.call + ", {ratio} its GPU time",
-                    "Its Python path (" + ("nested tensors' subclass dispatch" if run.variant == "sdpa_nested" else
-                                           "varlen_attn's custom op") +
-                    ") issues each " + run.call + " in {host} against {gpu} on the GPU; the trace's Python-level ops are below.",
+                    "Its Python path (" + v.words["host_path"] + ") issues each " + run.call + " in {host} against {gpu} on the GPU; the trace's Python-level ops are below.",
                     weight=min(0.5, 0.25 * facts["ratio"].value), facts=facts, names={"who": label(run)},
                     evidence=evidence)
     subclass = [k for k in run.kernels_of("forward") if k.name == "PythonSubclass"]
