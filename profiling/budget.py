@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import text
+from .environment import PEAK_TFLOPS
 from .workload import PASS_FLOPS, Refusal, Workload
 
 REFERENCE_CHUNK_BYTES = 256 * 2**20  # the fp64 accuracy check keeps its scores in flight under this
@@ -182,7 +183,6 @@ def releasable_cached_bytes() -> int:
 # the S×S scores (a materialising variant's real cost at small head dims), times the calls `measure` makes;
 # plus the fp64 reference and the naive check once per workload.
 LIVE_BUDGET_S = {"cpu": 60.0, "cuda": 90.0}  # cuda: ZeroGPU grants the GPU function 120 s in all
-_L4_BF16_TFLOPS = 121.0  # the datasheet peak of the GPU the cuda figures below were set for
 
 
 @dataclass(frozen=True)
@@ -396,7 +396,7 @@ def _device_cost(device: str, env) -> DeviceCost:
     peak = ((env.peak_tflops or {}).get("bf16") if env is not None else None) if device == "cuda" else None
     if not peak:
         return cost
-    k = peak / _L4_BF16_TFLOPS
+    k = peak / PEAK_TFLOPS["L4"]["bf16"]  # the datasheet peak of the GPU the cuda figures were set for
     return dataclasses.replace(
         cost, gemm_flops_per_s={d: r * k for d, r in cost.gemm_flops_per_s.items()},
         fused_flops_per_s=cost.fused_flops_per_s * k, fused_score_s=cost.fused_score_s / k,

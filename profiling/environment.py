@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 # Dense datasheet peaks in TFLOP/s (tensor cores for fp16/bf16, without sparsity; plain FP32 on CUDA cores), from
 # NVIDIA's datasheets (tests/test_environment.py holds each with its source). Only used to show "share of peak";
 # a GPU not listed, or a MIG slice (a part of the chip), shows none. Longest names first: "H200 NVL" before "H200".
-_PEAK_TFLOPS = {
+PEAK_TFLOPS = {
     "H200 NVL": {"bf16": 835.0, "fp16": 835.0, "fp32": 60.0},
     "H200": {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0},
     "H100 80GB HBM3": {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0},
@@ -262,7 +262,7 @@ def _cpu_name() -> str:
 def _peak_for(name: str) -> dict[str, float] | None:
     if "MIG" in name:  # a slice of the chip: the datasheet's peak is the whole chip's
         return None
-    for key, peaks in _PEAK_TFLOPS.items():
+    for key, peaks in PEAK_TFLOPS.items():
         if key in name:
             return peaks
     return None

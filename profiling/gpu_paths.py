@@ -38,11 +38,14 @@ def flash_rows(w: Workload) -> tuple[int, int]:
     return w.heads, w.queries
 
 
+SPLIT_BELOW = 0.8  # flash_api.cpp, num_splits_heuristic: one split once the tiles fill 80% of two blocks per SM
+
+
 def splits_heuristic(tiles: int, sms: int, key_blocks: int, max_splits: int = FLASH_MAX_SPLITS) -> int:
     """flash_api.cpp, num_splits_heuristic, line for line: one split once the tiles fill 80% of `sms` (two blocks
     per SM); else the fewest splits within 85% of the best wave efficiency, skipping counts that give the same
     blocks per split as one fewer."""
-    if tiles >= 0.8 * sms:
+    if tiles >= SPLIT_BELOW * sms:
         return 1
     max_splits = min(max_splits, sms, key_blocks)
 

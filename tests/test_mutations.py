@@ -174,7 +174,7 @@ FAULTS = [
               lambda self: 2 * self.batch * self.heads * self.seq_len * self.head_dim * self.element_bytes)),
           _call(test_explain_rules.test_the_grouped_query_notes_figures_are_the_tensors_own)),
     Fault("the H200's bf16 peak doubled",
-          lambda mp: mp.setitem(environment._PEAK_TFLOPS, "H200", {"bf16": 1979.0, "fp16": 1979.0, "fp32": 67.0}),
+          lambda mp: mp.setitem(environment.PEAK_TFLOPS, "H200", {"bf16": 1979.0, "fp16": 1979.0, "fp32": 67.0}),
           _call(test_environment.test_the_peak_table_is_the_datasheets, "NVIDIA H200", (989, 67))),
     Fault("flex rebuilding its block mask every call",
           lambda mp: mp.setattr(flex, "_mask_of", lambda x: flex._block_mask.__wrapped__(

@@ -13,7 +13,7 @@ from attention_variants import VARIANTS
 from ..results import Run, Sweep
 from ..workload import Workload
 from .facts import log_slope
-from .verdict import decision
+from .verdict import decision, quartiles_apart
 
 TAIL_POINTS = 4         # the top of the range, where a fixed cost per call no longer hides S²
 MIN_FIT_POINTS = 3      # two points always fit a line: a slope needs three to be a finding
@@ -87,8 +87,7 @@ def expected_exponent(variant: str, quantity: str, base: Workload, s_from: int, 
 
 def _apart(first: Run, last: Run) -> bool:
     """The rise from `first` to `last` is beyond their noise: quartile ranges that do not overlap."""
-    a, b = first.timing, last.timing
-    return a.p75_ms < b.p25_ms or b.p75_ms < a.p25_ms
+    return quartiles_apart(first.timing, last.timing)
 
 
 def slopes(result: Sweep) -> list[Slope]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import text
+from .. import gpu_paths, text
 from ..results import Kernel, Note, Quantity, Run
 from .facts import (Peers, constant, label, launch_count, main_kernel, measured, note, of_kernel, on_gpu, scaled,
                     share_of, variant)
@@ -20,11 +20,10 @@ FLASH = "pytorch_flash::flash_fwd_kernel"
 FLASH_SPLIT, FLASH_COMBINE = "pytorch_flash::flash_fwd_splitkv_kernel", "pytorch_flash::flash_fwd_splitkv_combine_kernel"
 FLEX_TEMPLATE = "triton_tem_"                                     # inductor's template (flex's attention kernel)
 FLEX_AFTER = ("triton_per_", "triton_red_", "triton_poi_")         # its reductions and pointwise kernels
-SPLIT_BELOW = 0.8  # flash_api.cpp, num_splits_heuristic: one split once the tiles fill 80% of two blocks per SM
 
 
 def _split_rule() -> Quantity:
-    q = constant(SPLIT_BELOW, "share", str(SPLIT_BELOW))
+    q = constant(gpu_paths.SPLIT_BELOW, "share", str(gpu_paths.SPLIT_BELOW))
     q.of = "two blocks per SM"
     return q
 
