@@ -306,6 +306,7 @@ def readme_commands() -> list[list[str]]:
     return [shlex.split(line) for line in lines if "--device" not in line and "--source" not in line]
 
 
+@no_gpu
 @pytest.mark.parametrize("argv", readme_commands(), ids=" ".join)
 def test_every_readme_example_without_a_device_replays_the_recording_here(argv, capsys, monkeypatch, tmp_path):
     """Two of them were not in the recording and ran live at CPU size (33 s) with only '(live)' in the header. The
@@ -344,6 +345,7 @@ def test_a_live_command_leaves_nothing_in_the_temp_folder_and_removes_no_lockles
     assert [p.name for p in tmp_path.iterdir()] == [others.name]
 
 
+@no_gpu
 def test_a_replay_writes_the_recorded_traces_of_its_runs_to_the_trace_dir(tmp_path, capsys):
     """`--trace-dir` on a replay made an empty folder and said nothing, though the recording holds the traces."""
     import gzip
