@@ -33,12 +33,12 @@ from handlers import (DEFAULT_SOURCE, ENV, MAX_REQUEST_BYTES, RECORDINGS, REPLAY
                       endpoint, kept, serve, served_trace, stop_sweep)
 from links import MODES, LinkPreview, opening, prefill, share_link, view_links
 from profiling import reports, scratch, session, startup, text
-from profiling.budget import LIVE_BUDGET_S, compile_clock
+from profiling.budget import compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
 from profiling.recording import DECODE, LONG_DECODE, SPECULATIVE
 from profiling.replay import find_recorded, recorded_sweeps, unrecorded_message
-from profiling.request import KEYS, LIVE, MAX_LENGTHS, SWEEP_AXES, Request, field_help, field_values
+from profiling.request import KEYS, LIVE, LIVE_BUDGET_S, MAX_LENGTHS, SWEEP_AXES, Request, field_help, field_values
 from profiling.results import Comparison
 from profiling.timeline import run_timeline
 from profiling.workload import FIELDS, Refusal, Workload

@@ -41,10 +41,9 @@ from profiling.caches import keep_compiles
 keep_compiles()  # before anything imports a compiler's cache (flash_attn.cute reads its setting once)
 
 from profiling import capture, phases, scratch, session, warmup  # noqa: E402
-from profiling.budget import LIVE_BUDGET_S  # noqa: E402
 from profiling.environment import detect  # noqa: E402
 from profiling.replay import RECORDED_DIR, recorded_runs, recordings  # noqa: E402
-from profiling.request import KEYS, LIVE, Request  # noqa: E402
+from profiling.request import KEYS, LIVE, LIVE_BUDGET_S, Request  # noqa: E402
 from profiling.workload import Refusal  # noqa: E402
 from serving import TITLES, log, refused  # noqa: E402
 

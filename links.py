@@ -12,7 +12,7 @@ import gradio as gr
 
 from handlers import DEFAULT_SOURCE, ENV
 from profiling import reports
-from profiling.request import Request
+from profiling.request import LIVE_BUDGET_S, Request
 from profiling.workload import Refusal, choice
 
 HOST = re.compile(r"[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?")
@@ -107,7 +107,6 @@ def preview_meta(params: dict) -> str:
         said = text.problem(request.workload, request.axis if sweep else None, request.seq_lens or ())
         try:  # as Run would plan it: a link to a run this machine refuses does not promise one
             from profiling import session
-            from profiling.budget import LIVE_BUDGET_S
             session.plan(request, budget_s=LIVE_BUDGET_S[ENV.device], sweep=sweep)
             description = f"Runs live on {ENV.device_name} when asked · {said}"
         except Refusal as error:

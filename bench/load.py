@@ -54,7 +54,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from attention_variants import VARIANTS
-from profiling.budget import LIVE_BUDGET_S, predicted_seconds
+from profiling.budget import predicted_seconds
+from profiling.request import LIVE_BUDGET_S
 from profiling.environment import detect
 from profiling.request import KEYS, Request
 

@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 from . import scratch, startup, text
-from .budget import LIVE_BUDGET_S
+from .request import LIVE_BUDGET_S
 from .caches import keep_compiles
 from .request import LIVE, SWEEP_AXES, Request, add_workload_arguments, parse_lengths
 from .workload import FIELDS, Refusal

@@ -182,7 +182,6 @@ def releasable_cached_bytes() -> int:
 # predicted before it starts: per forward, GEMM FLOPs at a rate by dtype plus the elementwise passes over
 # the S×S scores (a materialising variant's real cost at small head dims), times the calls `measure` makes;
 # plus the fp64 reference and the naive check once per workload.
-LIVE_BUDGET_S = {"cpu": 60.0, "cuda": 90.0}  # cuda: ZeroGPU grants the GPU function 120 s in all
 
 
 @dataclass(frozen=True)

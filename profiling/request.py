@@ -21,6 +21,9 @@ MAX_LENGTHS = 12                     # per sweep: a sweep is a curve, not a matr
 SWEEP_AXES = ("seq_len", "batch")    # the workload fields a sweep may vary (the API's `axis`, the link's)
 EXAMPLES = {"seq_len": "'128, 256, 512'", "batch": "'1, 8, 64'"}
 DEFAULT_A, DEFAULT_B = "naive", "sdpa_flash"
+# The serving policy: what a live request may hold the machine for, by device, priced before it runs (the cost
+# model, budget.check_time) and guarded while it does. cuda: ZeroGPU grants the GPU function 120 s in all.
+LIVE_BUDGET_S = {"cpu": 60.0, "cuda": 90.0}
 # The API's and the page's values, in order: the source, A and B, then the workload's fields.
 KEYS = ("source", "a", "b", *(f.name for f in FIELDS))
 

@@ -10,7 +10,8 @@ import pytest
 
 from attention_variants import VARIANTS
 from profiling import budget, session, text
-from profiling.budget import LIVE_BUDGET_S, predicted_seconds
+from profiling.budget import predicted_seconds
+from profiling.request import LIVE_BUDGET_S
 from profiling.environment import detect
 from profiling.request import LIVE, Request
 from profiling.results import DOES_NOT_FIT, Comparison, Sweep

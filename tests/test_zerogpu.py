@@ -17,10 +17,9 @@ import app
 import handlers
 from attention_variants import VARIANTS
 from profiling import session
-from profiling.budget import LIVE_BUDGET_S
 from profiling.environment import detect
 from profiling.explain import explain
-from profiling.request import LIVE, Request
+from profiling.request import LIVE, LIVE_BUDGET_S, Request
 from profiling.results import Comparison
 from profiling.workload import Refusal, Workload
 
