@@ -665,3 +665,16 @@ def test_the_explainer_reads_traits_and_never_spells_a_variant_s_key():
     found = [f"{path.name}:{i}: {line.strip()}" for path in sorted(Path(facts.__file__).parent.glob("*.py"))
              for i, line in enumerate(path.read_text().splitlines(), 1) if quoted.search(line)]
     assert not found, found
+
+
+def test_fused_is_what_the_call_ran_not_how_it_was_built():
+    """FlashAttention-4 (compiled just in time, not by torch.compile) and varlen_attn call fused kernels themselves:
+    fused; SDPA is fused only where the trace shows a fused backend (auto may take math); plain ops never are."""
+    from profiling.replay import recorded_runs
+
+    seen = {}
+    for run in recorded_runs("h200-torch2.11"):
+        if run.ok and run.variant in ("fa4", "varlen", "naive", "sdpa_math", "flex", "sdpa_cudnn"):
+            seen.setdefault(run.variant, set()).add(facts.fused(run))
+    assert seen == {"fa4": {True}, "varlen": {True}, "flex": {True}, "sdpa_cudnn": {True}, "naive": {False},
+                    "sdpa_math": {False}}, seen

@@ -52,10 +52,11 @@ def ran(run: Run) -> str | None:
 
 def fused(run: Run) -> bool:
     """Whether the call ran a fused attention kernel, which keeps its score tiles on chip and never writes S×S: an
-    SDPA backend the trace shows as flash, efficient or cuDNN, or a compiled fused variant (flex). Its peak can still
-    pass one S×S matrix (a CPU kernel's per-thread blocks, a compiled graph's buffers at a short S): not the scores."""
+    SDPA backend the trace shows as flash, efficient or cuDNN (SDPA may fall back to math), or a fused variant that
+    calls its kernel itself (flex compiled, FA4 compiled just in time, varlen_attn). Its peak can still pass one S×S
+    matrix (a CPU kernel's per-thread blocks, a compiled graph's buffers at a short S): not the scores."""
     v = variant(run)
-    return ran(run) in ("flash", "efficient", "cudnn") or bool(v and v.fused and v.compiled)
+    return ran(run) in ("flash", "efficient", "cudnn") or bool(v and v.fused and v.sdpa_backend is None)
 
 
 def on_gpu(run: Run) -> bool:
