@@ -408,8 +408,10 @@ def machine_load() -> float | None:
     """The machine's 1-minute load average (runnable processes, any owner's), where the OS tells it; where
     ATTENTION_PROFILER_CPU_LOAD is set, that figure instead (a host that knows its share; the tests' idle machine,
     which every process they start inherits)."""
-    if os.environ.get("ATTENTION_PROFILER_CPU_LOAD"):
+    try:
         return float(os.environ["ATTENTION_PROFILER_CPU_LOAD"])
+    except (KeyError, ValueError):  # unset, or not a number: the OS's figure
+        pass
     try:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
