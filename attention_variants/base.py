@@ -1,18 +1,22 @@
 """What a variant is: a forward over seeded `Inputs`, a memory estimate, a check, and its traits.
 
-The families (naive, sdpa, flex) build `Variant`s; the registry in `__init__` lists them, and
-`guesses.py` holds the guess a reader would make for each.
+Each family's file (naive, sdpa, flex, fa4, packed) declares its `Variant`s whole: the call, the memory model, the
+checks, the traits and words the explainer reads, and the guess a reader would make (`guesses.GuessRow`); the
+registry in `__init__` collects them.
 """
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Callable, ContextManager, Mapping
-
-import torch
+from typing import Callable, ContextManager, Mapping, TYPE_CHECKING
 
 from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
+
+from .guesses import GuessRow
+
+if TYPE_CHECKING:  # torch, imported where a variant runs: its file is read (keys, guesses, traits) without it
+    import torch
 
 # How a variant lays out the batch's sequences (`Variant.packing`): padded to B×S ([B, H, S, D], the default), one packed
 # sequence of all T tokens under a mask that keeps each document to itself ([1, H, T, D]), or the documents packed end
@@ -58,6 +62,7 @@ class Variant:
     no_split_kv_on: Mapping[str, str] = field(default_factory=dict)  # GPU (sm90) -> why its keys are never split
     packed_ops: Mapping[str, str] = field(default_factory=dict)  # the aten ops its packed call may reach -> library
     words: Mapping[str, str] = field(default_factory=dict)       # what the explainer says of it, by WORD_TOPICS
+    guess: GuessRow | None = None                    # what reading its code suggests (guesses.guess_for reads it)
 
     def packing(self, workload: Workload) -> str:
         """How this variant lays out `workload`'s sequences (PACKINGS)."""

@@ -13,15 +13,17 @@ import importlib.metadata
 import importlib.util
 import inspect
 import re
-from typing import ContextManager
-
-import torch
+from typing import ContextManager, TYPE_CHECKING
 
 from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
 from .base import Variant
+from .guesses import Expected, GuessRow
 from .sdpa import SMALL, _sdpa_top_left
+
+if TYPE_CHECKING:  # torch, imported where a variant runs: its file is read (keys, guesses, traits) without it
+    import torch
 
 DIST = "flash-attn-4"
 PIN = "4.0.0b36"            # seen working on the H200 with nvidia-cutlass-dsl 4.8.1 (torch 2.11.0+cu130)
@@ -38,6 +40,7 @@ def installed_version() -> str | None:
 
 
 def install_line() -> str:
+    import torch
     cu13 = "[cu13]" if (torch.version.cuda or "").startswith("13") else ""
     return f'pip install "{DIST}{cu13}=={PIN}" "nvidia-cutlass-dsl{cu13}=={CUTLASS_PIN}"'
 
@@ -123,6 +126,7 @@ def _fused_scratch(w: Workload, env: Environment) -> int:
 def _torch_unpacks_two() -> bool:
     """torch 2.11-2.13's route unpacks `out, lse = module._flash_attn_fwd(...)`; 2.14+ `out, lse, *_ = ...`
     (torch/nn/attention/_fa4.py, _fa4_run_forward): read from the source where it can be."""
+    import torch
     try:
         from torch.nn.attention import _fa4
         source = inspect.getsource(_fa4._fa4_run_forward)
@@ -133,6 +137,7 @@ def _torch_unpacks_two() -> bool:
 
 def pairing(version: str) -> str | None:
     """Why torch's SDPA FA4 route cannot run this flash-attn-4 release, naming the pairs that do; or None."""
+    import torch
     beta = re.fullmatch(r"4\.0\.0b(\d+)", version)
     if not _torch_unpacks_two() or (beta and int(beta.group(1)) <= LAST_TWO_VALUE_BETA):
         return None
@@ -204,6 +209,10 @@ FA4 = Variant(
     no_split_kv_on={"sm90": "its interface asserts it"},  # flash_attn/cute/interface.py: "SplitKV not supported on SM 9.0"
     words={"packed": "flash_attn_varlen_func walks each document's tiles from the cumulative lengths",
            "paged": "FlashAttention-4 reads the table itself (page_table) and loads each page where it lies"},
+    guess=GuessRow("written for Hopper and Blackwell: wgmma and TMA, as fast as cuDNN or faster", 1, 2, False,
+        on_cpu="GPU-only (CuTe DSL): nothing to run on a CPU",
+        kernels=(Expected("FlashAttention-4 forward", "fused attention"),),
+        backward=(Expected("FlashAttention-4 backward", "fused attention", None, "backward"),)),
 )
 
 SDPA_FA4 = _SdpaFa4(
@@ -213,4 +222,10 @@ SDPA_FA4 = _SdpaFa4(
     scratch_bytes=_fused_scratch,
     check=sdpa_unavailable,
     sdpa_backend="FLASH_ATTENTION", fused=True, jit_s=JIT_S, top_left=_sdpa_top_left,
+    guess=GuessRow("FlashAttention-4 in FlashAttention-2's place: one fused {one}", 1, 2, False,
+        on_cpu="a GPU route of SDPA: nothing to run on a CPU",
+        kernels=(Expected("FlashAttention-4 forward", "fused attention"),),
+        backward=(Expected("FlashAttention-4 backward", "fused attention", None, "backward"),)),
 )
+
+VARIANTS = (FA4, SDPA_FA4,)  # in the table's order

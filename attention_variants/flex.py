@@ -1,22 +1,28 @@
 """FlexAttention: attention written as a score/mask modification, compiled into one Triton kernel."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import functools
 import logging
 import os
 import warnings
 
-import torch
 
 from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
 from .base import Variant
+from .guesses import Expected, GuessRow
 from .sdpa import SMALL
+
+if TYPE_CHECKING:  # torch, imported where a variant runs: its file is read (keys, guesses, traits) without it
+    import torch
 
 
 @functools.cache
 def _compiled_flex():
+    import torch
     from torch.nn.attention.flex_attention import flex_attention
     # a CUDA build of torch on a CPU-only machine logs a warning per compile; it is not ours to show
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
@@ -61,6 +67,7 @@ def _paged_mask(causal: bool, queries: int, keys: int, page_size: int, batch: in
     the physical pages through the page table, its mask_mod reading each key's logical position back from the
     physical one. The PagedAttention holds the pool as the inputs lay it out (the shuffled pages of a server whose
     sequences came and went) rather than as `reserve` would hand pages out to a fresh pool, in order."""
+    import torch
     from torch.nn.attention.experimental._paged_attention import PagedAttention
     from torch.nn.attention.flex_attention import create_block_mask, noop_mask
 
@@ -87,6 +94,7 @@ def _document_mask(lengths: tuple[int, ...], causal: bool, device: str):
     """The BlockMask of packed documents over one sequence of their T tokens, as attention-gym's `document_mask`
     writes it: a key is seen where it is in the query's document (and, causal, not after it); built once per
     (lengths, causal, device): a new batch of lengths is a new mask."""
+    import torch
     from torch.nn.attention.flex_attention import create_block_mask
 
     sizes = torch.tensor(lengths, device=device)
@@ -177,6 +185,7 @@ def _cpu_backward_refusal() -> str | None:
     """What this torch says when FlexAttention is given inputs that need a backward on a CPU, read once from a call on
     a tiny shape (it checks before any work; torch 2.14.1, compiled or not: "FlexAttention does not support backward
     on CPU"); None where it takes them. Read, not assumed from a version: a torch that adds it is not refused."""
+    import torch
     from torch.nn.attention.flex_attention import flex_attention
     q = torch.zeros(1, 1, 16, 16, requires_grad=True)  # [B, H, S, D]
     try:
@@ -237,4 +246,9 @@ FLEX = Variant(
     fused=True, sparse=True, compiled=True, packs="block",
     words={"packed": "the document BlockMask, built once before the calls, marks the tiles between documents empty",
            "paged": "PagedAttention's block mask names each key block's physical page; its mask_mod maps keys back"},
+    guess=GuessRow("one generated {one}, close to flash; the first call compiles", 3, 2, False, kernels=(
+        Expected("flex_attention, generated", "triton"),),
+        backward=(Expected("flex_attention backward, generated", "triton", None, "backward"),)),
 )
+
+VARIANTS = (FLEX,)  # in the table's order

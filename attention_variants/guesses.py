@@ -1,4 +1,6 @@
-"""The guess a reader would make for each variant, before anything runs: one table, a row each.
+"""The guess a reader would make for a variant, before anything runs: each variant carries its row (`GuessRow`, as
+`Variant.guess`, in its own file), and `guess_for` reads it for a workload; `python -m profiling list` shows the rows
+side by side.
 
 Each row is what reading the variant's code suggests (its kernels, their arithmetic, whether the S×S
 scores go through memory, and how it should rank for speed and host cost among them). `guess_for`
@@ -52,7 +54,7 @@ NAIVE_BACKWARD = tuple(Expected(what, category, op, "backward") for what, catego
 
 
 @dataclass(frozen=True)
-class _Row:
+class GuessRow:
     summary: str                        # may name {units} / {one} ("kernels" / "kernel" on a GPU, "aten ops" /
                                         # "aten op" on a CPU) and {count}
     speed_rank: int
@@ -67,68 +69,13 @@ class _Row:
 
 MASK = "mask"  # marks the entries that exist only with a causal mask
 
-#        key               summary                                                 speed host S×S
-GUESSES: dict[str, _Row] = {
-    "naive":          _Row("{count} ops, so {count} {units}, one per op",              6, 4, True, kernels=(
-                          GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill"), SOFTMAX, GEMM_PV),
-                           backward=NAIVE_BACKWARD),
-    "naive_inplace":  _Row("the same {count} {units}: in place only saves memory",     5, 4, True, kernels=(
-                          GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill_"), SOFTMAX, GEMM_PV),
-                           backward=NAIVE_BACKWARD),
-    "sdpa_math":      _Row("one line, so few {units} and fast",                        4, 3, True, like_naive=True,
-                           kernels=(GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::tril"), SOFTMAX, GEMM_PV),
-                           backward=NAIVE_BACKWARD),
-    "sdpa_efficient": _Row("one fused {one} that never writes the S×S scores",        3, 2, False, kernels=(
-                          Expected("fused attention (CUTLASS fmha)", "fused attention"),),
-                           backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
-    "sdpa_flash":     _Row("fastest, so high occupancy",                               1, 2, False, occupancy="high",
-                           on_cpu="SDPA's fused CPU op: no S×S scores in memory",
-                           kernels=(Expected("flash attention", "fused attention"),),
-                           backward=(Expected("flash attention backward", "fused attention", None, "backward"),)),
-    "sdpa_cudnn":     _Row("no transposes, so lightest on the CPU",                    2, 1, False,
-                           on_cpu="a GPU library: nothing to run on a CPU", kernels=(
-                          Expected("cuDNN fused attention", "fused attention"),),
-                           backward=(Expected("cuDNN fused attention backward", "fused attention", None,
-                                              "backward"),)),
-    "sdpa_auto":      _Row("the fastest backend for this GPU",                         1, 2, False,
-                           on_cpu="the best backend SDPA has for a CPU", kernels=(
-                          Expected("whichever fused kernel is fastest on the GPU", "fused attention"),),
-                           backward=(Expected("that kernel's backward", "fused attention", None, "backward"),)),
-    "flex":           _Row("one generated {one}, close to flash; the first call compiles", 3, 2, False, kernels=(
-                          Expected("flex_attention, generated", "triton"),),
-                           backward=(Expected("flex_attention backward, generated", "triton", None, "backward"),)),
-    "fa4":            _Row("written for Hopper and Blackwell: wgmma and TMA, as fast as cuDNN or faster", 1, 2, False,
-                           on_cpu="GPU-only (CuTe DSL): nothing to run on a CPU",
-                           kernels=(Expected("FlashAttention-4 forward", "fused attention"),),
-                           backward=(Expected("FlashAttention-4 backward", "fused attention", None, "backward"),)),
-    "sdpa_fa4":       _Row("FlashAttention-4 in FlashAttention-2's place: one fused {one}", 1, 2, False,
-                           on_cpu="a GPU route of SDPA: nothing to run on a CPU",
-                           kernels=(Expected("FlashAttention-4 forward", "fused attention"),),
-                           backward=(Expected("FlashAttention-4 backward", "fused attention", None, "backward"),)),
-    # packed documents (attention_variants/packed.py): the same T tokens, each way reading the documents its own way
-    "sdpa_docmask":   _Row("one fused {one} over the T tokens, the mask built first", 3, 3, False, kernels=(
-                          Expected("build the block-diagonal mask", "elementwise", "aten::eq", cpu_category="other"),
-                          Expected("fused attention over one sequence", "fused attention")),
-                           backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
-    "naive_docmask":  _Row("{count} ops over the T tokens: the mask, then naive's", 6, 4, True, kernels=(
-                          Expected("build the block-diagonal mask", "elementwise", "aten::ne", cpu_category="other"),
-                          GEMM_QK, SCALE, Expected("block-diagonal mask", "elementwise", "aten::masked_fill"), SOFTMAX,
-                          GEMM_PV), backward=NAIVE_BACKWARD),
-    "sdpa_nested":    _Row("one fused {one} over the documents, no padding", 2, 4, False,
-                           on_cpu="SDPA's math path, document by document",
-                           kernels=(Expected("fused attention over the documents", "fused attention"),),
-                           backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
-    "varlen":         _Row("FlashAttention's varlen {one}: the documents' own pairs only", 1, 2, False,
-                           on_cpu="GPU-only (FlashAttention): nothing to run on a CPU",
-                           kernels=(Expected("flash attention, variable length", "fused attention"),),
-                           backward=(Expected("flash attention backward, variable length", "fused attention", None,
-                                              "backward"),)),
-}
 
 
 def guess_for(key: str, workload: Workload) -> Guess:
     """The guess for variant `key` on `workload`: its kernels as its code reads for this mask, kv heads and pass."""
-    row = GUESSES[key]
+    from . import VARIANTS
+
+    row = VARIANTS[key].guess
     cpu = workload.device == "cpu"
     padding = workload.lengths is not None and not workload.causal  # a padded batch's key-padding mask
     masked = workload.causal or workload.mask == "bias" or padding

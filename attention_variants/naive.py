@@ -1,14 +1,18 @@
 """Attention written out by hand, op by op, as in the blog: matmul, mul, masked_fill, softmax, matmul."""
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from profiling.cpu_paths import gemm_workspace
 from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
 from .base import Variant
+from .guesses import Expected, GEMM_PV, GEMM_QK, GuessRow, MASK, NAIVE_BACKWARD, SCALE, SOFTMAX
 from .sdpa import contiguous_only
+
+if TYPE_CHECKING:  # torch, imported where a variant runs: its file is read (keys, guesses, traits) without it
+    import torch
 
 # Written by hand, attention reads k and v as tensors: a paged cache would be gathered into a contiguous copy first, a
 # call of its own that is not this one
@@ -23,6 +27,7 @@ def _kv(x: Inputs) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def naive_attention(x: Inputs) -> torch.Tensor:
+    import torch
     k, v = _kv(x)
     scores = x.q @ k.transpose(-2, -1)                          # [B, H, S, S]
     scores = scores * x.scale
@@ -34,6 +39,7 @@ def naive_attention(x: Inputs) -> torch.Tensor:
 
 
 def naive_inplace_attention(x: Inputs) -> torch.Tensor:
+    import torch
     k, v = _kv(x)
     scores = x.q @ k.transpose(-2, -1)                          # [B, H, S, S]
     scores = scores * x.scale
@@ -51,6 +57,7 @@ def _scratch(w: Workload, env: Environment) -> int:
     H200 recorded 3.9 score matrices: 4 is the bound). Grouped-query attention copies k and v to every head. On a CPU
     a 16-bit product may add its workspace (`cpu_paths.gemm_workspace`: none, an fp32 copy of its output, or
     per-thread blocks, by the CPU's instructions) at q·kᵀ and at p·v."""
+    import torch
     scores = w.scores_bytes()
     expanded = w.headed_kv_elements * w.element_bytes if w.groups > 1 else 0
     qk = pv = 0
@@ -70,6 +77,9 @@ NAIVE = Variant(
     forward=naive_attention,
     scratch_bytes=_scratch,
     check=contiguous_only(reason=PAGED),
+    guess=GuessRow("{count} ops, so {count} {units}, one per op",              6, 4, True, kernels=(
+        GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill"), SOFTMAX, GEMM_PV),
+        backward=NAIVE_BACKWARD),
 )
 
 NAIVE_INPLACE = Variant(
@@ -79,4 +89,9 @@ NAIVE_INPLACE = Variant(
     scratch_bytes=_scratch,
     check=contiguous_only(reason=PAGED),
     in_place=True,
+    guess=GuessRow("the same {count} {units}: in place only saves memory",     5, 4, True, kernels=(
+        GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill_"), SOFTMAX, GEMM_PV),
+        backward=NAIVE_BACKWARD),
 )
+
+VARIANTS = (NAIVE, NAIVE_INPLACE,)  # in the table's order

@@ -10,19 +10,23 @@ the running torch offers is read at run time: whether it has `varlen_attn`, and 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import functools
 import inspect
 import logging
 import warnings
 
-import torch
-import torch.nn.functional as F
 
 from profiling.environment import Environment
 from profiling.workload import MAX_TOKENS, Inputs, Workload
 
 from .base import Variant
+from .guesses import Expected, GEMM_PV, GEMM_QK, GuessRow, NAIVE_BACKWARD, SCALE, SOFTMAX
 from .sdpa import SMALL, _auto_scratch, _fused_scratch, _math_scratch
+
+if TYPE_CHECKING:  # torch, imported where a variant runs: its file is read (keys, guesses, traits) without it
+    import torch
 
 
 def one_sequence(w: Workload, **changes) -> Workload:
@@ -56,6 +60,7 @@ def block_diagonal(x: Inputs) -> torch.Tensor:
     """SDPA over the T tokens as one sequence, each token allowed its own document's keys (and, causal, those not
     after it): the [T, T] bool mask is built every call from the tokens' document ids, as a training loop builds it
     for each new batch of lengths; SDPA has no causal flag to combine with a mask, so the causal pattern is in it."""
+    import torch.nn.functional as F
     p, w = x.packed(), x.workload
     allowed = p.document[:, None] == p.document[None, :]                    # [T, T]
     if w.causal:
@@ -67,6 +72,7 @@ def block_diagonal(x: Inputs) -> torch.Tensor:
 def naive_block_diagonal(x: Inputs) -> torch.Tensor:
     """Attention written by hand over the T tokens as one sequence, as naive writes it (out-of-place masked_fill),
     each token hidden from other documents' keys (and, causal, from later ones) by a [T, T] mask built every call."""
+    import torch
     p, w = x.packed(), x.workload
     hidden = p.document[:, None] != p.document[None, :]                     # [T, T]
     if w.causal:
@@ -109,6 +115,7 @@ logging.getLogger("torch.fx._symbolic_trace").addFilter(_FxTracingNotice())
 def _jagged(t: torch.Tensor, p, shortest: int) -> torch.Tensor:
     """[T, H, D] values as a nested jagged tensor [B, H, j, D], the shortest and longest documents' lengths given up
     front (without them SDPA's jagged path reads them back from the device, a sync each call)."""
+    import torch
     nested = torch.nested.nested_tensor_from_jagged(t, p.offsets, min_seqlen=shortest, max_seqlen=p.max_len)
     return nested.transpose(1, 2)
 
@@ -118,6 +125,7 @@ def nested(x: Inputs) -> torch.Tensor:
     causal flag within each document. Returns the output's values, [T, H, D]. On a CPU the only jagged backend is math
     (torch/nested/_internal/sdpa.py), so SDPA is pinned to it inside the call there: a CUDA build on a machine without
     a GPU would otherwise ask the GPU whether cuDNN can run."""
+    import torch.nn.functional as F
     p, w = x.packed(), x.workload
     q, k, v = (_jagged(t, p, min(w.documents)) for t in (p.q, p.k, p.v))
     if w.device == "cpu":
@@ -135,6 +143,7 @@ def _nested_refusal(device: str, dtype: str, causal: bool, heads: int, kv_heads:
     """What this torch says when SDPA is given nested jagged tensors of this kind (two tiny documents), in its own
     words (it logs each backend's reason, then raises); None where one backend takes them. Read, not assumed from a
     version: torch 2.14's math path refuses is_causal=True on nested tensors, its GPU kernels take it."""
+    import torch
     w = Workload(batch=2, heads=heads, kv_heads=None if kv_heads == heads else kv_heads, seq_len=8, head_dim=head_dim,
                  dtype=dtype, causal=causal, passes="fwd+bwd" if training else "fwd", device=device,
                  lengths=(5, 8))
@@ -169,6 +178,7 @@ def _nested_refusal(device: str, dtype: str, causal: bool, heads: int, kv_heads:
 
 
 def _nested_check(w: Workload, env: Environment) -> str | None:
+    import torch
     reason = _documents_only(w)
     if reason:
         return f"nested tensors: {reason}"
@@ -238,6 +248,10 @@ SDPA_DOCMASK = Variant(
     check=lambda w, env: (f"a block-diagonal mask: {r}" if (r := _documents_only(w)) else None),
     sdpa_backend="auto", fused=True, packs="block", packed_only=True,
     words={"packed": "SDPA given the mask chose its {backend} backend"},
+    guess=GuessRow("one fused {one} over the T tokens, the mask built first", 3, 3, False, kernels=(
+        Expected("build the block-diagonal mask", "elementwise", "aten::eq", cpu_category="other"),
+        Expected("fused attention over one sequence", "fused attention")),
+        backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
 )
 
 NAIVE_DOCMASK = Variant(
@@ -247,6 +261,10 @@ NAIVE_DOCMASK = Variant(
     scratch_bytes=_naive_block_scratch,
     check=lambda w, env: (f"a block-diagonal mask: {r}" if (r := _documents_only(w)) else None),
     packs="block", packed_only=True,
+    guess=GuessRow("{count} ops over the T tokens: the mask, then naive's", 6, 4, True, kernels=(
+        Expected("build the block-diagonal mask", "elementwise", "aten::ne", cpu_category="other"),
+        GEMM_QK, SCALE, Expected("block-diagonal mask", "elementwise", "aten::masked_fill"), SOFTMAX,
+        GEMM_PV), backward=NAIVE_BACKWARD),
 )
 
 SDPA_NESTED = Variant(
@@ -258,6 +276,10 @@ SDPA_NESTED = Variant(
     sdpa_backend="auto", fused=True, packs="packed", packed_only=True,
     words={"packed": "SDPA's nested path chose its {backend} backend",
            "host_path": "nested tensors' subclass dispatch"},
+    guess=GuessRow("one fused {one} over the documents, no padding", 2, 4, False,
+        on_cpu="SDPA's math path, document by document",
+        kernels=(Expected("fused attention over the documents", "fused attention"),),
+        backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
 )
 
 VARLEN = Variant(
@@ -271,4 +293,11 @@ VARLEN = Variant(
     packed_ops={"aten::_flash_attention_forward": "FlashAttention", "aten::_cudnn_attention_forward": "cuDNN"},
     words={"packed": "varlen_attn called `{op}` ({lib}) with the cumulative lengths",
            "host_path": "varlen_attn's custom op"},
+    guess=GuessRow("FlashAttention's varlen {one}: the documents' own pairs only", 1, 2, False,
+        on_cpu="GPU-only (FlashAttention): nothing to run on a CPU",
+        kernels=(Expected("flash attention, variable length", "fused attention"),),
+        backward=(Expected("flash attention backward, variable length", "fused attention", None,
+        "backward"),)),
 )
+
+VARIANTS = (SDPA_DOCMASK, NAIVE_DOCMASK, SDPA_NESTED, VARLEN,)  # in the table's order

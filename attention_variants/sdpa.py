@@ -1,11 +1,7 @@
 """torch.nn.functional.scaled_dot_product_attention, pinned to one backend each, or left to choose."""
 from __future__ import annotations
 
-from typing import Callable
-
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend
+from typing import TYPE_CHECKING, Callable
 
 from profiling import gpu_paths
 from profiling.cpu_paths import flash_buffers
@@ -14,6 +10,10 @@ from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
 from .base import Variant
+from .guesses import Expected, GEMM_PV, GEMM_QK, GuessRow, MASK, NAIVE_BACKWARD, SCALE, SOFTMAX
+
+if TYPE_CHECKING:  # torch, imported where a variant runs: its file is read (keys, guesses, traits) without it
+    import torch
 
 
 def _sdpa(x: Inputs) -> torch.Tensor:
@@ -24,6 +24,7 @@ def _sdpa(x: Inputs) -> torch.Tensor:
     pattern is then `causal_lower_right`, PyTorch's own bias for the queries that are the last positions. Packed
     documents are padded to B×S at the end of each row: the causal flag hides the padding keys from every real query,
     and without it a [B, 1, 1, S] key-padding mask does (which SDPA's flash backend refuses, as it refuses any mask)."""
+    import torch.nn.functional as F
     w = x.workload
     kwargs = {"enable_gqa": True} if w.groups > 1 else {}
     if x.padding is not None:  # packed documents padded to B×S, not causal: the key-padding mask (`Inputs.hidden`)
@@ -41,6 +42,7 @@ def _sdpa(x: Inputs) -> torch.Tensor:
 def _sdpa_top_left(x: Inputs) -> torch.Tensor:
     """The causal flag as `is_causal=True`: SDPA aligns it to the top left (query i sees keys 0…i), so with fewer
     queries than keys the last query sees the first Lq keys, not all S (torch.nn.attention.bias, CausalVariant)."""
+    import torch.nn.functional as F
     kwargs = {"enable_gqa": True} if x.workload.groups > 1 else {}
     return F.scaled_dot_product_attention(x.q, x.k, x.v, is_causal=True, **kwargs)
 
@@ -84,6 +86,7 @@ def _fused_scratch(w: Workload, env: Environment, backend: str = "flash") -> int
     decode step the split-KV partial outputs of `backend` and the lower-right mask cuDNN is given (`gpu_paths`).
     A training step: the fp32 dQ accumulator, dK and dV at every query head before the group sum, a row statistic.
     On a CPU, the CPU flash kernel's per-thread blocks (`cpu_paths.flash_buffers`) instead of the GPU's."""
+    import torch
     rows = w.batch * w.heads * w.queries
     mask = 0
     negated = env.torch_release < (2, 14) or w.device == "cpu"  # a bool logical_not beside the float mask
@@ -130,6 +133,8 @@ def _cuda_only(name: str) -> Callable[[Workload, Environment], str | None]:
 
 
 def _cudnn_check(w: Workload, env: Environment) -> str | None:
+    import torch
+    from torch.nn.attention import SDPBackend
     reason = _cuda_only("cuDNN attention")(w, env)
     if reason is None and not hasattr(SDPBackend, "CUDNN_ATTENTION"):
         reason = f"torch {env.torch_version} has no SDPBackend.CUDNN_ATTENTION"
@@ -145,6 +150,9 @@ MATH = Variant(
     scratch_bytes=_math_scratch,
     check=contiguous_only(),
     sdpa_backend="MATH", top_left=_sdpa_top_left,
+    guess=GuessRow("one line, so few {units} and fast",                        4, 3, True, like_naive=True,
+        kernels=(GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::tril"), SOFTMAX, GEMM_PV),
+        backward=NAIVE_BACKWARD),
 )
 
 EFFICIENT = Variant(
@@ -154,6 +162,9 @@ EFFICIENT = Variant(
     scratch_bytes=_scratch_of("efficient"),
     check=contiguous_only(_cuda_only("memory-efficient attention")),
     sdpa_backend="EFFICIENT_ATTENTION", fused=True, top_left=_sdpa_top_left,
+    guess=GuessRow("one fused {one} that never writes the S×S scores",        3, 2, False, kernels=(
+        Expected("fused attention (CUTLASS fmha)", "fused attention"),),
+        backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
 )
 
 FLASH = Variant(
@@ -163,6 +174,10 @@ FLASH = Variant(
     scratch_bytes=_scratch_of("flash"),
     check=contiguous_only(),
     sdpa_backend="FLASH_ATTENTION", fused=True, top_left=_sdpa_top_left,
+    guess=GuessRow("fastest, so high occupancy",                               1, 2, False, occupancy="high",
+        on_cpu="SDPA's fused CPU op: no S×S scores in memory",
+        kernels=(Expected("flash attention", "fused attention"),),
+        backward=(Expected("flash attention backward", "fused attention", None, "backward"),)),
 )
 
 CUDNN = Variant(
@@ -172,6 +187,11 @@ CUDNN = Variant(
     scratch_bytes=_scratch_of("cudnn"),
     check=contiguous_only(_cudnn_check),
     sdpa_backend="CUDNN_ATTENTION", fused=True, top_left=_sdpa_top_left,
+    guess=GuessRow("no transposes, so lightest on the CPU",                    2, 1, False,
+        on_cpu="a GPU library: nothing to run on a CPU", kernels=(
+        Expected("cuDNN fused attention", "fused attention"),),
+        backward=(Expected("cuDNN fused attention backward", "fused attention", None,
+        "backward"),)),
 )
 
 AUTO = Variant(
@@ -182,4 +202,10 @@ AUTO = Variant(
     check=contiguous_only(),
     sdpa_backend="auto", fused=True, top_left=_sdpa_top_left,
     words={"chooser": "auto"},
+    guess=GuessRow("the fastest backend for this GPU",                         1, 2, False,
+        on_cpu="the best backend SDPA has for a CPU", kernels=(
+        Expected("whichever fused kernel is fastest on the GPU", "fused attention"),),
+        backward=(Expected("that kernel's backward", "fused attention", None, "backward"),)),
 )
+
+VARIANTS = (MATH, EFFICIENT, FLASH, CUDNN, AUTO,)  # in the table's order

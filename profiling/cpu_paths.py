@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import re
 
-import torch
 
 # The flags that decide the path (Linux /proc/cpuinfo names).
 FEATURES = ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16",
@@ -55,6 +54,7 @@ def read_features() -> tuple[str, ...] | None:
 def gemm_path(dtype: str, features: tuple[str, ...] | None) -> str:
     """The path a CPU batched matrix product of `dtype` takes: "blas" (no counted workspace), "gemm_acc" (an fp32 copy
     of the output), "brgemm" (per-thread blocks), or "any" (the flags are unknown: the larger of all)."""
+    import torch
     if dtype == "fp32" or not torch.backends.mkldnn.is_available() or not torch.backends.mkldnn.enabled:
         return "blas"
     if features is None:
@@ -105,6 +105,7 @@ def flash_may_pack(dtype: str, features: tuple[str, ...] | None) -> bool:
     """Whether the CPU flash kernel's forward may pack K and V for oneDNN's AMX micro-kernels (`cpublas::could_pack`,
     ATen/native/CPUBlas.cpp: mkldnn enabled and oneDNN's effective ISA at least avx512_core_amx for bf16,
     avx512_core_amx_fp16 for fp16); where the flags are unknown, it may."""
+    import torch
     if dtype == "fp32" or not torch.backends.mkldnn.is_available() or not torch.backends.mkldnn.enabled:
         return False
     if dtype == "bf16":

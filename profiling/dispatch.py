@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-import torch
 
 from .environment import Environment
 from .workload import Workload
@@ -112,6 +111,7 @@ def _cudnn_label(version: int) -> str:
 
 def is_this_process(env: Environment) -> bool:
     """Does `env` describe the GPU and torch this process runs (a live run), rather than a recording?"""
+    import torch
     return (env.device == "cuda" and torch.cuda.is_available() and env.torch_version == torch.__version__
             and env.device_name == torch.cuda.get_device_name() and env.cudnn_version == torch.backends.cudnn.version())
 
@@ -120,6 +120,7 @@ def is_this_process(env: Environment) -> bool:
 def _live_order() -> tuple[str, ...] | None:
     """The order PyTorch holds, where it exposes it. PyTorch writes the cuDNN-first order into it on its first
     backend choice, so make one choice on tiny inputs before reading."""
+    import torch
     if not hasattr(torch._C, "_get_sdp_priority_order"):
         return None
     q = torch.zeros(1, 1, 8, 64, device="cuda", dtype=torch.float16)
@@ -153,6 +154,7 @@ def priority(env: Environment, workload: Workload | None = None) -> Priority:
 
 
 def _priority(env: Environment) -> Priority:
+    import torch
     if env.device != "cuda":
         return Priority(("flash", "math"), "on CPU SDPA tries its CPU flash kernel, then math")
     if not is_this_process(env):
