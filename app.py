@@ -604,8 +604,11 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
     source.input(switch_source, [source, a, *fields], [*fields, notice], api_visibility="private", queue=False,
                  preprocess=False)
     source.change(sweep_plan, source, plan, api_visibility="private", queue=False, preprocess=False)
-    field["lengths"].input(documents_set, field["lengths"], [field["batch"], field["seq_len"]],
-                           api_visibility="private", queue=False, preprocess=False)
+    # on every change of the lengths, not on `input`: gradio 6's Textbox says `input` from its key handler, once per
+    # burst of keys (a paste by mouse says nothing, fast typing leaves the last keys unsaid), and B and S must follow
+    # the lengths the field holds, however they got there
+    field["lengths"].change(documents_set, field["lengths"], [field["batch"], field["seq_len"]],
+                            api_visibility="private", queue=False, preprocess=False)
     gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage, run_button],
           api_visibility="private", queue=False, preprocess=False)
     gr.on([demo.load, *(c.change for c in controls)], mask_picture, controls, mask_picture_plot,
