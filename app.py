@@ -430,7 +430,18 @@ def scroll_to(*selectors: str) -> str:
 
 
 CSS = (Path(__file__).parent / "page.css").read_text()
-HEAD = (Path(__file__).parent / "page_head.html").read_text()
+
+
+def page_head() -> str:
+    """The page's head, with the stage figures' width to height, for its stylesheet to size them as drawn."""
+    from profiling.figures import PRESENT_HEIGHT_IN, PRESENT_WIDTH_IN
+
+    ratio = PRESENT_WIDTH_IN / PRESENT_HEIGHT_IN
+    return (Path(__file__).parent / "page_head.html").read_text() + \
+        f"<style>html {{ --stage-figure-ratio: {ratio:.4f}; }}</style>"
+
+
+HEAD = page_head()
 
 # delete_cache: gradio's copies of downloads. analytics_enabled=False: gradio would otherwise fetch its latest version
 # from api.gradio.app as the page is built and post usage data at launch; this app reaches nothing beyond its own host.
