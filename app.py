@@ -430,7 +430,18 @@ def scroll_to(*selectors: str) -> str:
 
 
 CSS = (Path(__file__).parent / "page.css").read_text()
-HEAD = (Path(__file__).parent / "page_head.html").read_text()
+
+
+def page_head() -> str:
+    """The page's head, with the stage figures' width to height, for its stylesheet to size them as drawn."""
+    from profiling.figures import PRESENT_HEIGHT_IN, PRESENT_WIDTH_IN
+
+    ratio = PRESENT_WIDTH_IN / PRESENT_HEIGHT_IN
+    return (Path(__file__).parent / "page_head.html").read_text() + \
+        f"<style>html {{ --stage-figure-ratio: {ratio:.4f}; }}</style>"
+
+
+HEAD = page_head()
 
 # delete_cache: gradio's copies of downloads. analytics_enabled=False: gradio would otherwise fetch its latest version
 # from api.gradio.app as the page is built and post usage data at launch; this app reaches nothing beyond its own host.
@@ -604,8 +615,11 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
     source.input(switch_source, [source, a, *fields], [*fields, notice], api_visibility="private", queue=False,
                  preprocess=False)
     source.change(sweep_plan, source, plan, api_visibility="private", queue=False, preprocess=False)
-    field["lengths"].input(documents_set, field["lengths"], [field["batch"], field["seq_len"]],
-                           api_visibility="private", queue=False, preprocess=False)
+    # on every change of the lengths, not on `input`: gradio 6's Textbox says `input` from its key handler, once per
+    # burst of keys (a paste by mouse says nothing, fast typing leaves the last keys unsaid), and B and S must follow
+    # the lengths the field holds, however they got there
+    field["lengths"].change(documents_set, field["lengths"], [field["batch"], field["seq_len"]],
+                            api_visibility="private", queue=False, preprocess=False)
     gr.on([c.change for c in controls], guesses, controls, [guess_a, guess_b, coverage, run_button],
           api_visibility="private", queue=False, preprocess=False)
     gr.on([demo.load, *(c.change for c in controls)], mask_picture, controls, mask_picture_plot,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import textwrap
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
@@ -69,8 +70,6 @@ def caption(figure: Figure, line: str, dark: bool | None = False, size: float = 
     """`figure` with what it is of written under it (where it ran, live or recorded, the workload: the answer's
     `measured` line), so a PNG saved from the page still says it; wrapped to the figure's width, in the layout, at
     `size` points (the presentation's at its own large type)."""
-    import textwrap
-
     chars = int(figure.get_figwidth() * 72 / (size * 0.6))  # DejaVu Sans averages ~0.6 em a character
     figure.supxlabel(textwrap.fill(line, chars), fontsize=size, x=0.01, ha="left", color=theme(dark)["muted"])
     return figure
@@ -257,46 +256,49 @@ def _fits(label, bar, renderer, margin: float) -> bool:
 
 # -- the presentation view: the headline's figure alone, read from across a room ------------------------------
 # 4.6 in at 100 dpi: a 460 px PNG shown unscaled in half of a 1024 px screen; 14 pt is 19.4 px there.
-PRESENT_WIDTH_IN, PRESENT_PT = 4.6, 14
+# the stage's figures fill half a screen's width and the height under its controls: taller than wide
+PRESENT_WIDTH_IN, PRESENT_HEIGHT_IN, PRESENT_PT = 4.6, 6.2, 14
 _PRESENT_NAMES = {"timing": "GPU time", "back_to_back": "back-to-back pace"}
 
 
 def present_figure(comparison: Comparison, dark: bool | None = None) -> Figure:
-    """The one figure the headline compares (`verdict.figure`), a bar for each side that has it, its value
-    written at the bar's end."""
+    """The one figure the headline compares (`verdict.figure`), a column for each side that has it, its value
+    written over it: a tall figure, as the stage's half of a screen is (it fills that half's height, in large type)."""
     from .explain.verdict import figure as headline_figure
     colours = theme(dark)
     a, b = comparison.a, comparison.b
     path, _ = headline_figure(a, b)
     gpu = a.workload.device == "cuda"
     name = _PRESENT_NAMES[path] if gpu else "wall time"
-    fig = Figure(figsize=(PRESENT_WIDTH_IN, 3.0), dpi=DPI, layout="constrained", facecolor=colours["bg"])
+    fig = Figure(figsize=(PRESENT_WIDTH_IN, PRESENT_HEIGHT_IN), dpi=DPI, layout="constrained",
+                 facecolor=colours["bg"])
     axes = fig.subplots()
+    tallest = 0.0
     for i, (side, run) in enumerate((("A", a), ("B", b))):
         timing = getattr(run, path) if run.timing is not None else None
         if timing is None:
-            axes.text(0, i, f" {run.status}", va="center", color="#c0392b", fontsize=PRESENT_PT)
+            axes.text(i, 0, textwrap.fill(run.status, 14), ha="center", va="bottom", color="#c0392b",
+                      fontsize=PRESENT_PT)
             continue
-        axes.barh(i, timing.median_ms, 0.6, color=DEVICE_TIME_COLOUR if side == "A" else "#dd8452")
-        axes.text(timing.median_ms, i, f" {text.ms(timing.median_ms)}", va="center", fontsize=PRESENT_PT,
+        tallest = max(tallest, timing.median_ms)
+        axes.bar(i, timing.median_ms, 0.6, color=DEVICE_TIME_COLOUR if side == "A" else "#dd8452")
+        axes.text(i, timing.median_ms, text.ms(timing.median_ms), ha="center", va="bottom", fontsize=PRESENT_PT,
                   color=colours["fg"])
-    axes.set_yticks([0, 1], [f"A · {a.variant}", f"B · {b.variant}"])
-    axes.set_ylim(1.6, -0.6)
-    axes.set_xticks([])
-    axes.margins(x=0.45)
+    axes.set_xticks([0, 1], [f"A\n{a.variant}", f"B\n{b.variant}"])
+    axes.set_xlim(-0.6, 1.6)
+    axes.set_ylim(0, (tallest or 1) * 1.15)  # room over the taller column for its value
+    axes.set_yticks([])
     axes.set_title(f"{name} per {text.call(a.workload)}", fontsize=PRESENT_PT, loc="left", color=colours["fg"])
     style_axes(axes, colours)
     axes.tick_params(labelsize=PRESENT_PT, length=0)
-    axes.spines["bottom"].set_visible(False)
-    for _ in range(2):  # constrained layout settles over two passes
-        _room_at_the_right(axes, _laid_out(fig))
+    axes.spines["left"].set_visible(False)
     return fig
 
 
 def present_sweep_figure(result: Sweep, dark: bool | None = None) -> Figure:
     """A's and B's GPU (or wall) time per call over the sweep's axis (S or B), log–log, in large type."""
     colours = theme(dark)
-    fig = Figure(figsize=(PRESENT_WIDTH_IN, 3.6), dpi=DPI, layout="constrained", facecolor=colours["bg"])
+    fig = Figure(figsize=(PRESENT_WIDTH_IN, PRESENT_HEIGHT_IN), dpi=DPI, layout="constrained", facecolor=colours["bg"])
     axes = fig.subplots()
     handles = []
     for side, variant, colour in (("A", result.a, DEVICE_TIME_COLOUR), ("B", result.b, "#dd8452")):
@@ -422,9 +424,21 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
                         fontsize=TITLE_PT, color=colours["fg"])
     figure.get_layout_engine().set(h_pad=0.15)  # the panels' y labels apart (their end ticks met)
     # an exponent that would overprint a label or a line moves up or down a line; one with no room goes in the legend
+    # the refused points' labels over the memory line: room at the top for them, the ticks as saved and the layout
+    # they make; then each label where it overprints nothing, and one with no free place lifted over where it was and
+    # given room for it, until every label has its place (labels of several lines need several lines of room)
     renderer = _laid_out(figure)
-    _unclutter(movable, renderer)  # where no place is free, it stays: the last resort is room at the top
-    _room_at_the_top(memory_axes, renderer)  # for the refused points' labels over the memory line
+    for _ in range(len(movable) + 1):
+        _room_at_the_top(memory_axes, renderer)
+        for axes in (time_axes, memory_axes):
+            _minor_labels(axes)
+        renderer = _laid_out(figure)
+        stuck = _unclutter(movable, renderer)
+        if not stuck:
+            break
+        for label in stuck:
+            x, y = label.xyann
+            label.xyann = (x, y + label.get_window_extent(renderer).height * 72 / figure.dpi)
     moved = _unclutter([label for label, _, _ in exponents], renderer, remove=True)
     handles += [Line2D([], [], color=colours["fg"], linestyle="--", linewidth=1, label=label.get_text().replace("\n", " "))
                 for label in _unclutter(crossings, renderer, remove=True)]
@@ -440,8 +454,6 @@ def sweep_figure(result: Sweep, *, dark: bool = False) -> Figure:
         handles.append(Line2D([], [], color=colours["muted"], marker="o", markerfacecolor="none",
                               linestyle="none", label="does not fit / out of memory (below)"))
     _legend(time_axes, handles, colours, loc="upper left")  # one legend for both panels
-    for axes in (time_axes, memory_axes):
-        _minor_labels(axes)
     return figure
 
 
@@ -470,26 +482,28 @@ def _does_not_fit(runs) -> str:
 
 
 def _unclutter(labels, renderer, remove: bool = False) -> set:
-    """Each of `labels` (annotations placed by an offset in points) moved up or down by whole lines until it
-    overprints no other text of its figure and no straight line of its axes; one no place frees stays where it was,
-    or with `remove` is removed (those are returned)."""
+    """Each of `labels` (annotations placed by an offset in points) moved up or down a line of its text at a time
+    (a label of several lines too) until it overprints no other text of its figure and no straight line of its axes;
+    one no place frees stays where it was, or with `remove` is removed; those no place frees are returned."""
     figure = labels[0].figure if labels else None
-    removed = set()
+    stuck = set()
     for label in labels:
         others = [t.get_window_extent(renderer) for t in figure.findobj(Text)
-                  if t is not label and t not in removed and t.get_visible() and t.get_text().strip()]
+                  if t is not label and t.get_visible() and t.get_text().strip()]
         others += [line.get_window_extent(renderer) for line in label.axes.lines if len(line.get_xdata()) > 1
                    and (len(set(line.get_xdata())) == 1 or len(set(line.get_ydata())) == 1)]
         frame = label.axes.get_window_extent(renderer)
         x, y = label.xyann
         side = label.get_ha()
-        step = label.get_window_extent(renderer).height * 72 / figure.dpi + 1
+        lines = label.get_text().count("\n") + 1  # a label of several lines moves a line of its text at a time
+        step = label.get_window_extent(renderer).height / lines * 72 / figure.dpi + 1
+        shifts = [0] + [k * sign for k in range(1, 3 + lines) for sign in (1, -1)]
         # up or down by whole lines, then (a label beside its point) the same on the point's other side
         sides = ((side, x), ({"left": "right", "right": "left"}[side], -x)) if side in ("left", "right") else \
             ((side, x),)
         for ha, dx in sides:
             label.set_ha(ha)
-            for shift in (0, 1, -1, 2, -2, 3, -3):
+            for shift in shifts:
                 label.xyann = (dx, y + shift * step)
                 box = label.get_window_extent(renderer)
                 if frame.y0 <= box.y0 and box.y1 <= frame.y1 and frame.x0 <= box.x0 and box.x1 <= frame.x1 and \
@@ -502,10 +516,10 @@ def _unclutter(labels, renderer, remove: bool = False) -> set:
         else:
             label.set_ha(side)
             label.xyann = (x, y)
+            stuck.add(label)
             if remove:
                 label.remove()
-                removed.add(label)
-    return removed
+    return stuck
 
 
 def _room_at_the_top(axes, renderer) -> None:

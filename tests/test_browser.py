@@ -231,6 +231,8 @@ def test_on_a_phone_every_chart_is_whole_and_the_verdict_is_in_the_first_two_scr
     page.screenshot(path=ARTIFACTS / "phone-390x844.png", full_page=True)
     page.goto(served.url + LINK + "&view=present")
     page.wait_for_selector("#present h2")
+    page.wait_for_selector("#present-chart img")  # shown: a column squeezed to no height once hid both
+    assert page.locator("#present h2").bounding_box()["height"] > 0
     lines = page.evaluate("""() => { const h = document.querySelector('#present h2'), lines = [];
         const walker = document.createTreeWalker(h, NodeFilter.SHOW_TEXT); let node, last = null;
         while ((node = walker.nextNode())) for (let i = 0; i < node.length; i++) {
