@@ -62,6 +62,8 @@ class Variant:
     no_split_kv_on: Mapping[str, str] = field(default_factory=dict)  # GPU (sm90) -> why its keys are never split
     packed_ops: Mapping[str, str] = field(default_factory=dict)  # the aten ops its packed call may reach -> library
     words: Mapping[str, str] = field(default_factory=dict)       # what the explainer says of it, by WORD_TOPICS
+    kernel_patterns: Mapping[str, str] = field(default_factory=dict)  # a piece of its kernels' names (lower case)
+                                                     # -> their category, read before trace.category's general rules
     guess: GuessRow | None = None                    # what reading its code suggests (guesses.guess_for reads it)
 
     def packing(self, workload: Workload) -> str:

@@ -187,6 +187,8 @@ CUDNN = Variant(
     scratch_bytes=_scratch_of("cudnn"),
     check=contiguous_only(_cudnn_check),
     sdpa_backend="CUDNN_ATTENTION", fused=True, top_left=_sdpa_top_left,
+    # cuDNN's sum of dK and dV over a GQA group's heads in a backward (flash's is aten's reduce_kernel): a reduction
+    kernel_patterns={"reduce_head": "reduction"},
     guess=GuessRow("no transposes, so lightest on the CPU",                    2, 1, False,
         on_cpu="a GPU library: nothing to run on a CPU", kernels=(
         Expected("cuDNN fused attention", "fused attention"),),

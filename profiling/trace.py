@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import re
 import statistics
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,14 @@ def short_name(name: str) -> str:
     return base if len(base) <= 100 else base[:97] + "..."
 
 
+@functools.cache
+def _variants_patterns() -> dict[str, str]:
+    """Every variant's `kernel_patterns`, together (attention_variants: read without torch)."""
+    from attention_variants import VARIANTS
+
+    return {piece: kind for v in VARIANTS.values() for piece, kind in v.kernel_patterns.items()}
+
+
 def category(name: str, trace_category: str = "kernel") -> str:
     if trace_category == "gpu_memcpy" or name.startswith("Memcpy"):
         return "memcpy"
@@ -95,8 +104,9 @@ def category(name: str, trace_category: str = "kernel") -> str:
         return "compiled graph"
     if "attention_math" in lower or lower.endswith("scaled_dot_product_attention"):
         return "other"  # SDPA's entry and its math path only call other ops
-    if "reduce_head" in lower:  # cuDNN's sum of dK, dV over a GQA group's heads: flash's is aten's reduce_kernel
-        return "reduction"
+    for piece, kind in _variants_patterns().items():  # what a variant's own file says of its kernels' names
+        if piece in lower:
+            return kind
     if any(s in lower for s in ("flash_fwd", "flash_bwd", "flash_attention", "fmha", "sdpa", "attention",
                                 "dot_do_o", "convert_dq")):  # the backward's pre- and post-passes belong to it
         return "fused attention"
