@@ -150,7 +150,7 @@ MATH = Variant(
     scratch_bytes=_math_scratch,
     check=contiguous_only(),
     sdpa_backend="MATH", top_left=_sdpa_top_left,
-    guess=GuessRow("one line, so few {units} and fast",                        4, 3, True, like_naive=True,
+    guess=GuessRow("one line, so few {units} and fast", speed_rank=4, host_rank=3, scores=True, like_naive=True,
         kernels=(GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::tril"), SOFTMAX, GEMM_PV),
         backward=NAIVE_BACKWARD),
 )
@@ -162,7 +162,8 @@ EFFICIENT = Variant(
     scratch_bytes=_scratch_of("efficient"),
     check=contiguous_only(_cuda_only("memory-efficient attention")),
     sdpa_backend="EFFICIENT_ATTENTION", fused=True, top_left=_sdpa_top_left,
-    guess=GuessRow("one fused {one} that never writes the S×S scores",        3, 2, False, kernels=(
+    guess=GuessRow("one fused {one} that never writes the S×S scores",
+        speed_rank=3, host_rank=2, scores=False, kernels=(
         Expected("fused attention (CUTLASS fmha)", "fused attention"),),
         backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
 )
@@ -174,7 +175,7 @@ FLASH = Variant(
     scratch_bytes=_scratch_of("flash"),
     check=contiguous_only(),
     sdpa_backend="FLASH_ATTENTION", fused=True, top_left=_sdpa_top_left,
-    guess=GuessRow("fastest, so high occupancy",                               1, 2, False, occupancy="high",
+    guess=GuessRow("fastest, so high occupancy", speed_rank=1, host_rank=2, scores=False, occupancy="high",
         on_cpu="SDPA's fused CPU op: no S×S scores in memory",
         kernels=(Expected("flash attention", "fused attention"),),
         backward=(Expected("flash attention backward", "fused attention", None, "backward"),)),
@@ -189,7 +190,7 @@ CUDNN = Variant(
     sdpa_backend="CUDNN_ATTENTION", fused=True, top_left=_sdpa_top_left,
     # cuDNN's sum of dK and dV over a GQA group's heads in a backward (flash's is aten's reduce_kernel): a reduction
     kernel_patterns={"reduce_head": "reduction"},
-    guess=GuessRow("no transposes, so lightest on the CPU",                    2, 1, False,
+    guess=GuessRow("no transposes, so lightest on the CPU", speed_rank=2, host_rank=1, scores=False,
         on_cpu="a GPU library: nothing to run on a CPU", kernels=(
         Expected("cuDNN fused attention", "fused attention"),),
         backward=(Expected("cuDNN fused attention backward", "fused attention", None,
@@ -204,7 +205,7 @@ AUTO = Variant(
     check=contiguous_only(),
     sdpa_backend="auto", fused=True, top_left=_sdpa_top_left,
     words={"chooser": "auto"},
-    guess=GuessRow("the fastest backend for this GPU",                         1, 2, False,
+    guess=GuessRow("the fastest backend for this GPU", speed_rank=1, host_rank=2, scores=False,
         on_cpu="the best backend SDPA has for a CPU", kernels=(
         Expected("whichever fused kernel is fastest on the GPU", "fused attention"),),
         backward=(Expected("that kernel's backward", "fused attention", None, "backward"),)),
