@@ -567,7 +567,7 @@ def test_the_flush_is_twice_the_l2_the_device_reports(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
     monkeypatch.setattr(environment.shutil, "which", lambda name: None)   # no nvidia-smi, no NVML: never a failure
-    monkeypatch.setattr(environment, "_nvml", lambda pci: None)
+    monkeypatch.setattr(environment, "_nvml", lambda pci, static=True: None)
     environment._static_state.cache_clear()
     env = environment.detect("cuda")
     environment._static_state.cache_clear()
@@ -790,13 +790,13 @@ def test_nvidia_smi_s_row_is_the_gpu_torch_uses():
 
 def test_no_nvml_and_no_nvidia_smi_reads_no_clocks_and_fails_nothing(monkeypatch):
     monkeypatch.setattr(environment.shutil, "which", lambda name: None)
-    monkeypatch.setattr(environment, "_nvml", lambda pci: None)
+    monkeypatch.setattr(environment, "_nvml", lambda pci, static=True: None)
     assert environment.read_clocks(0) is None and environment.gpu_state(0) is None
 
 
 def test_a_failing_nvidia_smi_reads_no_clocks(monkeypatch):
     monkeypatch.setattr(environment.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(environment, "_nvml", lambda pci: None)
+    monkeypatch.setattr(environment, "_nvml", lambda pci, static=True: None)
 
     def fails(*args, **kwargs):
         raise OSError("nvidia-smi: no devices were found")
