@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from profiling.workload import choice
 
-from . import fa4, flex, naive, packed, sdpa
+from . import cudnn_frontend, fa3, fa4, flashinfer, flex, naive, packed, sdpa
 from .base import Variant
 from .guesses import Expected, Guess, guess_for
 
-FAMILIES = (naive, sdpa, flex, fa4, packed)  # the table's order: the page's menus, the command line's list
+FAMILIES = (naive, sdpa, flex, fa4, fa3, cudnn_frontend, flashinfer, packed)  # the table's order: the page's menus, the command line's list
 VARIANTS: dict[str, Variant] = {v.key: v for family in FAMILIES for v in family.VARIANTS}
 KEYS = tuple(VARIANTS)
 assert all(v.guess for v in VARIANTS.values()), "each variant carries the guess a reader would make (Variant.guess)"

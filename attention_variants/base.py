@@ -31,6 +31,8 @@ WORD_TOPICS = {
     "paged": "how it reads a paged KV cache through the page table",
     "host_path": "the Python path its call over packed documents takes on the host",
     "chooser": "its name as SDPA's own choice, for a variant whose point is that choice",
+    "split": "how its decode kernel splits the keys and merges the parts, where `split_kv` names its kernels (a "
+             "clause the note ends with what the merge takes)",
 }
 
 
@@ -49,6 +51,7 @@ class Variant:
     sparse: bool = False                             # skips every tile its mask leaves empty (a block mask, a window
                                                      # argument), not only those above a causal diagonal
     compiled: bool = False                           # goes through torch.compile
+    gpu_only: bool = False                           # has no CPU path: refused on a CPU (before its check)
     jit_s: tuple[float, float] | None = None         # compiles its own kernels on a configuration's first call
                                                      # (not torch.compile): a prior of the forward's, the backward's
     top_left: Callable[[Inputs], torch.Tensor] | None = None  # the same call with SDPA's is_causal=True, which
@@ -64,6 +67,8 @@ class Variant:
     words: Mapping[str, str] = field(default_factory=dict)       # what the explainer says of it, by WORD_TOPICS
     kernel_patterns: Mapping[str, str] = field(default_factory=dict)  # a piece of its kernels' names (lower case)
                                                      # -> their category, read before trace.category's general rules
+    split_kv: tuple[str, str] | None = None          # pieces of (its decode kernel's, its merge kernel's) names, lower
+                                                     # case: a decode step that launches the merge split the keys
     guess: GuessRow | None = None                    # what reading its code suggests (guesses.guess_for reads it)
 
     def packing(self, workload: Workload) -> str:
@@ -87,11 +92,14 @@ class Variant:
 
     def supports(self, workload: Workload, env: Environment) -> str | None:
         """None when this variant can run here, else the reason it cannot."""
+        if self.gpu_only and workload.device != "cuda":
+            return f"{self.label} runs on NVIDIA GPUs only"
         return self.check(workload, env)
 
     def __post_init__(self):
         unknown = set(self.words) - set(WORD_TOPICS)
         assert not unknown, f"{self.key}: words on unknown topics {unknown} (base.WORD_TOPICS)"
+        assert not self.split_kv or "split" in self.words, f"{self.key}: split_kv without its words on 'split'"
 
     @property
     def handwritten(self) -> bool:

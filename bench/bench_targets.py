@@ -7,7 +7,10 @@
 3. A warm comparison of two fused variants, forward + backward, through the front door (`session.compare`, which the
    API calls): its wall time.
 
-    python bench/bench_targets.py [bare|verdict|warm ...]     # FA4_SITE=/tmp/site: flash-attn-4 installed there
+4. The serving engines' kernels (FA3's forward, cuDNN's frontend, FlashInfer's decode) against bare loops of their
+   own calls, beside SDPA's, with their kernels and errors (`engines`).
+
+    python bench/bench_targets.py [bare|verdict|warm|engines ...]     # FA4_SITE=/tmp/site: flash-attn-4 installed there
 """
 from __future__ import annotations
 
@@ -124,6 +127,113 @@ def bare() -> None:
             print(f"{key:15s} {what:28s} failed: {str(error).splitlines()[0][:90]}", flush=True)
 
 
+# -- the serving engines' kernels (FA3's forward, cuDNN's frontend, FlashInfer), called bare as their users call them
+def engine_call(key: str, w: dict, q, k, v):
+    """q [B, H, Lq, D], k and v [B, Hkv, S, D] (bf16), causal bottom-right where Lq < S."""
+    decode = q.shape[2] != k.shape[2]
+    if key == "fa3":
+        import fa3_fwd_interface as fa3
+        qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+        if decode:
+            return lambda: fa3.flash_attn_with_kvcache(qt, kt, vt, causal=True, num_splits=0)
+        return lambda: fa3.flash_attn_func(qt, kt, vt, causal=True)
+    if key == "cudnn_fe":
+        import cudnn
+        extra = {"causal_bottom_right": True} if decode else {}
+        return lambda: cudnn.sdpa_torch(q, k, v, is_causal=True, **extra)
+    if key == "flashinfer":
+        import flashinfer
+        b, h, _, d = q.shape
+        hkv, s = k.shape[1], k.shape[2]
+        ws = torch.empty(128 * 2**20, dtype=torch.uint8, device="cuda")
+        i = torch.arange(b + 1, device="cuda", dtype=torch.int32)
+        page = w.get("page_size")
+        if page:
+            pages = torch.randperm(b * s // page, device="cuda")
+            kp = torch.empty(b * s // page, page, hkv, d, device="cuda", dtype=q.dtype)
+            vp = torch.empty_like(kp)
+            kp[pages] = k.transpose(1, 2).reshape(-1, page, hkv, d)
+            vp[pages] = v.transpose(1, 2).reshape(-1, page, hkv, d)
+            wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD")
+            wrapper.plan(i * (s // page), pages.to(torch.int32), torch.full((b,), page, device="cuda", dtype=torch.int32),
+                         h, hkv, d, page, q_data_type=q.dtype)
+            cache = (kp, vp)
+        else:
+            wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "HND")
+            wrapper.plan(i, i[:-1].clone(), torch.full((b,), s, device="cuda", dtype=torch.int32), h, hkv, d, s,
+                         q_data_type=q.dtype)
+            cache = (k, v)
+        q3 = q[:, :, 0]
+        return lambda: wrapper.run(q3, cache)
+    pin = sdpa_kernel(PINS[key])
+    if decode:
+        from torch.nn.attention.bias import causal_lower_right
+        mask = causal_lower_right(q.shape[2], k.shape[2])
+        def call():
+            with pin:
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        return call
+    def call():
+        with pin:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    return call
+
+
+def engine_bare_ms(key: str, w: dict, reps: int = 50) -> float:
+    g = torch.Generator(device="cuda").manual_seed(1)
+    b, h, s, d = w["batch"], w["heads"], w["seq_len"], w["head_dim"]
+    hkv, lq = w.get("kv_heads") or h, w.get("q_len") or s
+    q = torch.randn(b, h, lq, d, generator=g, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hkv, s, d, generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    call = engine_call(key, w, q, k, v)
+    times = []
+    with torch.no_grad():
+        for i in range(reps + 5):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            torch.cuda._sleep(2_000_000)  # the GPU parked: the events time its work, not the host's
+            start.record()
+            call()
+            end.record()
+            torch.cuda.synchronize()
+            if i >= 5:
+                times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+ENGINE_CASES = (
+    ("forward, blog", BLOG, ("fa3", "cudnn_fe", "sdpa_cudnn")),
+    ("forward, 4x16x8192x128", dict(batch=4, heads=16, seq_len=8192, head_dim=128), ("fa3", "cudnn_fe", "sdpa_cudnn")),
+    ("decode 8x32/8 S=8192", dict(batch=8, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1),
+     ("fa3", "flashinfer", "cudnn_fe", "sdpa_cudnn", "sdpa_flash")),
+    ("decode 1x32/8 S=131072", dict(batch=1, heads=32, kv_heads=8, seq_len=131072, head_dim=128, q_len=1),
+     ("fa3", "flashinfer", "cudnn_fe")),
+    ("decode paged 16", dict(batch=8, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1, page_size=16),
+     ("flashinfer",)),
+)
+
+
+def engines() -> None:
+    from profiling.session import measure
+    from profiling.workload import Workload
+    print("== the serving engines' kernels: the app's GPU time against a bare CUDA-event loop (ms, median) ==")
+    print(f"{'variant':15s} {'what':28s} {'app':>9s} {'bare':>9s} {'diff':>7s}")
+    for what, w, keys in ENGINE_CASES:
+        runs = {r.variant: r for r in measure(Workload(**w), list(keys))}
+        for key in keys:
+            run = runs[key]
+            if not run.ok:
+                print(f"{key:15s} {what:28s} {run.status}: {(run.reason or '')[:100]}", flush=True)
+                continue
+            try:
+                ref = engine_bare_ms(key, w)
+                print(f"{key:15s} {what:28s} {run.gpu_ms:9.4f} {ref:9.4f} {100 * (run.gpu_ms / ref - 1):+6.1f}%  "
+                      f"err {run.accuracy.max_abs_error:.2g} · {', '.join(k.short_name for k in run.kernels)[:110]}",
+                      flush=True)
+            except Exception as error:  # one line, the table goes on
+                print(f"{key:15s} {what:28s} bare loop failed: {str(error).splitlines()[0][:90]}", flush=True)
+
+
 def verdict() -> None:
     from profiling import session
     from profiling.request import Request
@@ -161,4 +271,4 @@ def warm() -> None:
 if __name__ == "__main__":
     steps = sys.argv[1:] or ["bare", "verdict", "warm"]
     for step in steps:
-        {"bare": bare, "verdict": verdict, "warm": warm}[step]()
+        {"bare": bare, "verdict": verdict, "warm": warm, "engines": engines}[step]()

@@ -771,6 +771,17 @@ class Inputs:
         hidden = self.allowed if self.allowed is not None else self._padding
         self._hidden = None if hidden is None else ~hidden  # built once, like the mask itself
         self._packed: Packed | None = None
+        self._prepared: dict[str, object] = {}
+
+    def prepared(self, key: str, make):
+        """What a variant's setup made for these inputs (FlashInfer's plan), under `key`: made by `make()` on first
+        use and kept with the inputs, so it is freed with them."""
+        if key not in self._prepared:
+            self._prepared[key] = make()
+        return self._prepared[key]
+
+    def is_prepared(self, key: str) -> bool:
+        return key in self._prepared
 
     def packed(self) -> Packed:
         """The documents packed end to end ([T, H, D]), made from q, k and v on first use (the packed ways' inputs;

@@ -59,7 +59,7 @@ def runs() -> dict:
 
 def expected_cpu_backend(key: str, rank: int, causal: bool = True) -> str | None:
     """What SDPA on CPU runs for this variant, or None when it must refuse."""
-    if key in ("sdpa_efficient", "sdpa_cudnn", "fa4", "sdpa_fa4"):
+    if key in ("sdpa_efficient", "sdpa_cudnn", "fa4", "sdpa_fa4") or VARIANTS[key].gpu_only:
         return None
     if key == "sdpa_math":
         return "math"

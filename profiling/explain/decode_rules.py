@@ -47,7 +47,8 @@ def flex_decodes(w) -> bool:
 @dataclass
 class DecodePath:
     """How the forward ran a decode step, as the trace shows it."""
-    kind: str                     # "split-kv" (PyTorch's flash), "flex decoding", "flex prefill", "one kernel"
+    kind: str                     # "split-kv" (PyTorch's flash), "declared split" (`Variant.split_kv`), "flex
+                                  # decoding", "flex prefill", "one kernel"
     main: Kernel                  # the kernel that walks the keys
     combine: list[Kernel]         # what merges the splits' partial outputs
     splits_at: str | None = None  # the grid entry that holds the number of splits ("grid[1]"), where it does
@@ -64,6 +65,9 @@ def decode_path(run: Run) -> DecodePath | None:
     if not (_decoding(run) and on_gpu(run)):
         return None
     w, forward = run.workload, run.kernels_of("forward")
+    declared = _declared_split(run, forward)
+    if declared is not None:
+        return declared
     split = next((k for k in forward if k.short_name == FLASH_SPLIT), None)
     if split is not None:
         combine = [k for k in forward if k.short_name == FLASH_COMBINE]
@@ -83,6 +87,20 @@ def decode_path(run: Run) -> DecodePath | None:
     if k.short_name == FLASH and k.grid and k.grid[1] == w.batch:  # (query blocks, B, h)
         return DecodePath("one kernel", k, [], heads_at="grid[2]", heads=k.grid[2])
     return DecodePath("one kernel", k, [])
+
+
+def _declared_split(run: Run, forward: list[Kernel]) -> DecodePath | None:
+    """The decode path a variant's own file names (`Variant.split_kv`: pieces of its decode kernel's and its merge
+    kernel's names): split when the merge ran, else one kernel; None where it names none or its kernel did not run."""
+    v = variant(run)
+    if v is None or v.split_kv is None:
+        return None
+    main_piece, merge_piece = v.split_kv
+    main = next((k for k in forward if main_piece in k.name.lower()), None)
+    if main is None:
+        return None
+    merge = [k for k in forward if merge_piece in k.name.lower()]
+    return DecodePath("declared split", main, merge) if merge else DecodePath("one kernel", main, [])
 
 
 def decode_kernels(run: Run, peers: Peers) -> Note | None:
@@ -107,6 +125,10 @@ def decode_kernels(run: Run, peers: Peers) -> Note | None:
         body = ("Against {keys} keys, q_len {queries} gives too few (batch, head, query block) tiles to fill {fill}, "
                 "so PyTorch's flash (num_splits_heuristic) splits each head's keys into fp32 partial outputs"
                 + ("; the combine merges them: {merge}." if path.combine else "."))
+        weight = 0.3
+    elif path.kind == "declared split":
+        title = "{who} split the keys: `{main}`, then `{combine}` merges them"
+        body = variant(run).words["split"] + "; the merge takes {merge}."
         weight = 0.3
     elif path.kind == "flex decoding":
         split = facts["splits"].value > 1

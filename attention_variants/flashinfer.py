@@ -1,0 +1,112 @@
+"""FlashInfer's decode kernel (PyPI `flashinfer-python`), as vLLM and SGLang call it: a `BatchDecodeWithPagedKVCache
+Wrapper` planned once per workload (its setup: the plan reads the page table on the host and may not be captured in a
+CUDA graph), then `run` per step. A contiguous [B, Hkv, S, D] cache is read in place as B pages of S tokens in its
+"HND" layout; a paged pool [pages, P, Hkv, D] in its "NHD" layout through the page table. Its kernels are compiled by
+its JIT with the machine's `nvcc` on a configuration's first call (16 s on an H100) and kept in its cache folder
+(~/.cache/flashinfer) across processes. An optional dependency: without it the variant is listed as unavailable."""
+from __future__ import annotations
+
+import shutil
+from typing import TYPE_CHECKING
+
+from profiling.environment import Environment
+from profiling.workload import Inputs, Workload
+
+from .base import Variant
+from .guesses import Expected, GuessRow
+from .optional import Library
+from .sdpa import SMALL
+
+if TYPE_CHECKING:  # torch, imported where a variant runs: its file is read (keys, guesses, traits) without it
+    import torch
+
+LIBRARY = Library("flashinfer-python", "flashinfer", "0.6.18.post1", "FlashInfer")
+WORKSPACE_BYTES = 128 * 2**20   # the float workspace its examples give a wrapper (split partials land in it)
+INT_WORKSPACE_BYTES = 8 * 2**20  # the wrapper's own int workspace (plan info, request indices)
+JIT_S = (16.0, 0.0)             # first plan+run of a decode configuration on an H100 (measured: 15.8 s)
+HEAD_DIMS = (64, 128, 256)
+
+
+def unavailable(w: Workload, env: Environment) -> str | None:
+    reason = LIBRARY.missing()
+    if reason:
+        return reason
+    if shutil.which("nvcc") is None:
+        return "FlashInfer compiles its kernels on first use with CUDA's nvcc, which is not on this machine's PATH"
+    if env.compute_capability and env.compute_capability[0] < 8:
+        return f"FlashInfer needs sm80 or newer ({env.sm})"
+    if w.q_len != 1 or w.lengths is not None:
+        return ("this variant is FlashInfer's decode kernel: one new query per sequence (q_len 1) over a KV cache; "
+                "its prefill kernels are not wired here")
+    if w.training:
+        return "FlashInfer's decode kernels have no backward"
+    if w.dtype not in ("fp16", "bf16"):
+        return f"FlashInfer's decode runs fp16 and bf16 here (and fp8 caches); the inputs are {w.dtype}"
+    if w.mask in ("bool", "bias"):
+        return "FlashInfer's decode takes no dense mask or bias: a sliding window (window_left) or none"
+    if w.head_dim not in HEAD_DIMS:
+        return f"FlashInfer's decode kernels take head dims {', '.join(map(str, HEAD_DIMS))} (it is {w.head_dim})"
+    if w.rank == 3:
+        return "FlashInfer reads q as [B, H, D] and the cache by kv head: a rank-3 [B·H, S, D] call has no kv heads"
+    return None
+
+
+def _plan(x: Inputs):
+    """The wrapper planned for these inputs and the cache it reads: (wrapper, (k, v))."""
+    import flashinfer
+    import torch
+
+    w = x.workload
+    device, i32 = x.q.device, torch.int32
+    workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+    window = w.window - 1 if w.mask == "window" else -1
+    if x.page_table is not None:  # the pool [pages, P, Hkv, D], each sequence's pages in its table row
+        wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
+        indptr = torch.arange(w.batch + 1, device=device, dtype=i32) * (w.seq_len // w.page_size)
+        indices, last, page, cache = x.page_table.flatten().to(i32), w.page_size, w.page_size, (x.k_pages, x.v_pages)
+    else:  # [B, Hkv, S, D] is B pages of S tokens in its HND layout: read in place
+        wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "HND")
+        indptr = torch.arange(w.batch + 1, device=device, dtype=i32)
+        indices, last, page, cache = indptr[:-1].clone(), w.seq_len, w.seq_len, (x.k, x.v)
+    wrapper.plan(indptr, indices, torch.full((w.batch,), last, device=device, dtype=i32), w.heads, w.kv_head_count,
+                 w.head_dim, page, window_left=window, q_data_type=x.q.dtype, kv_data_type=x.k.dtype,
+                 sm_scale=x.scale)
+    return wrapper, cache
+
+
+def setup(x: Inputs) -> bool:
+    """Plan once per workload (a host-side schedule of the keys over the GPU's blocks), kept with the inputs; True
+    when it was planned already."""
+    done = x.is_prepared("flashinfer")
+    x.prepared("flashinfer", lambda: _plan(x))
+    return done
+
+
+def flashinfer_decode(x: Inputs) -> torch.Tensor:
+    """One decode step: q [B, H, 1, D] read as [B, H, D]; the output back as [B, H, 1, D]."""
+    wrapper, cache = x.prepared("flashinfer", lambda: _plan(x))
+    return wrapper.run(x.q[:, :, 0], cache).unsqueeze(2)
+
+
+FLASHINFER = Variant(
+    key="flashinfer",
+    label="FlashInfer decode",
+    forward=flashinfer_decode,
+    scratch_bytes=lambda w, env: 4 * w.batch * w.heads + SMALL,
+    setup=setup,
+    setup_bytes=lambda w, env: WORKSPACE_BYTES + INT_WORKSPACE_BYTES,
+    check=unavailable, gpu_only=True,
+    fused=True, sparse=True, jit_s=JIT_S,
+    kernel_patterns={"batchdecodewithpagedkvcache": "fused attention", "mergestates": "fused attention"},
+    split_kv=("batchdecodewithpagedkvcache", "mergestates"),
+    words={"split": "FlashInfer's plan (on the host, once) cuts each sequence's keys into chunks so that the (sequence, "
+                    "kv head, chunk) blocks fill the GPU, each writing an fp32 partial output and its log-sum-exp",
+           "paged": "FlashInfer reads the table itself (indices and indptr, planned once) and loads each page where it "
+                    "lies"},
+    guess=GuessRow("a serving engine's decode kernel: splits the keys to fill the GPU, at the cache's read speed",
+        speed_rank=1, host_rank=2, scores=False,
+        on_cpu="GPU-only (CUDA code compiled on first use): nothing to run on a CPU",
+        kernels=(Expected("FlashInfer batch decode", "fused attention"),)),
+)
+
+VARIANTS = (FLASHINFER,)
