@@ -280,8 +280,8 @@ def _forward_seconds(w: Workload, variant, cost: DeviceCost, env) -> float:
     call (forward and backward) as the pass's FLOP factor says. A dense mask is priced as no mask: the kernel
     computes every tile."""
     score_elements = w.score_elements
-    step = PASS_FLOPS["fwd+bwd"] if w.training else 1.0
-    flops = w.flops if w.mask == "flag" or variant.sparse else w.dense_flops
+    step = PASS_FLOPS[w.call_passes]
+    flops = variant.forward_flops(w)
     # fused: never writes S×S (unless its scratch says it takes the math path: SDPA auto on rank 3 before 2.14)
     kv = w.headed_kv_elements  # what rules a decode step, whose scores are few
     if variant.fused and variant.scratch_bytes(w, env) < w.scores_bytes(element_bytes=4):
@@ -336,8 +336,8 @@ def _measure_seconds(w: Workload, variant, cost: DeviceCost, env) -> float:
 def _reference_seconds(w: Workload, cost: DeviceCost) -> float:
     """The fp64 reference and the naive computation in the workload's dtype (`measurement._accuracy`)."""
     rows = accuracy_rows(w.queries, w.seq_len)               # query rows checked, against all S keys
-    full_flops = 4.0 * w.batch * w.heads * rows * w.seq_len * w.head_dim
     score_elements = w.batch * w.heads * rows * w.seq_len
+    full_flops = w.pair_flops(score_elements)
     fp64 = full_flops / cost.fp64_flops_per_s + score_elements * cost.fp64_score_s
     naive = full_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype]
     copies = w.headed_kv_elements * cost.fp64_kv_s  # K and V per head, in fp64 and in the dtype

@@ -287,8 +287,7 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress, check: C
             grads = dict(zip(("dq", "dk", "dv"), (t.grad for t in variant.leaves(x)))) if workload.training else None
             run.accuracy = state.reference.of(out, grads, variant.packing(workload))
             del out, grads
-            if variant.top_left is not None and workload.q_len is not None and workload.causal \
-                    and workload.mask == "flag":
+            if variant.top_left is not None and workload.lower_right:
                 _top_left(subject, state.reference)
         with spent("warm-up"):
             t0 = time.perf_counter()

@@ -51,12 +51,11 @@ def element_count(*shape: int) -> int:
      12 * element_count(8, 16, 1024, 64) * 2 + 2 * 1024 * 1024 * 2),
 ])
 def test_the_bytes_a_pass_moves_are_its_tensors_once_each(workload, forward, step):
-    from profiling.explain import facts
-    assert facts.moved_bytes(workload, "forward") == forward
-    assert facts.moved_bytes(workload, "step") == step
-    assert facts.moved_bytes(workload, "backward") == step - forward
-    assert facts.working_set_bytes(workload, "forward") == forward
-    assert facts.working_set_bytes(workload, "step") < step  # q, K, V, out are read by both halves: counted once
+    assert workload.moved_bytes("forward") == forward
+    assert workload.moved_bytes("step") == step
+    assert workload.moved_bytes("backward") == step - forward
+    assert workload.working_set_bytes("forward") == forward
+    assert workload.working_set_bytes("step") < step  # q, K, V, out are read by both halves: counted once
 
 
 def test_memory_traffic_is_bytes_over_the_figure_s_time_against_the_copy_ceiling():

@@ -60,14 +60,6 @@ class Slope:
         return abs(self.exponent - self.expected) <= 0.25
 
 
-def skips_masked_tiles(variant: str, workload: Workload) -> bool:
-    """Whether the variant's work follows the mask's pairs: a fused kernel given the causal flag skips the tiles
-    above the diagonal, a block-sparse one (a block mask, a window argument) every empty tile; a dense mask, or
-    naive code, computes every pair."""
-    v = VARIANTS.get(variant)
-    return bool(v and (v.sparse or (v.fused and workload.mask == "flag")))
-
-
 def expected_exponent(variant: str, quantity: str, base: Workload, s_from: int, s_to: int,
                       axis: str = "seq_len") -> tuple[float, str]:
     """How `quantity` should grow along `axis` between two of its points, from what grows: time with the pairs the
@@ -77,8 +69,9 @@ def expected_exponent(variant: str, quantity: str, base: Workload, s_from: int, 
     problem, nothing for a decode step's fixed queries). (The exponent, and what it follows.)"""
     a, b = base.replace(**{axis: s_from}), base.replace(**{axis: s_to})
     if quantity == "time":
-        basis = "pairs" if skips_masked_tiles(variant, base) else "all pairs"
-        work = (lambda w: w.batch * w.heads * w.pairs) if basis == "pairs" else (lambda w: w.score_elements)
+        v = VARIANTS[variant]
+        basis = "pairs" if v.skips_masked_tiles(base) else "all pairs"
+        work = v.forward_flops
     else:
         basis = "rows" if VARIANTS[variant].fused else "scores"
         work = (lambda w: w.batch * w.heads * w.queries) if basis == "rows" else (lambda w: w.score_elements)
