@@ -409,16 +409,22 @@ class Workload:
 
     @classmethod
     def blog(cls, **changes) -> "Workload":
-        """The blog post's workload: B=8, H=16, S=1024, D=64, bf16, causal, rank 4, forward."""
-        return dataclasses.replace(cls(), **changes)
+        """The blog post's workload: B=8, H=16, S=1024, D=64, bf16, causal, rank 4, forward (`NAMED["blog"]`)."""
+        return dataclasses.replace(NAMED["blog"], **changes)
 
     @classmethod
     def cpu_default(cls, **changes) -> "Workload":
-        """Small enough that every variant runs in well under a second on a laptop CPU."""
-        return dataclasses.replace(cls(batch=1, heads=8, seq_len=512, dtype="fp32", device="cpu"), **changes)
+        """Small enough that every variant runs in well under a second on a laptop CPU (`NAMED["cpu"]`)."""
+        return dataclasses.replace(NAMED["cpu"], **changes)
 
     def replace(self, **changes) -> "Workload":
         return dataclasses.replace(self, **changes)
+
+    def changes(self) -> dict:
+        """This workload as changes to the blog's: the fields it sets apart (what a preset or a test applies to its
+        own base)."""
+        blog = NAMED["blog"]
+        return {f.name: getattr(self, f.name) for f in FIELDS if getattr(self, f.name) != getattr(blog, f.name)}
 
     # -- the problem in words and in a file name: every field as its spec spells it --------------------------
     def _spelled(self, how: str, skip: tuple[str, ...] = ()) -> list[str]:
@@ -762,6 +768,15 @@ FIELDS = tuple(f for f in dataclasses.fields(Workload) if "spec" in f.metadata)
 
 def spec_of(name: str) -> Spec:
     return next(f.metadata["spec"] for f in FIELDS if f.name == name)
+
+
+# The named workloads, one table: the app's presets, the recorder's matrix and the tests read them here.
+NAMED = {
+    "blog": Workload(),                                                             # the blog post's
+    "cpu": Workload(batch=1, heads=8, seq_len=512, dtype="fp32", device="cpu"),      # a live CPU's base
+    "llama": Workload(batch=4, heads=32, kv_heads=8, seq_len=2048, head_dim=128),    # grouped-query, Llama-style
+    "decode": Workload(batch=8, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1),  # Llama's decode step
+}
 
 
 @dataclass

@@ -15,7 +15,7 @@ from oracles import attention_fp64, paged_kv
 from attention_variants import VARIANTS, flex
 from profiling.environment import detect
 from profiling.measurement import measure_runs
-from profiling.workload import Refusal, Workload
+from profiling.workload import NAMED, Refusal, Workload
 
 ENV = detect("cpu")
 
@@ -133,7 +133,7 @@ from profiling.explain import decode_rules, explain, timing_rules  # noqa: E402
 from profiling.results import Accuracy, Comparison, Kernel, Run, Timing, share_by_phase  # noqa: E402
 
 H200 = next(r.environment for r in RUNS if r.environment.device == "cuda")
-DECODE = Workload(batch=8, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1)
+DECODE = NAMED["decode"]
 
 
 def kernel(name: str, us: float, grid: list[int] | None = None, category: str = "fused attention") -> Kernel:
