@@ -127,3 +127,10 @@ def test_the_named_workloads_are_one_table():
     assert Workload.blog() == NAMED["blog"] and Workload.cpu_default() == NAMED["cpu"]
     spelled = [p for p in SOURCES if p.name != "workload.py" and re.search(r"heads\W+32\W+kv_heads\W+8", p.read_text())]
     assert not spelled, spelled
+
+
+def test_the_log_log_fit_is_one_function(monkeypatch):
+    from profiling.explain import facts
+    monkeypatch.setattr(facts, "log_fit", lambda xs, ys: (7.0, 0.5))
+    monkeypatch.setattr(curves, "log_fit", facts.log_fit)  # what `from .facts import log_fit` bound: the same function
+    assert facts.log_slope([1, 2], [1, 4]) == 7.0 and curves.r_squared([1, 2], [1, 4]) == 0.5

@@ -316,12 +316,20 @@ def scaled(q: Quantity, factor: float, unit: str) -> Quantity:
     return Quantity(q.value * factor, unit, f"product({q.source}, {factor:g})")
 
 
-def log_slope(xs: Iterable[float], ys: Iterable[float]) -> float:
-    """The exponent k of y ∝ x^k that fits the pairs best (least squares on log–log axes)."""
+def log_fit(xs: Iterable[float], ys: Iterable[float]) -> tuple[float, float]:
+    """The least-squares line on log–log axes, the one fit of the project: (its slope, the exponent k of y ∝ x^k;
+    R², how much of log y's variance it explains, 1 when every point is on it)."""
     lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
     mean_x, mean_y = sum(lx) / len(lx), sum(ly) / len(ly)
-    return (sum((x - mean_x) * (y - mean_y) for x, y in zip(lx, ly))
-            / sum((x - mean_x) ** 2 for x in lx))
+    sxx = sum((x - mean_x) ** 2 for x in lx)
+    sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(lx, ly))
+    syy = sum((y - mean_y) ** 2 for y in ly)
+    return sxy / sxx, (sxy * sxy / (sxx * syy) if syy > 0 else 1.0)
+
+
+def log_slope(xs: Iterable[float], ys: Iterable[float]) -> float:
+    """The exponent k of y ∝ x^k that fits the pairs best (`log_fit`'s slope)."""
+    return log_fit(xs, ys)[0]
 
 
 def fit(pairs: Iterable[tuple[Quantity, Quantity]]) -> Quantity:
