@@ -41,7 +41,7 @@ from profiling.replay import find_recorded, recorded_sweeps, unrecorded_message
 from profiling.request import KEYS, LIVE, LIVE_BUDGET_S, MAX_LENGTHS, SWEEP_AXES, Request, field_help, field_values
 from profiling.results import Comparison
 from profiling.timeline import run_timeline
-from profiling.workload import FIELDS, Refusal, Workload
+from profiling.workload import FIELDS, NAMED, Refusal, Workload
 from serving import RequestGuard, cap_waiting, draw_off_screen, limit_malloc_arenas, log, quiet_queue, refuse_short_requests
 
 scratch.clean_stale_folders()  # what a crashed or restarted process left in the temp dir
@@ -67,14 +67,12 @@ class Preset:
     cpu: tuple[str, str] | None = None
 
 
-LLAMA = {"batch": 4, "heads": 32, "kv_heads": 8, "seq_len": 2048, "head_dim": 128}  # recorded: Llama-style GQA
 
 
 def recorded_changes(w: Workload) -> dict:
-    """A recorded workload as changes to the blog's: the fields it sets apart (a live CPU keeps its own batch and
-    dtype where the workload has the blog's)."""
-    blog = Workload.blog()
-    return {f.name: getattr(w, f.name) for f in FIELDS if getattr(w, f.name) != getattr(blog, f.name)}
+    """A recorded workload as changes to the source's base (a live CPU keeps its own batch and dtype where the
+    workload has the blog's): `Workload.changes`."""
+    return w.changes()
 
 
 DECODE_LIVE = {"kv_heads": 2, "seq_len": 8192, "q_len": 1}  # on the source's base workload: 8 heads on a CPU
@@ -86,7 +84,7 @@ PRESETS = {
     "rank-3 trap": Preset("sdpa_auto", "sdpa_flash", {"rank": 3}),
     "fp32": Preset("sdpa_efficient", "sdpa_flash", {"dtype": "fp32"}),
     "training step": Preset("sdpa_flash", "sdpa_cudnn", {"passes": "fwd+bwd"}, cpu=("naive", "sdpa_flash")),
-    "GQA": Preset("sdpa_efficient", "sdpa_cudnn", {"kv_heads": 2}, recorded=LLAMA, cpu=("naive", "sdpa_math")),
+    "GQA": Preset("sdpa_efficient", "sdpa_cudnn", {"kv_heads": 2}, recorded=recorded_changes(NAMED["llama"]), cpu=("naive", "sdpa_math")),
     "sliding window": Preset("sdpa_auto", "flex", {"mask": "window", "window": 256}, cpu=("naive", "sdpa_auto")),
     "FA4 vs cuDNN": Preset("sdpa_cudnn", "fa4"),
     # decode: one to four new queries per sequence against a KV cache, live at a size a CPU manages, recorded at
@@ -641,14 +639,12 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                 VARIANTS[request.a].label, VARIANTS[request.b].label, ENV.device_name, text.problem(request.workload),
                 RUN_LABEL)
             return staged
-        try:
-            session.plan(request, sweep=sweep)
-        except Refusal:  # a link to what the recording lacks: the page flags it, nothing to replay
+        try:  # planned once, by the serve (a refusal comes back as the error the page's controls already flag)
+            answer, kept_id = await serve("sweep" if sweep else "compare", request, None)
+        except gr.Error:  # a link to what the recording lacks: the page flags it, nothing to replay
             return nothing
         if sweep:
-            answer, kept_id = await serve("sweep", request, None)
             return [gr.skip()] * compared + [answer, kept_id, *show_sweep(kept_id, http)]
-        answer, kept_id = await serve("compare", request, None)
         return [answer, kept_id, *show(kept_id, http)] + [gr.skip()] * swept
 
     # the answer after the controls: a click once it is on screen must find the link applied (prefill's values

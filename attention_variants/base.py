@@ -75,6 +75,18 @@ class Variant:
         """How this variant lays out `workload`'s sequences (PACKINGS)."""
         return self.packs if self.packs and (workload.lengths is not None or self.packed_only) else "padded"
 
+    def skips_masked_tiles(self, workload: Workload) -> bool:
+        """Whether its work follows the mask's pairs: a fused kernel given the causal flag skips the tiles above the
+        diagonal, a sparse one (a block mask, a window argument) every empty tile; given a dense mask, or written as
+        plain ops, it computes every pair. The one answer: the cost model, the sweeps' expected growth and the work
+        below read it."""
+        return self.sparse or (self.fused and workload.mask == "flag")
+
+    def forward_flops(self, workload: Workload) -> float:
+        """The FLOPs one forward computes: the mask's pairs where it skips masked tiles (`Workload.flops`), every pair
+        where it cannot (`Workload.dense_flops`). A call's: times PASS_FLOPS[workload.call_passes]."""
+        return workload.flops if self.skips_masked_tiles(workload) else workload.dense_flops
+
     def leaves(self, x: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k and v as this variant reads them: a training pass's gradients land on these."""
         if self.packing(x.workload) == "padded":

@@ -247,7 +247,7 @@ FLEX = Variant(
     words={"packed": "the document BlockMask, built once before the calls, marks the tiles between documents empty",
            "paged": "PagedAttention's block mask names each key block's physical page; its mask_mod maps keys back"},
     guess=GuessRow("one generated {one}, close to flash; the first call compiles",
-        speed_rank=3, host_rank=2, scores=False, kernels=(
+        speed_rank=3, host_rank=2, kernels=(
         Expected("flex_attention, generated", "triton"),),
         backward=(Expected("flex_attention backward, generated", "triton", None, "backward"),)),
 )

@@ -59,7 +59,6 @@ class GuessRow:
                                         # "aten op" on a CPU) and {count}
     speed_rank: int
     host_rank: int
-    scores: bool
     kernels: tuple[Expected, ...] = ()  # the causal case; MASK entries drop out when not causal
     like_naive: bool = False            # the reader expects naive's arithmetic (the math path)
     occupancy: str = ""
@@ -75,7 +74,8 @@ def guess_for(key: str, workload: Workload) -> Guess:
     """The guess for variant `key` on `workload`: its kernels as its code reads for this mask, kv heads and pass."""
     from . import VARIANTS
 
-    row = VARIANTS[key].guess
+    variant = VARIANTS[key]
+    row, scores = variant.guess, not variant.fused  # the S×S scores go through memory unless it is fused
     cpu = workload.device == "cpu"
     padding = workload.lengths is not None and not workload.causal  # a padded batch's key-padding mask
     masked = workload.causal or workload.mask == "bias" or padding
@@ -104,11 +104,11 @@ def guess_for(key: str, workload: Workload) -> Guess:
     count = {4: "four", 5: "five"}.get(len(forward), str(len(forward)))
     words = dict(units="aten ops" if cpu else "kernels", one="aten op" if cpu else "kernel", count=count)
     return Guess(summary=(row.on_cpu if cpu and row.on_cpu else row.summary).format(**words), kernels=tuple(kernels),
-                 precision=_precision(workload, fused=not row.scores, like_naive=row.like_naive),
-                 materialises_scores=row.scores, speed_rank=row.speed_rank, host_rank=row.host_rank,
+                 precision=_precision(workload, fused=variant.fused, like_naive=row.like_naive),
+                 materialises_scores=scores, speed_rank=row.speed_rank, host_rank=row.host_rank,
                  occupancy="" if cpu else row.occupancy,
                  backward_ratio=BACKWARD_FLOPS if workload.training else None,
-                 saves_scores=row.scores if workload.training else None)
+                 saves_scores=scores if workload.training else None)
 
 
 def _precision(workload: Workload, fused: bool, like_naive: bool) -> str:

@@ -77,7 +77,7 @@ NAIVE = Variant(
     forward=naive_attention,
     scratch_bytes=_scratch,
     check=contiguous_only(reason=PAGED),
-    guess=GuessRow("{count} ops, so {count} {units}, one per op", speed_rank=6, host_rank=4, scores=True, kernels=(
+    guess=GuessRow("{count} ops, so {count} {units}, one per op", speed_rank=6, host_rank=4, kernels=(
         GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill"), SOFTMAX, GEMM_PV),
         backward=NAIVE_BACKWARD),
 )
@@ -90,7 +90,7 @@ NAIVE_INPLACE = Variant(
     check=contiguous_only(reason=PAGED),
     in_place=True,
     guess=GuessRow("the same {count} {units}: in place only saves memory",
-        speed_rank=5, host_rank=4, scores=True, kernels=(
+        speed_rank=5, host_rank=4, kernels=(
         GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill_"), SOFTMAX, GEMM_PV),
         backward=NAIVE_BACKWARD),
 )

@@ -249,7 +249,7 @@ SDPA_DOCMASK = Variant(
     sdpa_backend="auto", fused=True, packs="block", packed_only=True,
     words={"packed": "SDPA given the mask chose its {backend} backend"},
     guess=GuessRow("one fused {one} over the T tokens, the mask built first",
-        speed_rank=3, host_rank=3, scores=False, kernels=(
+        speed_rank=3, host_rank=3, kernels=(
         Expected("build the block-diagonal mask", "elementwise", "aten::eq", cpu_category="other"),
         Expected("fused attention over one sequence", "fused attention")),
         backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
@@ -263,7 +263,7 @@ NAIVE_DOCMASK = Variant(
     check=lambda w, env: (f"a block-diagonal mask: {r}" if (r := _documents_only(w)) else None),
     packs="block", packed_only=True,
     guess=GuessRow("{count} ops over the T tokens: the mask, then naive's",
-        speed_rank=6, host_rank=4, scores=True, kernels=(
+        speed_rank=6, host_rank=4, kernels=(
         Expected("build the block-diagonal mask", "elementwise", "aten::ne", cpu_category="other"),
         GEMM_QK, SCALE, Expected("block-diagonal mask", "elementwise", "aten::masked_fill"), SOFTMAX,
         GEMM_PV), backward=NAIVE_BACKWARD),
@@ -278,7 +278,7 @@ SDPA_NESTED = Variant(
     sdpa_backend="auto", fused=True, packs="packed", packed_only=True,
     words={"packed": "SDPA's nested path chose its {backend} backend",
            "host_path": "nested tensors' subclass dispatch"},
-    guess=GuessRow("one fused {one} over the documents, no padding", speed_rank=2, host_rank=4, scores=False,
+    guess=GuessRow("one fused {one} over the documents, no padding", speed_rank=2, host_rank=4,
         on_cpu="SDPA's math path, document by document",
         kernels=(Expected("fused attention over the documents", "fused attention"),),
         backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
@@ -296,7 +296,7 @@ VARLEN = Variant(
     words={"packed": "varlen_attn called `{op}` ({lib}) with the cumulative lengths",
            "host_path": "varlen_attn's custom op"},
     guess=GuessRow("FlashAttention's varlen {one}: the documents' own pairs only",
-        speed_rank=1, host_rank=2, scores=False,
+        speed_rank=1, host_rank=2,
         on_cpu="GPU-only (FlashAttention): nothing to run on a CPU",
         kernels=(Expected("flash attention, variable length", "fused attention"),),
         backward=(Expected("flash attention backward, variable length", "fused attention", None,

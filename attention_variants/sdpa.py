@@ -30,7 +30,7 @@ def _sdpa(x: Inputs) -> torch.Tensor:
     if x.padding is not None:  # packed documents padded to B×S, not causal: the key-padding mask (`Inputs.hidden`)
         return F.scaled_dot_product_attention(x.q, x.k, x.v, attn_mask=x.padding, **kwargs)
     if w.mask == "flag":
-        if w.causal and w.q_len is not None:
+        if w.lower_right:
             from torch.nn.attention.bias import causal_lower_right
             return F.scaled_dot_product_attention(x.q, x.k, x.v, attn_mask=causal_lower_right(w.queries, w.seq_len),
                                                   **kwargs)
@@ -73,7 +73,7 @@ def _math_scratch(w: Workload, env: Environment) -> int:
     rows = 4 * w.batch * w.head_dim
     copies = rows * (w.heads * (2 * w.queries + 3 * w.seq_len) + (2 * w.kv_head_count * w.seq_len if w.groups > 1
                                                                   else 0))
-    mask = w.mask_elements * (1 + 4) if gpu_paths.materialised_mask(w) else 0
+    mask = w.mask_elements * (1 + 4) if w.lower_right else 0
     if w.training:
         return int(scores + 2 * w.scores_bytes(element_bytes=4)) + 2 * copies + mask
     return int(scores) + copies + mask
@@ -94,7 +94,7 @@ def _fused_scratch(w: Workload, env: Environment, backend: str = "flash") -> int
         mask = w.mask_elements * (w.element_bytes + (1 if negated else 0))
     elif w.lengths is not None and not w.causal:  # a padded batch's [B, 1, 1, S] key-padding mask, made additive
         mask = w.batch * w.seq_len * (w.element_bytes + (1 if negated else 0))
-    elif backend == "cudnn" and w.device == "cuda" and gpu_paths.materialised_mask(w):
+    elif backend == "cudnn" and w.device == "cuda" and w.lower_right:
         mask = w.mask_elements * (1 + w.element_bytes + (1 if negated else 0))
     if w.device == "cuda":
         mask += gpu_paths.cudnn_split_bytes(w, env.sm_count) if backend == "cudnn" else \
@@ -150,7 +150,7 @@ MATH = Variant(
     scratch_bytes=_math_scratch,
     check=contiguous_only(),
     sdpa_backend="MATH", top_left=_sdpa_top_left,
-    guess=GuessRow("one line, so few {units} and fast", speed_rank=4, host_rank=3, scores=True, like_naive=True,
+    guess=GuessRow("one line, so few {units} and fast", speed_rank=4, host_rank=3, like_naive=True,
         kernels=(GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::tril"), SOFTMAX, GEMM_PV),
         backward=NAIVE_BACKWARD),
 )
@@ -163,7 +163,7 @@ EFFICIENT = Variant(
     check=contiguous_only(_cuda_only("memory-efficient attention")),
     sdpa_backend="EFFICIENT_ATTENTION", fused=True, top_left=_sdpa_top_left,
     guess=GuessRow("one fused {one} that never writes the S×S scores",
-        speed_rank=3, host_rank=2, scores=False, kernels=(
+        speed_rank=3, host_rank=2, kernels=(
         Expected("fused attention (CUTLASS fmha)", "fused attention"),),
         backward=(Expected("fused attention backward", "fused attention", None, "backward"),)),
 )
@@ -175,7 +175,7 @@ FLASH = Variant(
     scratch_bytes=_scratch_of("flash"),
     check=contiguous_only(),
     sdpa_backend="FLASH_ATTENTION", fused=True, top_left=_sdpa_top_left,
-    guess=GuessRow("fastest, so high occupancy", speed_rank=1, host_rank=2, scores=False, occupancy="high",
+    guess=GuessRow("fastest, so high occupancy", speed_rank=1, host_rank=2, occupancy="high",
         on_cpu="SDPA's fused CPU op: no S×S scores in memory",
         kernels=(Expected("flash attention", "fused attention"),),
         backward=(Expected("flash attention backward", "fused attention", None, "backward"),)),
@@ -190,7 +190,7 @@ CUDNN = Variant(
     sdpa_backend="CUDNN_ATTENTION", fused=True, top_left=_sdpa_top_left,
     # cuDNN's sum of dK and dV over a GQA group's heads in a backward (flash's is aten's reduce_kernel): a reduction
     kernel_patterns={"reduce_head": "reduction"},
-    guess=GuessRow("no transposes, so lightest on the CPU", speed_rank=2, host_rank=1, scores=False,
+    guess=GuessRow("no transposes, so lightest on the CPU", speed_rank=2, host_rank=1,
         on_cpu="a GPU library: nothing to run on a CPU", kernels=(
         Expected("cuDNN fused attention", "fused attention"),),
         backward=(Expected("cuDNN fused attention backward", "fused attention", None,
@@ -205,7 +205,7 @@ AUTO = Variant(
     check=contiguous_only(),
     sdpa_backend="auto", fused=True, top_left=_sdpa_top_left,
     words={"chooser": "auto"},
-    guess=GuessRow("the fastest backend for this GPU", speed_rank=1, host_rank=2, scores=False,
+    guess=GuessRow("the fastest backend for this GPU", speed_rank=1, host_rank=2,
         on_cpu="the best backend SDPA has for a CPU", kernels=(
         Expected("whichever fused kernel is fastest on the GPU", "fused attention"),),
         backward=(Expected("that kernel's backward", "fused attention", None, "backward"),)),

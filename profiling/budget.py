@@ -268,11 +268,23 @@ COSTS = {
 # budget: on a quiet machine the spread settles within the 20, so a tenth of a second each is priced); on a GPU at least 8 event samples, and the host figures' back-to-back and parked
 # calls (20 each at least); a GPU forward of a millisecond or more: 2 probes, 8 samples and 4 host rounds
 # (timing.LONG_HOST_ROUNDS) of 1 settling, 10 back-to-back (2 from 10 ms) and 2 parked calls.
-_UNTIMED_CALLS = 3 + 4 * 1.2
+WARMUP_CALLS = 3              # the first call and the warm-up's, as in the blog (measurement makes them)
+PROFILED_CALLS = 3            # the blog's "active 3", after one unrecorded call (capture.profile_calls)
+LONG_CALL_S = 1e-3            # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls (timing)
+_PROFILER_SLOWDOWN = 1.2
 _MIN_TIMED_CALLS = {"cpu": 20, "cuda": 48}
-_LONG_CALL_S, _LONG_TIMED_CALLS = 1e-3, {"cpu": 20, "cuda": 30}
+_LONG_TIMED_CALLS = {"cpu": 20, "cuda": 30}
 _MID_TIMED_CALLS = {"cpu": 20, "cuda": 62}  # 1 to 10 ms on a GPU: back-to-back rounds of 10 calls
 _TIMING_S = {"cpu": 0.15, "cuda": 0.1}
+
+
+def measured_calls(device: str, forward_s: float) -> tuple[float, int]:
+    """The calls one measurement makes of a forward of `forward_s`: (untimed, counted in calls of the warm forward:
+    the first and warm-up calls and the profiled ones, slowed by the profiler; timed, the least the timing takes)."""
+    untimed = WARMUP_CALLS + (PROFILED_CALLS + 1) * _PROFILER_SLOWDOWN
+    timed = (_MIN_TIMED_CALLS if forward_s < LONG_CALL_S else _MID_TIMED_CALLS if forward_s < 10 * LONG_CALL_S
+             else _LONG_TIMED_CALLS)[device]
+    return untimed, timed
 
 
 def _forward_seconds(w: Workload, variant, cost: DeviceCost, env) -> float:
@@ -280,8 +292,8 @@ def _forward_seconds(w: Workload, variant, cost: DeviceCost, env) -> float:
     call (forward and backward) as the pass's FLOP factor says. A dense mask is priced as no mask: the kernel
     computes every tile."""
     score_elements = w.score_elements
-    step = PASS_FLOPS["fwd+bwd"] if w.training else 1.0
-    flops = w.flops if w.mask == "flag" or variant.sparse else w.dense_flops
+    step = PASS_FLOPS[w.call_passes]
+    flops = variant.forward_flops(w)
     # fused: never writes S×S (unless its scratch says it takes the math path: SDPA auto on rank 3 before 2.14)
     kv = w.headed_kv_elements  # what rules a decode step, whose scores are few
     if variant.fused and variant.scratch_bytes(w, env) < w.scores_bytes(element_bytes=4):
@@ -324,20 +336,19 @@ def _measure_seconds(w: Workload, variant, cost: DeviceCost, env) -> float:
     compile_s = cost.compile_s if variant.compiled else 0.0
     if variant.jit_s:
         compile_s = variant.jit_s[0] + (variant.jit_s[1] if w.training else 0.0)
-    calls = (_MIN_TIMED_CALLS if forward < _LONG_CALL_S else _MID_TIMED_CALLS if forward < 10 * _LONG_CALL_S
-             else _LONG_TIMED_CALLS)[w.device]
+    untimed, calls = measured_calls(w.device, forward)
     timed = max(calls * forward, _TIMING_S[w.device])
     if w.timing != "warm":  # timed twice: warm, then cold or in a CUDA graph (its capture: a few calls more)
         timed *= 2
     beside = cost.training_measure_s if w.training else cost.per_measure_s
-    return compile_s + _UNTIMED_CALLS * forward + timed + beside
+    return compile_s + untimed * forward + timed + beside
 
 
 def _reference_seconds(w: Workload, cost: DeviceCost) -> float:
     """The fp64 reference and the naive computation in the workload's dtype (`measurement._accuracy`)."""
     rows = accuracy_rows(w.queries, w.seq_len)               # query rows checked, against all S keys
-    full_flops = 4.0 * w.batch * w.heads * rows * w.seq_len * w.head_dim
     score_elements = w.batch * w.heads * rows * w.seq_len
+    full_flops = w.pair_flops(score_elements)
     fp64 = full_flops / cost.fp64_flops_per_s + score_elements * cost.fp64_score_s
     naive = full_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype]
     copies = w.headed_kv_elements * cost.fp64_kv_s  # K and V per head, in fp64 and in the dtype

@@ -132,20 +132,14 @@ BIAS_SOURCE = "https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/b
 LOWER_RIGHT_FIRST = ("flash", "efficient")
 
 
-def lower_right(workload: Workload | None) -> bool:
-    """Is the causal pattern `causal_lower_right` with fewer queries than keys (a causal decode step)? Then SDPA does
-    not choose by its order: CausalBias._dispatch calls flash itself where `can_use_flash_attention` passes, else
-    memory-efficient with a lower-right mask type, and only then SDPA with the mask materialised."""
-    return (workload is not None and workload.mask == "flag" and workload.causal and workload.q_len is not None
-            and workload.queries != workload.seq_len)
-
-
 def priority(env: Environment, workload: Workload | None = None) -> Priority:
     """The order in which SDPA with no pin tries its backends on `env` for `workload`; the first whose checks pass
     runs. Read from PyTorch for this process where it says; predicted from the version rules for a recording. A
-    causal decode step (`lower_right`) tries flash and memory-efficient before that order."""
+    causal decode step (`Workload.lower_right`) does not choose by that order: CausalBias._dispatch calls flash itself
+    where `can_use_flash_attention` passes, else memory-efficient with a lower-right mask type, and only then SDPA
+    with the mask materialised."""
     base = _priority(env)
-    if env.device != "cuda" or not lower_right(workload):
+    if env.device != "cuda" or workload is None or not workload.lower_right:
         return base
     rest = tuple(b for b in base.order if b not in LOWER_RIGHT_FIRST)
     return Priority(LOWER_RIGHT_FIRST + rest, "a decode step's causal_lower_right mask tries flash, then "

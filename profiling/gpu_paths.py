@@ -93,7 +93,3 @@ def cudnn_splits(w: Workload, sm_count: int | None) -> int:
 def cudnn_split_bytes(w: Workload, sm_count: int | None) -> int:
     return _partials(w, cudnn_splits(w, sm_count), w.head_dim + 2)
 
-
-def materialised_mask(w: Workload) -> bool:
-    """Does a pinned cuDNN or math call get a dense Lq×S mask from causal_lower_right (a causal decode step)?"""
-    return w.mask == "flag" and w.causal and w.q_len is not None and w.queries != w.seq_len

@@ -30,7 +30,7 @@ from attention_variants import Variant, reasons as why_not
 
 from . import capture, text, timing, trace as trace_mod
 from .accuracy import Reference
-from .budget import call_bytes, cap_malloc_arenas, compile_clock, machine_load
+from .budget import PROFILED_CALLS, WARMUP_CALLS, call_bytes, cap_malloc_arenas, compile_clock, machine_load
 from .dispatch import clean_warning, refusals
 from .environment import Environment, detect
 from .phases import spent
@@ -38,8 +38,6 @@ from .results import ERROR, OK, OUT_OF_MEMORY, STOPPED, UNSUPPORTED, Run, out_of
 from .workload import Inputs, Refusal, Workload
 
 Progress = Callable[[float, str], None]
-WARMUP_CALLS = 3              # as in the blog
-PROFILED_CALLS = 3            # the blog's "active 3"
 PHASES = {"prepare": (0.0, 0.3), "timing": (0.3, 0.25), "host": (0.55, 0.15), "finish": (0.7, 0.3)}
 _LOCK = threading.RLock()     # one measurement at a time in this process, whatever calls it
 
@@ -287,8 +285,7 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress, check: C
             grads = dict(zip(("dq", "dk", "dv"), (t.grad for t in variant.leaves(x)))) if workload.training else None
             run.accuracy = state.reference.of(out, grads, variant.packing(workload))
             del out, grads
-            if variant.top_left is not None and workload.q_len is not None and workload.causal \
-                    and workload.mask == "flag":
+            if variant.top_left is not None and workload.lower_right:
                 _top_left(subject, state.reference)
         with spent("warm-up"):
             t0 = time.perf_counter()

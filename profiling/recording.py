@@ -10,12 +10,12 @@ from pathlib import Path
 
 from . import text
 from .results import RUNS_FILE, SWEEPS_FILE, Run, Sweep, read_stored, write_stored
-from .workload import Workload
+from .workload import NAMED, Workload
 
 # What `record` runs on a GPU: the blog workload and the variations the notes are about. A training step is
 # recorded once: its "backward only" view is the same calls' backward timings (`backward_view`).
 BLOG = Workload.blog()
-LLAMA = Workload(batch=4, heads=32, kv_heads=8, seq_len=2048, head_dim=128)   # grouped-query, Llama-style
+LLAMA = NAMED["llama"]   # grouped-query, Llama-style
 MATRIX = (
     BLOG,                                    # the blog's workload
     BLOG.replace(seq_len=4096),              # where naive grows kernels and flash pulls away
@@ -97,7 +97,7 @@ RECORDED_FAMILIES = (
 # (1, 64), the KV length (1k, 128k), the kv heads (MHA, MQA), four queries (a speculative step), a paged cache of
 # 16-token pages (cp.async in FA4) and of 128 (a whole key tile: TMA). FlexAttention compiles each shape (~5 s) and
 # FlashAttention-4 each configuration: the grid is held to what shows a lesson.
-DECODE = Workload(batch=8, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1)
+DECODE = NAMED["decode"]
 LONG_DECODE = DECODE.replace(batch=1, seq_len=131072)
 SPECULATIVE = DECODE.replace(q_len=4)
 DECODE_MATRIX = (

@@ -15,13 +15,12 @@ import time
 from attention_variants import Variant
 
 from . import text
-from .budget import available_bytes, call_bytes, memory_refusal, reference_bytes
+from .budget import available_bytes, call_bytes, measured_calls, memory_refusal, reference_bytes
 from .environment import Environment
 from .measurement import Guard, Progress, Stopped, measure_runs
 from .results import DOES_NOT_FIT, STOPPED, Run, Sweep
 from .workload import Workload
 
-FORWARDS_PER_POINT = 15            # warm-up, timing, peak memory and profiled forwards of one measurement
 
 
 def _no_progress(fraction: float, message: str) -> None:
@@ -100,7 +99,7 @@ def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: 
 
 def _predict_s(result: Sweep, key: str, value: int) -> float | None:
     """Cost of measuring `key` at the axis' `value`, from its largest run so far: its share of that session's wall
-    time, plus FORWARDS_PER_POINT forwards each longer by the ratio of their FLOPs ((S/S_last)² for a square
+    time, plus the calls a measurement makes (`budget.measured_calls`) each longer by the ratio of their FLOPs ((S/S_last)² for a square
     problem, S/S_last for a decode step, B/B_last over batches)."""
     timed = [r for r in result.of(key) if r.wall_s is not None and result.value(r) <= value and r.timing]
     if not timed:
@@ -109,4 +108,4 @@ def _predict_s(result: Sweep, key: str, value: int) -> float | None:
     peers = [r for r in result.runs if r.session == last.session]
     forward_s = last.gpu_ms / 1000.0
     grown = last.workload.replace(**{result.axis: value}).dense_flops / last.workload.dense_flops
-    return last.wall_s / len(peers) + FORWARDS_PER_POINT * forward_s * (grown - 1)
+    return last.wall_s / len(peers) + sum(measured_calls(last.workload.device, forward_s)) * forward_s * (grown - 1)

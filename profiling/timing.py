@@ -26,6 +26,7 @@ import torch
 
 from attention_variants import Variant
 
+from .budget import LONG_CALL_S  # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls
 from .environment import Clocks, Environment, read_clocks
 from .results import UNSUPPORTED, Run, Timing
 
@@ -67,8 +68,6 @@ MIN_LAUNCH_HOST_S = 1e-6      # nor does a launch take the host less (a kernel l
                               # samples share a park)
 MAX_LAUNCHES_PER_CALL = 64    # more than any variant launches per call (math at S=4096: 24 kernels); the host
                               # figures come before the profile, so the real count is not known yet
-LONG_CALL_S = 1e-3            # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls
-                              # (budget._LONG_TIMED_CALLS prices what it takes)
 HOST_CALL_MAX_S = 5e-4        # a first guess of the host's time to issue a call, before it is measured (math: ~0.16
                               # ms; flex's and FA4's steps more: the park follows what the probe measures)
 PROBE_PARK_S = 0.002          # the probe's park beyond its guess: its calls are not timed yet

@@ -409,16 +409,22 @@ class Workload:
 
     @classmethod
     def blog(cls, **changes) -> "Workload":
-        """The blog post's workload: B=8, H=16, S=1024, D=64, bf16, causal, rank 4, forward."""
-        return dataclasses.replace(cls(), **changes)
+        """The blog post's workload: B=8, H=16, S=1024, D=64, bf16, causal, rank 4, forward (`NAMED["blog"]`)."""
+        return dataclasses.replace(NAMED["blog"], **changes)
 
     @classmethod
     def cpu_default(cls, **changes) -> "Workload":
-        """Small enough that every variant runs in well under a second on a laptop CPU."""
-        return dataclasses.replace(cls(batch=1, heads=8, seq_len=512, dtype="fp32", device="cpu"), **changes)
+        """Small enough that every variant runs in well under a second on a laptop CPU (`NAMED["cpu"]`)."""
+        return dataclasses.replace(NAMED["cpu"], **changes)
 
     def replace(self, **changes) -> "Workload":
         return dataclasses.replace(self, **changes)
+
+    def changes(self) -> dict:
+        """This workload as changes to the blog's: the fields it sets apart (what a preset or a test applies to its
+        own base)."""
+        blog = NAMED["blog"]
+        return {f.name: getattr(self, f.name) for f in FIELDS if getattr(self, f.name) != getattr(blog, f.name)}
 
     # -- the problem in words and in a file name: every field as its spec spells it --------------------------
     def _spelled(self, how: str, skip: tuple[str, ...] = ()) -> list[str]:
@@ -466,6 +472,13 @@ class Workload:
     def queries(self) -> int:
         """Query positions per sequence: q_len, else S."""
         return self.q_len or self.seq_len
+
+    @property
+    def lower_right(self) -> bool:
+        """A causal decode step: the causal flag with fewer queries than keys, so the mask is aligned to the bottom
+        right (the queries are the last positions: `causal_lower_right`), not SDPA's `is_causal` top left. The one
+        test: SDPA's call and dispatch, the materialised mask cuDNN and math are given, and the top-left check read it."""
+        return self.mask == "flag" and self.causal and self.q_len is not None
 
     @property
     def offset(self) -> int:
@@ -516,11 +529,6 @@ class Workload:
         return 2 * self.batch * self.kv_head_count * self.seq_len * self.head_dim * self.element_bytes
 
     @property
-    def io_bytes(self) -> int:
-        """The fewest bytes a kernel must move: q, k and v read once, the output written once."""
-        return 2 * self.q_bytes + self.kv_bytes
-
-    @property
     def pages(self) -> int:
         """Pages of the KV cache per sequence (0 for a contiguous cache)."""
         return self.seq_len // self.page_size if self.page_size else 0
@@ -566,6 +574,46 @@ class Workload:
         capped = max(0, last - max(first, window) + 1)         # queries that see more than W keys: W each
         below = self.queries - capped                          # the others see first, first + 1, … keys
         return capped * window + below * first + below * (below - 1) // 2
+
+    # -- bytes: what a call must move, at the least --------------------------------------------------------
+    def tensors(self, phase: str, packing: str = "padded", sparse: bool = False) -> list[tuple[str, int]]:
+        """The tensors one call of `phase` must read or write, each once at the least, with their bytes: a forward reads
+        q, K, V (and the mask or bias it is passed) and writes out; a backward reads q, K, V (the mask or bias: it
+        recomputes the scores), out and dout and writes dq, dK, dV (the per-row log-sum-exp, B·H·Lq floats, left out);
+        a paged cache's page table too; a step is both, in turn. The one bytes model: memory traffic, the L2's working
+        set and every note that states bytes read it. The mask a call is passed: the Lq×S bias in the dtype, or the Lq×S
+        bool mask of a bool mask and of a window (SDPA has no window argument, naive code reads the mask), except where
+        the variant is `sparse` (a window argument, a block mask built from positions: no dense mask to read). Packed
+        documents: a padded way's tensors are B×S (and, without the causal flag, its [B, S] key-padding mask); a packed
+        way's hold the T real tokens only (and, over one sequence, the [T, T] block-diagonal mask, or for a sparse way
+        the BlockMask's tile tables and the [T] document ids in its place)."""
+        def of(phase: str) -> list[tuple[str, int]]:
+            q, kv = self.q_bytes, self.kv_bytes // 2
+            mask = [("bias", self.mask_elements * self.element_bytes)] if self.mask == "bias" else \
+                [("mask", self.mask_elements)] if self.mask == "bool" or (self.mask == "window" and not sparse) else []
+            if packing != "padded":
+                q, kv = (self.tokens * heads * self.head_dim * self.element_bytes
+                         for heads in (self.heads, self.kv_head_count))
+                mask = [] if packing != "block" or self.lengths is None else \
+                    [("block mask", self.document_block_mask_bytes(phase)), ("document ids", self.document_ids_bytes)] \
+                    if sparse else [("mask", self.block_mask_bytes)]
+            elif self.lengths is not None and not self.causal:
+                mask = [("mask", self.batch * self.seq_len)]
+            mask += [("page table", self.page_table_bytes)] if self.page_size else []
+            if phase == "forward":
+                return [("q", q), ("K", kv), ("V", kv), *mask, ("out", q)]
+            return [("q", q), ("K", kv), ("V", kv), *mask, ("out", q), ("dout", q), ("dq", q), ("dK", kv), ("dV", kv)]
+        return of("forward") + of("backward") if phase == "step" else of(phase)
+
+    def moved_bytes(self, phase: str, packing: str = "padded", sparse: bool = False) -> int:
+        """Bytes one call of `phase` moves at the least: each of its `tensors` once (a step's forward and backward
+        each)."""
+        return sum(n for _, n in self.tensors(phase, packing, sparse))
+
+    def working_set_bytes(self, phase: str, packing: str = "padded", sparse: bool = False) -> int:
+        """The distinct `tensors` one call of `phase` touches: what a warm loop may find in L2 from the call before (a
+        step's block mask: the backward's, which holds the forward's)."""
+        return sum(dict(self.tensors(phase, packing, sparse)).values())
 
     # -- packed documents: the real pairs, and what padding adds ------------------------------------------
     @property
@@ -620,16 +668,28 @@ class Workload:
         """The [T] int64 document id of each token that flex's document mask_mod reads."""
         return 8 * self.tokens
 
+    # -- work: FLOPs by pair and by pass -------------------------------------------------------------------
+    def pair_flops(self, pairs: float) -> float:
+        """A forward's FLOPs over `pairs` query–key pairs, each head's counted: 4·D a pair (two matmuls, 2 FLOPs a
+        multiply-add)."""
+        return 4.0 * self.head_dim * pairs
+
     @property
     def flops(self) -> float:
-        """The forward's 4·H·D per attended pair (two matmuls, 2 FLOPs a multiply-add), over the batch: packed
-        documents count their own pairs only, whatever a way computes beside them."""
-        return 4.0 * self.heads * self.head_dim * self.attended_pairs
+        """The forward's FLOPs over the attended pairs of every head and batch row: packed documents count their own
+        pairs only, whatever a way computes beside them."""
+        return self.pair_flops(self.heads * self.attended_pairs)
 
     @property
     def dense_flops(self) -> float:
-        """The forward's FLOPs over every pair, as a kernel that skips no tile computes them."""
-        return 4.0 * self.batch * self.heads * self.head_dim * self.queries * self.seq_len
+        """The forward's FLOPs over every pair (the B·H·Lq×S scores), as a kernel that skips no tile computes them."""
+        return self.pair_flops(self.score_elements)
+
+    @property
+    def call_passes(self) -> str:
+        """The passes one measured call runs: a training call its forward and backward (a backward-only figure is a
+        step's calls, timed in part)."""
+        return "fwd+bwd" if self.training else "fwd"
 
     @property
     def pass_flops(self) -> float:
@@ -708,6 +768,15 @@ FIELDS = tuple(f for f in dataclasses.fields(Workload) if "spec" in f.metadata)
 
 def spec_of(name: str) -> Spec:
     return next(f.metadata["spec"] for f in FIELDS if f.name == name)
+
+
+# The named workloads, one table: the app's presets, the recorder's matrix and the tests read them here.
+NAMED = {
+    "blog": Workload(),                                                             # the blog post's
+    "cpu": Workload(batch=1, heads=8, seq_len=512, dtype="fp32", device="cpu"),      # a live CPU's base
+    "llama": Workload(batch=4, heads=32, kv_heads=8, seq_len=2048, head_dim=128),    # grouped-query, Llama-style
+    "decode": Workload(batch=8, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1),  # Llama's decode step
+}
 
 
 @dataclass

@@ -18,8 +18,7 @@ from profiling.measurement import measure_runs
 from profiling.reference import BLOG
 from profiling.results import Comparison, Kernel, Launch, Timing
 from profiling.trace import precision
-from profiling.workload import Workload
-from profiling.workload import Workload
+from profiling.workload import NAMED, Workload
 
 H200 = facts.ARCH["sm90"]
 
@@ -98,7 +97,7 @@ def test_cpu_copies_are_told_apart_by_what_they_copy():
 
 
 @pytest.mark.parametrize("shape, inputs", [(dict(), 3 * 8 * 16 * 1024 * 64 * 4),
-                                           (dict(batch=4, heads=32, kv_heads=8, seq_len=2048, head_dim=128),
+                                           (NAMED["llama"].changes(),
                                             3 * 4 * 32 * 2048 * 128 * 4)])
 def test_math_keeps_its_probabilities_and_its_fp32_inputs_for_the_backward(shape, inputs):
     """Math's recorded training step keeps 608 MiB at the blog's workload: 512 MiB of fp32 probabilities and
@@ -167,7 +166,7 @@ def test_a_split_below_2_31_elements_is_still_explained_by_its_bytes():
     assert elements < 2**31 - 1 < note.facts["scores"].value == 2 * elements
 
 
-DECODE = dict(batch=64, heads=32, kv_heads=8, seq_len=8192, q_len=1, head_dim=128)
+DECODE = NAMED["decode"].replace(batch=64).changes()
 
 
 @pytest.mark.parametrize("variant, element, pieces", [("naive", 2, 2), ("sdpa_math", 4, 4)])
@@ -188,7 +187,7 @@ def test_a_decode_step_s_split_launches_are_the_k_and_v_copies_never_its_scores(
 def test_a_library_kernel_launched_twice_is_not_said_to_pass_32_bit_indexing():
     """cuDNN's GQA backward launches fmha_reduce_head twice (dK's and dV's sums over the group) at B=4, S=2,048:
     no tensor of that workload is past 2³¹−1 bytes, and the fused backward note names the two launches."""
-    w = Workload.blog(dtype="bf16", batch=4, heads=32, kv_heads=8, seq_len=2048, head_dim=128, passes="fwd+bwd")
+    w = NAMED["llama"].replace(passes="fwd+bwd")
     (run,) = [r for r in RUNS if r.variant == "sdpa_cudnn" and r.workload == w and r.phase == "step"]
     assert apply(guess_rules.split_launches, run) is None
     from profiling.explain import backward_rules

@@ -188,7 +188,7 @@ FAULTS = [
           lambda mp: mp.setattr(gpu_paths, "flash_splits", lambda w, sm_count: 1),
           _call(test_memory_estimate.test_flash_s_split_count_is_the_one_the_recorded_grids_show)),
     Fault("a decode step's auto dispatch read from SDPA's order alone",
-          lambda mp: mp.setattr(dispatch, "lower_right", lambda workload: False),
+          lambda mp: mp.setattr(Workload, "lower_right", property(lambda self: False)),
           _call(test_dispatch.test_the_rules_predict_every_recorded_h200_outcome)),
     Fault("a decode step's Lq×S scores called S×S",
           lambda mp: mp.setattr(text, "score_grid", lambda text_, queries, keys: text_),

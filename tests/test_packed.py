@@ -247,14 +247,13 @@ def test_the_host_note_says_a_packed_way_s_python_path_when_it_costs_the_host():
 def test_a_call_s_bytes_count_what_each_way_holds():
     """A padded way moves B×S rows (and without the causal flag its [B, S] key-padding mask); a packed way the T real
     tokens, over one sequence with its [T, T] block-diagonal mask."""
-    from profiling.explain.facts import moved_bytes
 
     w = packed(dtype="bf16")
     rows = w.heads * w.head_dim * 2                                   # bytes of one token's q (or k, v, out)
-    assert moved_bytes(w, "forward") == 4 * w.batch * w.seq_len * rows
-    assert moved_bytes(w.replace(causal=False), "forward") == 4 * w.batch * w.seq_len * rows + w.batch * w.seq_len
-    assert moved_bytes(w, "forward", "packed") == 4 * sum(w.lengths) * rows
-    assert moved_bytes(w, "forward", "block") == 4 * sum(w.lengths) * rows + sum(w.lengths) ** 2
+    assert w.moved_bytes("forward") == 4 * w.batch * w.seq_len * rows
+    assert w.replace(causal=False).moved_bytes("forward") == 4 * w.batch * w.seq_len * rows + w.batch * w.seq_len
+    assert w.moved_bytes("forward", "packed") == 4 * sum(w.lengths) * rows
+    assert w.moved_bytes("forward", "block") == 4 * sum(w.lengths) * rows + sum(w.lengths) ** 2
 
 
 def test_flex_over_packed_documents_reads_its_block_mask_and_document_ids_never_a_t_by_t_mask():

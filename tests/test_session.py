@@ -152,7 +152,8 @@ def test_the_model_needs_a_variant_s_traits_not_its_registry():
     w = Workload(batch=1, heads=8, seq_len=2048, head_dim=64, dtype="fp32", device="cpu")
     flash = VARIANTS["sdpa_flash"]
     alike = SimpleNamespace(key="alike", fused=True, compiled=False, jit_s=None, sdpa_backend=flash.sdpa_backend,
-                            scratch_bytes=flash.scratch_bytes, supports=flash.supports)
+                            scratch_bytes=flash.scratch_bytes, supports=flash.supports,
+                            forward_flops=flash.forward_flops)
     assert predicted_seconds(w, [alike], CPU) == predicted_seconds(w, [flash], CPU)
 
 

@@ -15,7 +15,7 @@ from profiling.environment import Clocks
 from profiling.explain import explain, timing_rules
 from profiling.explain.verdict import decision, figure, headline
 from profiling.results import Comparison, Run, Timing
-from profiling.workload import Workload
+from profiling.workload import NAMED, Workload
 
 L2 = 60 * 10**6           # bytes: the H200's L2 as the issue gives it
 CEILING = 4.3e12          # bytes/s: the H200's measured D2D copy (DESIGN)
@@ -43,7 +43,7 @@ def element_count(*shape: int) -> int:
 @pytest.mark.parametrize("workload, forward, step", [
     # q and out: B·H·S·D bf16; K and V: B·Hkv·S·D each
     (Workload.blog(), 4 * element_count(8, 16, 1024, 64) * 2, 12 * element_count(8, 16, 1024, 64) * 2),
-    (Workload(batch=4, heads=32, kv_heads=8, seq_len=2048, head_dim=128),
+    (NAMED["llama"],
      (2 * element_count(4, 32, 2048, 128) + 2 * element_count(4, 8, 2048, 128)) * 2,
      (6 * element_count(4, 32, 2048, 128) + 6 * element_count(4, 8, 2048, 128)) * 2),
     # a bias of S×S bf16, read by the forward and again by the backward (it recomputes the scores)
@@ -51,12 +51,11 @@ def element_count(*shape: int) -> int:
      12 * element_count(8, 16, 1024, 64) * 2 + 2 * 1024 * 1024 * 2),
 ])
 def test_the_bytes_a_pass_moves_are_its_tensors_once_each(workload, forward, step):
-    from profiling.explain import facts
-    assert facts.moved_bytes(workload, "forward") == forward
-    assert facts.moved_bytes(workload, "step") == step
-    assert facts.moved_bytes(workload, "backward") == step - forward
-    assert facts.working_set_bytes(workload, "forward") == forward
-    assert facts.working_set_bytes(workload, "step") < step  # q, K, V, out are read by both halves: counted once
+    assert workload.moved_bytes("forward") == forward
+    assert workload.moved_bytes("step") == step
+    assert workload.moved_bytes("backward") == step - forward
+    assert workload.working_set_bytes("forward") == forward
+    assert workload.working_set_bytes("step") < step  # q, K, V, out are read by both halves: counted once
 
 
 def test_memory_traffic_is_bytes_over_the_figure_s_time_against_the_copy_ceiling():

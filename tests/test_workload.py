@@ -96,7 +96,7 @@ def test_a_decode_step_holds_q_len_queries_against_s_keys_aligned_to_the_end():
     # the last query is the newest token: it sees every key; the first of the four sees keys 0..12
     assert x.allowed[-1].all() and x.allowed[0].tolist() == [True] * 13 + [False] * 3
     assert w.words() == "B=1, H=8, kv 2, S=16, q_len 4, D=64, fp32, causal" and w.queries == 4 and w.offset == 12
-    assert w.score_elements == 8 * 4 * 16 and w.io_bytes == (2 * 8 * 4 + 2 * 2 * 16) * 64 * 4
+    assert w.score_elements == 8 * 4 * 16 and w.moved_bytes("forward") == (2 * 8 * 4 + 2 * 2 * 16) * 64 * 4
     assert Workload.cpu_default(q_len=512).q_len is None  # as many queries as keys: one spelling
 
 
@@ -135,7 +135,7 @@ def test_grouped_query_heads_shape_k_and_v_and_training_adds_an_output_gradient(
     x = Workload.cpu_default(seq_len=32, heads=8, kv_heads=2, passes="fwd+bwd").make_inputs()
     assert x.q.shape == (1, 8, 32, 64) and x.k.shape == x.v.shape == (1, 2, 32, 64) and x.grad_out.shape == x.q.shape
     assert Workload.cpu_default(heads=8, kv_heads=8).kv_heads is None  # as many kv heads as heads: one spelling
-    assert Workload.blog(kv_heads=4).io_bytes == (2 * 16 + 2 * 4) * 8 * 1024 * 64 * 2
+    assert Workload.blog(kv_heads=4).moved_bytes("forward") == (2 * 16 + 2 * 4) * 8 * 1024 * 64 * 2
 
 
 @pytest.mark.parametrize("changes, field, says", [

@@ -86,7 +86,7 @@ def main() -> None:
                     entry["app_ms"] = run.timing.median_ms
                     entry["bare_ms"] = bare_ms(variant, x)
                     entry["app_over_bare"] = entry["app_ms"] / entry["bare_ms"]
-                    moved = w.io_bytes + w.page_table_bytes
+                    moved = w.moved_bytes("forward")
                     entry["tb_per_s"] = moved / (run.timing.median_ms * 1e-3) / 1e12
                     entry["datasheet_share"] = moved / (run.timing.median_ms * 1e3) / peak if peak else None
                     entry["kernels"] = [{"name": k.short_name, "grid": k.grid, "us": k.us_per_forward,

@@ -12,7 +12,7 @@ from attention_variants import VARIANTS
 
 from ..results import Run, Sweep
 from ..workload import Workload
-from .facts import log_slope
+from .facts import log_fit, log_slope
 from .verdict import decision, quartiles_apart
 
 TAIL_POINTS = 4         # the top of the range, where a fixed cost per call no longer hides S²
@@ -22,13 +22,8 @@ QUANTITIES = {"time": lambda r: r.gpu_ms, "memory": lambda r: r.peak_extra_bytes
 
 
 def r_squared(xs: Iterable[float], ys: Iterable[float]) -> float:
-    """How much of log y's variance the log–log line explains (1: every point on it)."""
-    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
-    mean_x, mean_y = sum(lx) / len(lx), sum(ly) / len(ly)
-    sxx = sum((x - mean_x) ** 2 for x in lx)
-    sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(lx, ly))
-    syy = sum((y - mean_y) ** 2 for y in ly)
-    return sxy * sxy / (sxx * syy) if syy > 0 else 1.0
+    """How much of log y's variance the log–log line explains (`facts.log_fit`'s R²)."""
+    return log_fit(xs, ys)[1]
 
 
 def ran(result: Sweep, variant: str, quantity: str = "time") -> list[Run]:
@@ -60,14 +55,6 @@ class Slope:
         return abs(self.exponent - self.expected) <= 0.25
 
 
-def skips_masked_tiles(variant: str, workload: Workload) -> bool:
-    """Whether the variant's work follows the mask's pairs: a fused kernel given the causal flag skips the tiles
-    above the diagonal, a block-sparse one (a block mask, a window argument) every empty tile; a dense mask, or
-    naive code, computes every pair."""
-    v = VARIANTS.get(variant)
-    return bool(v and (v.sparse or (v.fused and workload.mask == "flag")))
-
-
 def expected_exponent(variant: str, quantity: str, base: Workload, s_from: int, s_to: int,
                       axis: str = "seq_len") -> tuple[float, str]:
     """How `quantity` should grow along `axis` between two of its points, from what grows: time with the pairs the
@@ -77,8 +64,9 @@ def expected_exponent(variant: str, quantity: str, base: Workload, s_from: int, 
     problem, nothing for a decode step's fixed queries). (The exponent, and what it follows.)"""
     a, b = base.replace(**{axis: s_from}), base.replace(**{axis: s_to})
     if quantity == "time":
-        basis = "pairs" if skips_masked_tiles(variant, base) else "all pairs"
-        work = (lambda w: w.batch * w.heads * w.pairs) if basis == "pairs" else (lambda w: w.score_elements)
+        v = VARIANTS[variant]
+        basis = "pairs" if v.skips_masked_tiles(base) else "all pairs"
+        work = v.forward_flops
     else:
         basis = "rows" if VARIANTS[variant].fused else "scores"
         work = (lambda w: w.batch * w.heads * w.queries) if basis == "rows" else (lambda w: w.score_elements)
@@ -99,7 +87,7 @@ def slopes(result: Sweep) -> list[Slope]:
             if len({result.value(r) for r in tail}) < 2:
                 continue
             xs, ys = [result.value(r) for r in tail], [value(r) for r in tail]
-            slope, r2 = log_slope(xs, ys), r_squared(xs, ys)
+            slope, r2 = log_fit(xs, ys)
             supported = len(tail) >= MIN_FIT_POINTS and r2 >= MIN_R2 and (quantity == "memory" or _apart(tail[0], tail[-1]))
             whole = log_slope([result.value(r) for r in points], [value(r) for r in points]) \
                 if len(points) > len(tail) else None

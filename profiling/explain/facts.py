@@ -16,7 +16,6 @@ from .. import dispatch, text
 from ..environment import HBM_BYTES_PER_US
 from ..reference import BLOG
 from ..results import HostOp, Kernel, Launch, Note, Quantity, Run, in_phase
-from ..workload import Workload
 
 Peers = dict[str, Run]  # variant key -> an ok run of the same workload in the same environment
 Rule = Callable[[Run, Peers], Note | None]
@@ -256,66 +255,27 @@ def square_scores(run: Run) -> bool:
     return packing(run) == "padded"
 
 
-def reads_block_mask(run: Run) -> bool:
-    """Whether the run's variant reads a block mask where others read a dense one: a sparse variant (it skips the
-    tiles its mask leaves empty) over one packed sequence reads FlexAttention's BlockMask and the [T] document ids,
-    never a [T, T] mask."""
+def sparse(run: Run) -> bool:
+    """Whether the run's variant skips the tiles its mask leaves empty (`Variant.sparse`): it reads no dense window
+    mask, and over one packed sequence FlexAttention's BlockMask and the [T] document ids, never a [T, T] mask."""
     v = variant(run)
-    return bool(v and v.sparse and packing(run) == "block")
-
-
-def tensors(w: Workload, phase: str, packing: str = "padded", block_mask: bool = False) -> list[tuple[str, int]]:
-    """The tensors one call of `phase` must read or write, each once at the least, with their bytes: a forward reads
-    q, K, V (and a mask or bias of Lq×S where one is passed) and writes out; a backward reads q, K, V (the mask or
-    bias: it recomputes the scores), out and dout and writes dq, dK, dV (the per-row log-sum-exp, B·H·Lq floats, left
-    out); a paged cache's page table too; a step is both, in turn. The one bytes model: memory traffic, the L2's
-    working set and every note that states bytes read it. Packed documents: a padded way's tensors are B×S (and,
-    without the causal flag, its [B, S] key-padding mask); a packed way's hold the T real tokens only (and, over one
-    sequence, the [T, T] block-diagonal mask, or with `block_mask` the BlockMask's tile tables and the [T] document
-    ids in its place)."""
-    def of(phase: str) -> list[tuple[str, int]]:
-        q, kv = w.q_bytes, w.kv_bytes // 2
-        mask = [("bias", w.mask_elements * w.element_bytes)] if w.mask == "bias" else \
-            [("mask", w.mask_elements)] if w.mask == "bool" else []
-        if packing != "padded":
-            q, kv = (w.tokens * heads * w.head_dim * w.element_bytes for heads in (w.heads, w.kv_head_count))
-            mask = [] if packing != "block" or w.lengths is None else \
-                [("block mask", w.document_block_mask_bytes(phase)), ("document ids", w.document_ids_bytes)] \
-                if block_mask else [("mask", w.block_mask_bytes)]
-        elif w.lengths is not None and not w.causal:
-            mask = [("mask", w.batch * w.seq_len)]
-        mask += [("page table", w.page_table_bytes)] if w.page_size else []
-        if phase == "forward":
-            return [("q", q), ("K", kv), ("V", kv), *mask, ("out", q)]
-        return [("q", q), ("K", kv), ("V", kv), *mask, ("out", q), ("dout", q), ("dq", q), ("dK", kv), ("dV", kv)]
-    return of("forward") + of("backward") if phase == "step" else of(phase)
+    return bool(v and v.sparse)
 
 
 def run_tensors(run: Run, phase: str | None = None) -> list[tuple[str, int]]:
-    """`tensors` of the run's phase (or `phase`), laid out as its variant lays them."""
-    return tensors(run.workload, phase or run.phase, packing(run), reads_block_mask(run))
-
-
-def moved_bytes(w: Workload, phase: str, packing: str = "padded", block_mask: bool = False) -> int:
-    """Bytes one call of `phase` moves at the least: each of its tensors once (a step's forward and backward each)."""
-    return sum(n for _, n in tensors(w, phase, packing, block_mask))
-
-
-def working_set_bytes(w: Workload, phase: str, packing: str = "padded", block_mask: bool = False) -> int:
-    """The distinct tensors one call of `phase` touches: what a warm loop may find in L2 from the call before (a
-    step's block mask: the backward's, which holds the forward's)."""
-    return sum(dict(tensors(w, phase, packing, block_mask)).values())
+    """`Workload.tensors` of the run's phase (or `phase`), laid out as its variant lays them."""
+    return run.workload.tensors(phase or run.phase, packing(run), sparse(run))
 
 
 def moved(run: Run, phase: str | None = None, who: str = "run") -> Quantity:
     phase = phase or run.phase
-    return Quantity(moved_bytes(run.workload, phase, packing(run), reads_block_mask(run)), "bytes",
+    return Quantity(run.workload.moved_bytes(phase, packing(run), sparse(run)), "bytes",
                     f"moved({who}, '{phase}')")
 
 
 def working_set(run: Run, phase: str | None = None, who: str = "run") -> Quantity:
     phase = phase or run.phase
-    return Quantity(working_set_bytes(run.workload, phase, packing(run), reads_block_mask(run)), "bytes",
+    return Quantity(run.workload.working_set_bytes(phase, packing(run), sparse(run)), "bytes",
                     f"working_set({who}, '{phase}')")
 
 
@@ -356,12 +316,20 @@ def scaled(q: Quantity, factor: float, unit: str) -> Quantity:
     return Quantity(q.value * factor, unit, f"product({q.source}, {factor:g})")
 
 
-def log_slope(xs: Iterable[float], ys: Iterable[float]) -> float:
-    """The exponent k of y ∝ x^k that fits the pairs best (least squares on log–log axes)."""
+def log_fit(xs: Iterable[float], ys: Iterable[float]) -> tuple[float, float]:
+    """The least-squares line on log–log axes, the one fit of the project: (its slope, the exponent k of y ∝ x^k;
+    R², how much of log y's variance it explains, 1 when every point is on it)."""
     lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
     mean_x, mean_y = sum(lx) / len(lx), sum(ly) / len(ly)
-    return (sum((x - mean_x) * (y - mean_y) for x, y in zip(lx, ly))
-            / sum((x - mean_x) ** 2 for x in lx))
+    sxx = sum((x - mean_x) ** 2 for x in lx)
+    sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(lx, ly))
+    syy = sum((y - mean_y) ** 2 for y in ly)
+    return sxy / sxx, (sxy * sxy / (sxx * syy) if syy > 0 else 1.0)
+
+
+def log_slope(xs: Iterable[float], ys: Iterable[float]) -> float:
+    """The exponent k of y ∝ x^k that fits the pairs best (`log_fit`'s slope)."""
+    return log_fit(xs, ys)[0]
 
 
 def fit(pairs: Iterable[tuple[Quantity, Quantity]]) -> Quantity:

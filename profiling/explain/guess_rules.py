@@ -394,7 +394,7 @@ def scores_in_memory(run: Run, peers: Peers) -> Note | None:
     """Naive and math write the B·H·S×S scores to memory; fused kernels never do. The measured peak of a forward
     tells which (a training step's peak also holds what autograd saves: `saved_for_backward` reads that)."""
     w = run.workload
-    if not run.ok or w.training or run.peak_extra_bytes is None or w.scores_bytes() < 2 * w.io_bytes \
+    if not run.ok or w.training or run.peak_extra_bytes is None or w.scores_bytes() < 2 * w.moved_bytes("forward") \
             or not square_scores(run):
         return None  # with S close to D one score matrix is no bigger than q, k, v: the peak cannot tell
     facts = {"peak": measured(run, "peak_extra_bytes", "bytes"), "scores": scores_bytes(run)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import text
 from ..results import Note, Run
-from .facts import (Peers, constant, label, launch_share, launches, measured, note, of_kernel, of_launch, on_gpu, ran,
+from .facts import (Peers, constant, fused, label, launch_share, launches, measured, note, of_kernel, of_launch, on_gpu, ran,
                     packing, ratio, scaled, share_of, total, variant)
 
 
@@ -101,8 +101,7 @@ def kv_expansion(run: Run, peers: Peers) -> Note | None:
 def kv_savings(run: Run, peers: Peers) -> Note | None:
     """Grouped-query heads read k and v once per group: K/V bytes over H/Hkv fewer."""
     w = run.workload
-    v = variant(run)
-    if not run.ok or w.groups == 1 or not (v and v.fused) or ran(run) == "math":
+    if not run.ok or w.groups == 1 or not fused(run):
         return None
     facts = {"heads": measured(run, "workload.heads", "count"), "groups": measured(run, "workload.groups", "count"),
              "bytes": measured(run, "workload.kv_bytes", "bytes"), "less": measured(run, "workload.groups", "x")}

@@ -155,7 +155,7 @@ def _written_between(run: Run) -> int:
 
 
 def l2_resident(run: Run, peers: Peers) -> Note | None:
-    """Warm, a call whose working set (the distinct tensors it reads and writes, `facts.tensors`) fits in the L2 finds
+    """Warm, a call whose working set (the distinct tensors it reads and writes, `Workload.tensors`) fits in the L2 finds
     it there, left by the call before: its figure is an L2-fed one, which a model's layer does not see."""
     if not on_gpu(run) or run.workload.timing != "warm" or not run.environment.l2_cache_bytes:
         return None
@@ -247,7 +247,7 @@ def _formula(run: Run) -> str:
 
 
 def memory_traffic(run: Run, peers: Peers) -> Note | None:
-    """The fewest bytes the run's phase moves (`facts.tensors`, each tensor once) over its figure's time, against
+    """The fewest bytes the run's phase moves (`Workload.tensors`, each tensor once) over its figure's time, against
     this GPU's device-to-device copy, measured once per process (bytes read + written)."""
     env = run.environment
     hbm = hbm_key(env.device_name) if env.device_name else None
