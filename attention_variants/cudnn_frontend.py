@@ -85,7 +85,7 @@ CUDNN_FRONTEND = Variant(
     fused=True, sparse=True, jit_s=JIT_S, packs="packed",
     words={"packed": "cudnn.sdpa_torch reads the documents packed end to end with their cumulative lengths (THD)"},
     guess=GuessRow("cuDNN without torch's dispatch: the same kernels as SDPA pinned to cuDNN, or a better plan",
-        speed_rank=2, host_rank=1, scores=False,
+        speed_rank=2, host_rank=1,
         on_cpu="a GPU library: nothing to run on a CPU",
         kernels=(Expected("cuDNN fused attention", "fused attention"),),
         backward=(Expected("cuDNN fused attention backward", "fused attention", None, "backward"),)),

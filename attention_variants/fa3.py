@@ -129,7 +129,7 @@ FA3 = Variant(
                     "best wave efficiency when the tiles fill too few SMs) and writes fp32 partial outputs",
            "packed": "flash_attn_varlen_func walks each document's tiles from the cumulative lengths"},
     guess=GuessRow("written for Hopper (wgmma, TMA, warp specialisation): faster than FlashAttention-2 and cuDNN",
-        speed_rank=1, host_rank=2, scores=False,
+        speed_rank=1, host_rank=2,
         on_cpu="GPU-only (written for Hopper): nothing to run on a CPU",
         kernels=(Expected("FlashAttention-3 forward", "fused attention"),)),
 )

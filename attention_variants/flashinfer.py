@@ -104,7 +104,7 @@ FLASHINFER = Variant(
            "paged": "FlashInfer reads the table itself (indices and indptr, planned once) and loads each page where it "
                     "lies"},
     guess=GuessRow("a serving engine's decode kernel: splits the keys to fill the GPU, at the cache's read speed",
-        speed_rank=1, host_rank=2, scores=False,
+        speed_rank=1, host_rank=2,
         on_cpu="GPU-only (CUDA code compiled on first use): nothing to run on a CPU",
         kernels=(Expected("FlashInfer batch decode", "fused attention"),)),
 )
