@@ -1,0 +1,152 @@
+"""The serving engines' kernels as variants (FA3's forward, cuDNN's frontend, FlashInfer's decode), on a machine
+without them: each refuses in one line with the reason its own file gives (not installed with the install line, the
+build's flags, what the kernel takes), its kernels are filed and its decode split told from the names its file
+declares, and a variant's knowledge stays in its file."""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+import pytest
+from explain_helpers import apply
+
+from attention_variants import VARIANTS, cudnn_frontend, fa3, flashinfer
+from attention_variants.optional import Library
+from profiling import text, trace
+from profiling.explain import decode_rules
+from profiling.workload import NAMED, Workload
+from test_decode import H200, kernel, synthetic
+
+ENGINES = ("fa3", "cudnn_fe", "flashinfer")
+DECODE = NAMED["decode"]
+PREFILL = Workload.blog(head_dim=128)
+
+
+@pytest.mark.parametrize("key", ENGINES)
+def test_without_its_library_it_says_so_with_the_install_line(key, monkeypatch):
+    library = {"fa3": fa3, "cudnn_fe": cudnn_frontend, "flashinfer": flashinfer}[key].LIBRARY
+    monkeypatch.setattr(Library, "version", lambda self: None)
+    reason = VARIANTS[key].supports(DECODE, H200)
+    assert reason == (f"{library.dist} is not installed (an optional dependency); to add it: "
+                      f'pip install "{library.dist}=={library.pin}"')
+    assert VARIANTS[key].supports(DECODE.replace(device="cpu"), H200).endswith("runs on NVIDIA GPUs only")
+
+
+def test_a_library_that_fails_to_import_says_how(monkeypatch):
+    library = Library("some-dist", "no_such_module_here", "1.0", "Some")
+    monkeypatch.setattr(Library, "version", lambda self: "1.0")
+    assert library.missing() == ("import no_such_module_here (some-dist 1.0) failed: ModuleNotFoundError: No module "
+                                 "named 'no_such_module_here'")
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """The libraries as if installed and importable (their checks beyond that are what is tested)."""
+    monkeypatch.setattr(Library, "missing", lambda self: None)
+    monkeypatch.setattr(Library, "version", lambda self: self.pin)
+    monkeypatch.setattr(flashinfer.shutil, "which", lambda name: "/usr/local/cuda/bin/nvcc")
+
+
+FA3_BUILD = {"FLASHATTENTION_DISABLE_BACKWARD": True, "FLASHATTENTION_DISABLE_PAGEDKV": True,
+             "FLASHATTENTION_DISABLE_LOCAL": True, "FLASHATTENTION_DISABLE_FP16": True,
+             "FLASHATTENTION_DISABLE_VARLEN": False}  # fa3-fwd 0.0.3's fa3_fwd_config.CONFIG, in part
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({}, None),
+    ({"q_len": 1, "kv_heads": 8, "heads": 32}, None),
+    ({"lengths": (512, 256, 256)}, None),
+    ({"passes": "fwd+bwd"}, "compiled without its backward (FLASHATTENTION_DISABLE_BACKWARD): forward only"),
+    ({"dtype": "fp16"}, "compiled without fp16: it runs bf16 (and fp8) only"),
+    ({"dtype": "fp32"}, "FlashAttention-3 runs bf16 (and fp8) only (the inputs are fp32)"),
+    ({"mask": "window", "window": 256}, "compiled without sliding windows (FLASHATTENTION_DISABLE_LOCAL)"),
+    ({"q_len": 1, "page_size": 16}, "compiled without paged KV caches (FLASHATTENTION_DISABLE_PAGEDKV)"),
+    ({"mask": "bias"}, "FlashAttention-3 takes no dense mask or bias"),
+])
+def test_fa3_refuses_what_its_build_left_out_read_from_the_build(installed, monkeypatch, changes, says):
+    monkeypatch.setattr(fa3, "build_flags", lambda: FA3_BUILD)
+    reason = VARIANTS["fa3"].supports(PREFILL.replace(**changes), H200)
+    assert (reason is None) if says is None else (says in reason), reason
+    if says and "compiled without" in says:
+        assert "this build of FA3 (fa3-fwd 0.0.3)" in reason
+    # a build with everything: the same workloads run (but for what FA3 itself never takes)
+    monkeypatch.setattr(fa3, "build_flags", lambda: {})
+    again = VARIANTS["fa3"].supports(PREFILL.replace(**changes), H200)
+    assert (again is None) == (says is None or "compiled without" in says), again
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"q_len": None}, "FlashInfer's decode kernel: one new query per sequence"),
+    ({"q_len": 4}, "FlashInfer's decode kernel: one new query per sequence"),
+    ({"dtype": "fp32"}, "fp16 and bf16"),
+    ({"head_dim": 96}, "head dims 64, 128, 256 (it is 96)"),
+    ({"page_size": 16}, None),
+    ({"mask": "window", "window": 1024}, None),
+    ({}, None),
+])
+def test_flashinfer_takes_decode_steps_and_says_what_else_it_does_not(installed, changes, says):
+    reason = VARIANTS["flashinfer"].supports(DECODE.replace(**changes), H200)
+    assert (reason is None) if says is None else (says in reason), reason
+
+
+def test_flashinfer_without_nvcc_says_so_in_one_line(installed, monkeypatch):
+    monkeypatch.setattr(flashinfer.shutil, "which", lambda name: None)
+    reason = VARIANTS["flashinfer"].supports(DECODE, H200)
+    assert reason == "FlashInfer compiles its kernels on first use with CUDA's nvcc, which is not on this machine's PATH"
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({}, None), ({"passes": "fwd+bwd"}, None), ({"mask": "window", "window": 256}, None),
+    ({"lengths": (512, 256, 256)}, None), ({"q_len": 1, "kv_heads": 8, "heads": 32}, None),
+    ({"q_len": 1, "page_size": 16}, "takes no page table"), ({"mask": "bool"}, "takes no dense mask or bias"),
+    ({"dtype": "fp32"}, "fp16 and bf16"),
+])
+def test_cudnn_frontend_takes_what_sdpa_cannot_express_and_says_what_it_does_not(installed, changes, says):
+    reason = VARIANTS["cudnn_fe"].supports(PREFILL.replace(**changes), H200)
+    assert (reason is None) if says is None else (says in reason), reason
+
+
+@pytest.mark.parametrize("name, category", [
+    ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<...>>>(...)",
+     "fused attention"),
+    ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdCombine<...>>>(...)",
+     "fused attention"),
+    ("void flashinfer::BatchDecodeWithPagedKVCacheKernel<...>(...)", "fused attention"),
+    ("void flashinfer::PersistentVariableLengthMergeStatesKernel<...>(...)", "fused attention"),
+])
+def test_the_engines_kernels_are_filed_as_attention_from_their_own_files(name, category):
+    """FA3's kernels are CUTLASS device kernels: without its file's patterns they would be filed as GEMMs."""
+    assert trace.category(name) == category
+
+
+def test_a_declared_split_is_told_from_its_merge_kernel_in_the_variants_own_words():
+    split = [kernel("flashinfer::BatchDecodeWithPagedKVCacheKernel", 100.0, [8, 8, 4]),
+             kernel("flashinfer::PersistentVariableLengthMergeStatesKernel", 4.0, [132])]
+    note = apply(decode_rules.decode_kernels, synthetic("flashinfer", split))
+    assert note.title == (f"FlashInfer decode split the keys: `{text.kernel(split[0])}`, then `{text.kernel(split[1])}` "
+                          "merges them")
+    assert "BatchDecodeWithPagedKVCacheKernel" in note.title and "PersistentVariableLengthMergeStatesKernel" in note.title
+    assert note.body.startswith(VARIANTS["flashinfer"].words["split"])
+    assert note.facts["merge"].value == pytest.approx(4 / 104) and note.facts["merge"].of == "the forward"
+    alone = apply(decode_rules.decode_kernels, synthetic("flashinfer", split[:1]))
+    assert "ran one kernel" in alone.title and "merges" not in alone.title
+
+
+def test_fa3s_decode_scratch_bounds_its_split_partials():
+    """FA3 with num_splits=0 splits a decode step whose tiles are few: its partials (fp32 out and log-sum-exp per
+    split) are in the estimate; a prefill of many tiles has none."""
+    few = DECODE.replace(batch=1)
+    assert fa3.splits(few, 132) > 1
+    rows = few.heads * few.batch * few.queries
+    assert fa3._scratch(few, H200) >= fa3.splits(few, 132) * rows * (few.head_dim + 1) * 4
+    assert fa3.splits(PREFILL, 132) == 1
+
+
+def test_a_variants_knowledge_stays_in_its_file():
+    """The explainer and the measurement never name an engine's kernels: each file declares its own."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    for path in [*(root / "profiling").rglob("*.py")]:
+        text = path.read_text().lower()
+        for piece in ("flashattnfwd", "batchdecodewithpagedkvcache", "mergestates", "fa3_fwd", "import flashinfer",
+                      "sdpa_torch", "import cudnn"):
+            assert piece not in text, f"{path.relative_to(root)} names {piece}"
