@@ -20,7 +20,7 @@ from attention_variants import VARIANTS
 
 from .measurement import Guard
 from .results import UNSUPPORTED
-from .workload import Workload
+from .workload import NAMED, Workload
 
 TINY = {"batch": 1, "heads": 2, "seq_len": 128}  # on the blog's workload: its dtype, head size and causal flag
 
@@ -48,14 +48,21 @@ def steps(device: str, keys: list[str] | None = None, stopped: Callable[[], bool
     first = [k for k in plain if k in (DEFAULT_A, DEFAULT_B)] or plain[:1]
     w, step = tiny(device), tiny(device, passes="fwd+bwd")
 
-    def measured(workload: Workload, measured_keys: list[str]) -> Callable[[], bool]:
+    def measured(workload: Workload, measured_keys: list[str], *others: Workload) -> Callable[[], bool]:
+        """Measure `workload`, or where none of the keys runs it, the first of `others` one does."""
         def call() -> bool:
-            runs = session.measure(workload, measured_keys, guard=Guard(cancelled=stopped))
-            return any(run.status != UNSUPPORTED for run in runs)
+            for each in (workload, *others):
+                runs = session.measure(each, measured_keys, guard=Guard(cancelled=stopped))
+                if any(run.status != UNSUPPORTED for run in runs):
+                    return True
+            return False
         return call
     found = [(_first_name(device), measured(w, first))] if first else []
     found += [(key, measured(w, [key])) for key in plain if key not in first]
     found += [(f"{key}: a training step", measured(step, [key])) for key in plain]
-    found += [(f"{v.key}: {'compile' if v.compiled else 'JIT'}", measured(w, [v.key]))
+    # a compiler's configuration is its dtype, head size and heads, not its lengths: a decode kernel (FlashInfer's),
+    # which takes no prefill, compiles the default decode step's configuration on a short cache
+    decode = NAMED["decode"].replace(batch=1, seq_len=TINY["seq_len"], device=device)
+    found += [(f"{v.key}: {'compile' if v.compiled else 'JIT'}", measured(w, [v.key], decode))
               for v in ordered if v.compiled or v.jit_s]
     return found

@@ -165,3 +165,16 @@ def test_flash_attention_4_is_pinned_for_the_space_only_as_the_variant_says():
         assert r.marker.evaluate(space)
         assert not r.marker.evaluate(space | {"python_version": "3.11"})
         assert not r.marker.evaluate(space | {"sys_platform": "darwin", "platform_machine": "arm64"})
+
+
+def test_the_serving_engines_are_pinned_for_the_space_only_as_their_files_say():
+    """Each optional library a variant calls is pinned at the release its file names (`LIBRARY.pin`), for the Space's
+    Python and platform only: elsewhere the variant gives the same line as its install command."""
+    from attention_variants import cudnn_frontend, fa3, flashinfer
+    space = {"python_version": "3.10", "sys_platform": "linux", "platform_machine": "x86_64"}
+    pins = {r.name: r for r in requirements()}
+    for library in (fa3.LIBRARY, cudnn_frontend.LIBRARY, flashinfer.LIBRARY):
+        r = pins[library.dist]
+        assert str(r.specifier) == f"=={library.pin}"
+        assert library.install_line() == f'pip install "{r.name}{r.specifier}"'
+        assert r.marker.evaluate(space) and not r.marker.evaluate(space | {"python_version": "3.11"})
