@@ -158,23 +158,25 @@ def engine_call(key: str, w: dict, q, k, v):
             wrapper.plan(i * (s // page), pages.to(torch.int32), torch.full((b,), page, device="cuda", dtype=torch.int32),
                          h, hkv, d, page, q_data_type=q.dtype)
             cache = (kp, vp)
-        else:
+        else:  # the contiguous cache as HND pages of 16 tokens, in place: page j of row b at b·Hkv·S/16 + j
+            per = s // 16
+            view = [t.as_strided(((b - 1) * hkv * per + per, hkv, 16, d), (16 * d, s * d, d, 1)) for t in (k, v)]
             wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "HND")
-            wrapper.plan(i, i[:-1].clone(), torch.full((b,), s, device="cuda", dtype=torch.int32), h, hkv, d, s,
-                         q_data_type=q.dtype)
-            cache = (k, v)
+            pages = (torch.arange(b, device="cuda")[:, None] * hkv * per + torch.arange(per, device="cuda")).flatten()
+            wrapper.plan(i * per, pages.to(torch.int32), torch.full((b,), 16, device="cuda", dtype=torch.int32), h,
+                         hkv, d, 16, q_data_type=q.dtype)
+            cache = tuple(view)
         q3 = q[:, :, 0]
         return lambda: wrapper.run(q3, cache)
-    pin = sdpa_kernel(PINS[key])
     if decode:
         from torch.nn.attention.bias import causal_lower_right
         mask = causal_lower_right(q.shape[2], k.shape[2])
         def call():
-            with pin:
+            with sdpa_kernel(PINS[key]):
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
         return call
     def call():
-        with pin:
+        with sdpa_kernel(PINS[key]):
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
     return call
 

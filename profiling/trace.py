@@ -55,6 +55,7 @@ def load_trace(path: str | Path) -> dict:
 # -- names, categories, precision -------------------------------------------------------
 _GENERIC_KERNELS = ("elementwise_kernel", "vectorized_elementwise_kernel", "unrolled_elementwise_kernel",
                     "reduce_kernel", "index_elementwise_kernel")
+_WRAPPER_KERNELS = ("cutlass::device_kernel",)  # FlashAttention-3's kernels: cutlass::device_kernel<flash::...>
 _WRAPPER_FUNCTORS = {"AUnary", "BUnary", "Binary", "Unary", "CUDA"}
 
 
@@ -77,7 +78,12 @@ def short_name(name: str) -> str:
         return name.split(" (")[0]
     base = re.sub(r"^void\s+", "", name).replace("(anonymous namespace)::", "")
     base = re.split(r"[<(]", base, maxsplit=1)[0].replace("at::native::", "")
-    if base in _GENERIC_KERNELS:
+    if base in _WRAPPER_KERNELS:  # a library's kernel wrapped in CUTLASS's launcher: its first template argument
+        inner = re.findall(r"<\s*([A-Za-z_][\w:]*)", name)
+        named = next((n for n in inner if not re.search(r"enable_sm\d+", n)), None)
+        if named:
+            base = f"{base} [{named}]"
+    elif base in _GENERIC_KERNELS:
         operation = _operation(name[name.find(base) + len(base):])
         if operation:
             base = f"{base} [{operation}]"

@@ -150,3 +150,16 @@ def test_a_variants_knowledge_stays_in_its_file():
         for piece in ("flashattnfwd", "batchdecodewithpagedkvcache", "mergestates", "fa3_fwd", "import flashinfer",
                       "sdpa_torch", "import cudnn"):
             assert piece not in text, f"{path.relative_to(root)} names {piece}"
+
+
+def test_a_contiguous_cache_is_read_by_flashinfer_as_pages_in_place():
+    """Page j of sequence b in the strided view is tokens 16j…16j+15 of that sequence, every kv head, with no copy."""
+    import torch
+    b, h, s, d = 3, 2, 64, 8
+    k = torch.randn(b, h, s, d)
+    pages, per = flashinfer.contiguous_pages(k), s // flashinfer.PAGE
+    assert pages.data_ptr() == k.data_ptr()
+    for row in range(b):
+        for j in range(per):
+            assert torch.equal(pages[row * h * per + j], k[row, :, 16 * j:16 * (j + 1)])
+    assert pages.storage_offset() + sum((n - 1) * st for n, st in zip(pages.shape, pages.stride())) == k.numel() - 1
