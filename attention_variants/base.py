@@ -10,6 +10,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Callable, ContextManager, Mapping, TYPE_CHECKING
 
+from profiling import scores
 from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
@@ -59,6 +60,13 @@ class Variant:
                                                      # None: it pads them to B×S
     packed_only: bool = False                        # lays out B equal sequences that way too (nested, varlen)
     in_place: bool = False                           # writes its mask into the scores in place (masked_fill_)
+    score_mods: Callable[[scores.ScoreMod], bool] = scores.none  # the score transforms it applies (scores.SCORE_MODS):
+                                                     # none (the scale and mask only), every one (its scores go
+                                                     # through scores.pipeline), the elementwise ones (a score_mod),
+                                                     # or those its call has an argument for (scores.named); the
+                                                     # others `supports` refuses
+    call: str = ""                                   # the call it makes, as a refusal names it ("varlen_attn"); an
+                                                     # SDPA variant's is F.scaled_dot_product_attention
     no_split_kv_on: Mapping[str, str] = field(default_factory=dict)  # GPU (sm90) -> why its keys are never split
     packed_ops: Mapping[str, str] = field(default_factory=dict)  # the aten ops its packed call may reach -> library
     words: Mapping[str, str] = field(default_factory=dict)       # what the explainer says of it, by WORD_TOPICS
@@ -86,8 +94,20 @@ class Variant:
         return g.transpose(0, 1).unsqueeze(0) if packing == "block" else g
 
     def supports(self, workload: Workload, env: Environment) -> str | None:
-        """None when this variant can run here, else the reason it cannot."""
+        """None when this variant can run here, else the reason it cannot: a score transform it does not apply
+        (`score_mods`), then its own check."""
+        for mod, _ in scores.active(workload):
+            if not self.score_mods(mod):
+                from . import VARIANTS
+                takers = ", ".join(v.key for v in VARIANTS.values() if v.score_mods(mod))
+                return (f"{self.calls} has no {mod.field} ({mod.said} before the mask): leave {mod.field} empty, or "
+                        f"choose a variant that applies it ({takers})")
         return self.check(workload, env)
+
+    @property
+    def calls(self) -> str:
+        """The call it makes, as a refusal names it."""
+        return self.call or ("F.scaled_dot_product_attention" if self.sdpa_backend else self.label)
 
     def __post_init__(self):
         unknown = set(self.words) - set(WORD_TOPICS)

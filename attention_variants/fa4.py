@@ -92,14 +92,14 @@ def fa4_attention(x: Inputs) -> torch.Tensor:
 
     w = x.workload
     window = (w.window - 1, 0) if w.mask == "window" else (None, None)  # W keys: itself and the W-1 before it
+    scores = {"softmax_scale": x.scale, "causal": w.causal}  # what every entry is told of the scores
     if w.lengths is not None:  # packed documents: [T, H, D] and their cumulative lengths, FA4's varlen entry
         p = x.packed()
         return flash_attn_varlen_func(p.q, p.k, p.v, cu_seqlens_q=p.cu_seqlens, cu_seqlens_k=p.cu_seqlens,
-                                      max_seqlen_q=p.max_len, max_seqlen_k=p.max_len, softmax_scale=x.scale,
-                                      causal=w.causal)[0]
+                                      max_seqlen_q=p.max_len, max_seqlen_k=p.max_len, **scores)[0]
     if x.page_table is not None:
         out = flash_attn_varlen_func(x.q.transpose(1, 2), x.k_pages, x.v_pages, page_table=x.page_table,
-                                     softmax_scale=x.scale, causal=w.causal, window_size=window)[0]
+                                     window_size=window, **scores)[0]
         return out.transpose(1, 2)
     q, k, v = x.q, x.k, x.v
     if q.dim() == 3:  # [B*H, S, D] as one batch of B*H heads
@@ -107,7 +107,7 @@ def fa4_attention(x: Inputs) -> torch.Tensor:
     # [B, H, S, D] -> [B, S, H, D] is a view: FA4 keeps a view whose last stride is 1 and other strides 16-byte
     # aligned (flash_attn/cute/cute_dsl_utils.py, maybe_contiguous), as here with D a multiple of 8: no copy
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
-    out = flash_attn_func(qt, kt, vt, softmax_scale=x.scale, causal=w.causal, window_size=window)[0]
+    out = flash_attn_func(qt, kt, vt, window_size=window, **scores)[0]
     out = out.transpose(1, 2)  # back to [B, H, S, D]: again a view of FA4's contiguous output
     return out.squeeze(0) if x.q.dim() == 3 else out
 
