@@ -60,11 +60,11 @@ class Variant:
                                                      # None: it pads them to B×S
     packed_only: bool = False                        # lays out B equal sequences that way too (nested, varlen)
     in_place: bool = False                           # writes its mask into the scores in place (masked_fill_)
-    score_mods: Callable[[scores.ScoreMod], bool] = scores.none  # the score transforms it applies (scores.SCORE_MODS):
-                                                     # none (the scale and mask only), every one (its scores go
-                                                     # through scores.pipeline), the elementwise ones (a score_mod),
-                                                     # or those its call has an argument for (scores.named); the
-                                                     # others `supports` refuses
+    score_mods: Callable[[scores.ScoreMod], bool] | tuple[str, ...] = ()  # the score transforms it applies
+                                                     # (scores.SCORE_MODS): those its call has an argument for, by
+                                                     # field (none: the scale and mask only), or every one (its
+                                                     # scores go through scores.pipeline: scores.every), or the
+                                                     # elementwise ones (a score_mod); `supports` refuses the others
     call: str = ""                                   # the call it makes, as a refusal names it ("varlen_attn"); an
                                                      # SDPA variant's is F.scaled_dot_product_attention
     no_split_kv_on: Mapping[str, str] = field(default_factory=dict)  # GPU (sm90) -> why its keys are never split
@@ -97,12 +97,16 @@ class Variant:
         """None when this variant can run here, else the reason it cannot: a score transform it does not apply
         (`score_mods`), then its own check."""
         for mod, _ in scores.active(workload):
-            if not self.score_mods(mod):
+            if not self.applies(mod):
                 from . import VARIANTS
-                takers = ", ".join(v.key for v in VARIANTS.values() if v.score_mods(mod))
+                takers = ", ".join(v.key for v in VARIANTS.values() if v.applies(mod))
                 return (f"{self.calls} has no {mod.field} ({mod.said} before the mask): leave {mod.field} empty, or "
                         f"choose a variant that applies it ({takers})")
         return self.check(workload, env)
+
+    def applies(self, mod: scores.ScoreMod) -> bool:
+        """Whether it applies the score transform `mod` (`score_mods`)."""
+        return self.score_mods(mod) if callable(self.score_mods) else mod.field in self.score_mods
 
     @property
     def calls(self) -> str:

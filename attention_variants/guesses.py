@@ -82,7 +82,7 @@ def guess_for(key: str, workload: Workload) -> Guess:
     padding = workload.lengths is not None and not workload.causal  # a padded batch's key-padding mask
     masked = workload.causal or workload.mask == "bias" or padding
     kernels = []
-    mods = [mod for mod, _ in active(workload) if VARIANTS[key].score_mods(mod)]
+    mods = [mod for mod, _ in active(workload) if VARIANTS[key].applies(mod)]
     for e in row.kernels + (row.backward if workload.training else ()):
         if e == SCALE_BACKWARD:  # each score transform's backward runs before the scale's (written out, op by op)
             kernels += [Expected(f"{mod.field} backward: {op}", "elementwise", None, "backward")

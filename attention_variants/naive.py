@@ -30,7 +30,7 @@ def _kv(x: Inputs) -> tuple[torch.Tensor, torch.Tensor]:
 def naive_attention(x: Inputs) -> torch.Tensor:
     import torch
     k, v = _kv(x)
-    scores = pipeline(x.q, k, x)  # [B, H, S, S]: q·kᵀ, scaled, transformed, the bias added or masked_fill: each fresh
+    scores = pipeline(x.q, k, x)  # [B, H, S, S]: q·kᵀ, scaled, transformed, + the bias or masked_fill: each fresh
     return torch.softmax(scores, dim=-1) @ v                    # [B, H, S, D]
 
 

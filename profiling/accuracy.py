@@ -65,7 +65,8 @@ def attention(x: Inputs, dtype: torch.dtype, rows: torch.Tensor | None,
 def gradients(x: Inputs, dtype: torch.dtype, check: Callable[[], None] = _never_stop) -> dict[str, torch.Tensor]:
     """dq, dk, dv of plain attention in `dtype` for the gradient `x.grad_out`, by the textbook backward over row
     blocks of each head: P = softmax(f(q·kᵀ·s) + mask) (f: the score transforms the workload sets, `scores`),
-    dV += Pᵀ·dO, dS = P ⊙ (dO·vᵀ − rowsum(dO ⊙ O)) ⊙ f′(q·kᵀ·s), dQ = dS·k·s, dK += dSᵀ·q·s. Grouped-query attention sums dk and dv over the query heads that share them.
+    dV += Pᵀ·dO, dS = P ⊙ (dO·vᵀ − rowsum(dO ⊙ O)) ⊙ f′(q·kᵀ·s), dQ = dS·k·s, dK += dSᵀ·q·s.
+    Grouped-query attention sums dk and dv over the query heads that share them.
     Shapes as q, k and v's."""
     w = x.workload
     q, k, v = (t.to(dtype) for t in _flat(x))

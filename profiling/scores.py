@@ -5,7 +5,8 @@ Attention written by hand (`pipeline`), the fp64 reference (`pipeline`, and `bac
 FlexAttention (`flex_score_mod`) all go through it, so a transform declared here once (its workload field, its
 function, its derivative, the aten ops it runs, the score matrices its backward keeps) reaches the variants that apply
 it, the reference, the guess and the memory model together. Which variants apply which transform each variant declares
-(`Variant.score_mods`: one of the predicates below); the others refuse it in `Variant.supports`.
+(`Variant.score_mods`: the fields of those its call has an argument for, or one of the predicates below); the others
+refuse it in `Variant.supports`.
 
 No torch here: a transform is written in tensor methods, which a tensor of scores and flex's scalar score both have.
 """
@@ -37,11 +38,6 @@ SCORE_MODS: tuple[ScoreMod, ...] = ()   # in the order they apply
 
 
 # -- which transforms a variant applies (`Variant.score_mods`) -----------------------------------------------------
-def none(mod: ScoreMod) -> bool:
-    """The scale and the mask only (an attention op without the transform's argument)."""
-    return False
-
-
 def every(mod: ScoreMod) -> bool:
     """Every transform: the variant writes its scores through `pipeline`."""
     return True
@@ -50,11 +46,6 @@ def every(mod: ScoreMod) -> bool:
 def elementwise(mod: ScoreMod) -> bool:
     """Every elementwise transform: the variant applies them in a score_mod (`flex_score_mod`)."""
     return mod.elementwise
-
-
-def named(*fields: str) -> Callable[[ScoreMod], bool]:
-    """The transforms of these fields: the variant's call has an argument for each."""
-    return lambda mod: mod.field in fields
 
 
 def active(w: Workload) -> list[tuple[ScoreMod, float]]:
@@ -90,9 +81,9 @@ def pipeline(q, k, x: Inputs, *, in_place: bool = False, rows=None, hidden=None)
 
 
 def backward(grad, q, k, x: Inputs):
-    """The gradient at the scaled scores q·kᵀ·s from the gradient at what the softmax read (`grad`): each transform's
-    derivative, the last first (the mask passes a seen key's gradient on unchanged, and a hidden key's probability, so
-    its gradient, is 0). The scale's own factor is the caller's."""
+    """The gradient at the scaled scores q·kᵀ·s from the gradient at what the softmax read (`grad`): each
+    transform's derivative, the last first (the mask passes a seen key's gradient on unchanged, and a hidden key's
+    probability, so its gradient, is 0). The scale's own factor is the caller's."""
     mods = active(x.workload)
     if not mods:
         return grad
