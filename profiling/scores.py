@@ -12,6 +12,7 @@ No torch here: a transform is written in tensor methods, which a tensor of score
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -28,8 +29,8 @@ class ScoreMod:
     apply: Callable[[Any, float], Any]          # the transform of the scaled scores s, out of place
     apply_: Callable[[Any, float], Any]         # the same in place, where autograd allows it (naive_inplace)
     derivative: Callable[[Any, float], Any]     # d apply(s) / ds at s, elementwise (the reference's backward)
-    ops: tuple[str, ...]                        # the aten ops `apply` launches, in order (the guess of naive)
-    backward_ops: tuple[str, ...]               # those its backward launches (the guess of a training pass)
+    ops: tuple[str, ...]                        # the elementwise aten ops `apply` launches, in order (naive's guess)
+    backward_ops: tuple[str, ...]               # those its backward launches, in order (a training pass's guess)
     kept: int = 0                               # S×S matrices autograd keeps for its backward (naive's memory)
     elementwise: bool = True                    # a function of each score alone (what flex's score_mod may apply)
 
@@ -46,6 +47,14 @@ def every(mod: ScoreMod) -> bool:
 def elementwise(mod: ScoreMod) -> bool:
     """Every elementwise transform: the variant applies them in a score_mod (`flex_score_mod`)."""
     return mod.elementwise
+
+
+@functools.cache
+def elementwise_ops() -> frozenset[str]:
+    """Every aten op a score transform declares, forward and backward, in place or not: elementwise ops (a CPU's trace
+    files each under its name, which the general rules of `trace.category` may not know: aten::tanh)."""
+    names = {op for mod in SCORE_MODS for op in mod.ops + mod.backward_ops}
+    return frozenset(names | {op + "_" for op in names})
 
 
 def active(w: Workload) -> list[tuple[ScoreMod, float]]:
