@@ -60,7 +60,7 @@ def _scratch(w: Workload, env: Environment) -> int:
     forward = max(scores + qk, 2 * scores + pv)
     if not w.training:
         return forward + expanded
-    return max(forward, 4 * scores, 2 * scores + qk, 2 * scores + pv) + kept(w) * scores + 2 * expanded
+    return max(forward, 4 * scores, 2 * scores + qk, 2 * scores + pv) + len(kept(w)) * scores + 2 * expanded
 
 
 NAIVE = Variant(

@@ -21,18 +21,34 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Step:
+    """One op of a transform, as attention written by hand runs it: each step's output replaces its input (as
+    `s = s / cap` does), so two S×S matrices at most are alive while it runs."""
+    op: str                                     # the elementwise aten op it launches (naive's guess)
+    out: Callable[[Any, float], Any]            # the step out of place, of the scores s and the parameter
+    into: Callable[[Any, float], Any]           # in place, where autograd allows it (naive_inplace)
+
+
+@dataclass(frozen=True)
 class ScoreMod:
     """A transform of the scaled scores before the mask, set by the workload field `field` (None: off; else its value
     is the transform's parameter)."""
     field: str
     said: str                                   # what it does, in words ("cap·tanh(s/cap)")
-    apply: Callable[[Any, float], Any]          # the transform of the scaled scores s, out of place
-    apply_: Callable[[Any, float], Any]         # the same in place, where autograd allows it (naive_inplace)
-    derivative: Callable[[Any, float], Any]     # d apply(s) / ds at s, elementwise (the reference's backward)
-    ops: tuple[str, ...]                        # the elementwise aten ops `apply` launches, in order (naive's guess)
-    backward_ops: tuple[str, ...]               # those its backward launches, in order (a training pass's guess)
-    kept: int = 0                               # S×S matrices autograd keeps for its backward (naive's memory)
+    steps: tuple[Step, ...]                     # its ops, in order
+    derivative: Callable[[Any, float], Any]     # d f(s) / ds at s, elementwise (the reference's backward)
+    backward_ops: tuple[str, ...]               # the ops its backward launches, in order (a training pass's guess)
+    kept: tuple[str, ...] = ()                  # the S×S matrices autograd keeps for its backward, in words
     elementwise: bool = True                    # a function of each score alone (what flex's score_mod may apply)
+
+    def apply(self, s, value: float, in_place: bool = False):
+        for step in self.steps:
+            s = (step.into if in_place else step.out)(s, value)
+        return s
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        return tuple(step.op for step in self.steps)
 
 
 SCORE_MODS: tuple[ScoreMod, ...] = ()   # in the order they apply
@@ -62,9 +78,9 @@ def active(w: Workload) -> list[tuple[ScoreMod, float]]:
     return [(mod, getattr(w, mod.field)) for mod in SCORE_MODS if getattr(w, mod.field) is not None]
 
 
-def kept(w: Workload) -> int:
-    """S×S matrices the transforms `w` sets keep for a training pass's backward."""
-    return sum(mod.kept for mod, _ in active(w))
+def kept(w: Workload) -> tuple[str, ...]:
+    """The S×S matrices the transforms `w` sets keep for a training pass's backward, in words."""
+    return tuple(kept for mod, _ in active(w) for kept in mod.kept)
 
 
 # -- the pipeline -------------------------------------------------------------------------------------------------
@@ -77,7 +93,8 @@ def pipeline(q, k, x: Inputs, *, in_place: bool = False, rows=None, hidden=None)
     scores = q @ k.transpose(-2, -1)
     scores = scores * x.scale
     for mod, value in active(x.workload):
-        scores = (mod.apply_ if in_place else mod.apply)(scores, value)
+        for step in mod.steps:  # each step's output replacing its input, as written op by op
+            scores = (step.into if in_place else step.out)(scores, value)
     bias, hidden = (x.bias, x.hidden) if hidden is None else (None, hidden)
     if bias is not None:
         bias = bias if rows is None else bias[rows]
