@@ -57,6 +57,9 @@ def _import_error() -> str | None:
 
 def unavailable(w: Workload, env: Environment) -> str | None:
     """Why FA4 cannot run this workload here, or None. Cheap when the package is absent."""
+    if w.softcap and w.training:  # flash_attn/cute/interface.py (read at 004b1a2): `None,  # softcap - not yet ...`
+        return ("FlashAttention-4's backward does not apply softcap (its interface gives the backward kernel "
+                "softcap=None: 'not yet supported in backward'): measure its forward alone")
     version = installed_version()
     if version is None:
         return f"{DIST} is not installed (an optional dependency); to add it: {install_line()}"
@@ -92,7 +95,7 @@ def fa4_attention(x: Inputs) -> torch.Tensor:
 
     w = x.workload
     window = (w.window - 1, 0) if w.mask == "window" else (None, None)  # W keys: itself and the W-1 before it
-    scores = {"softmax_scale": x.scale, "causal": w.causal}  # what every entry is told of the scores
+    scores = {"softmax_scale": x.scale, "causal": w.causal, "softcap": w.softcap or 0.0}  # every entry's
     if w.lengths is not None:  # packed documents: [T, H, D] and their cumulative lengths, FA4's varlen entry
         p = x.packed()
         return flash_attn_varlen_func(p.q, p.k, p.v, cu_seqlens_q=p.cu_seqlens, cu_seqlens_k=p.cu_seqlens,
@@ -205,7 +208,7 @@ FA4 = Variant(
     forward=fa4_attention,
     scratch_bytes=_fused_scratch,
     check=unavailable,
-    fused=True, sparse=True, jit_s=JIT_S, packs="packed",
+    fused=True, sparse=True, jit_s=JIT_S, packs="packed", score_mods=("softcap",),
     # flash_attn/cute/interface.py: "SplitKV not supported on SM 9.0"
     no_split_kv_on={"sm90": "its interface asserts it"},
     words={"packed": "flash_attn_varlen_func walks each document's tiles from the cumulative lengths",

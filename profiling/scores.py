@@ -51,7 +51,14 @@ class ScoreMod:
         return tuple(step.op for step in self.steps)
 
 
-SCORE_MODS: tuple[ScoreMod, ...] = ()   # in the order they apply
+SCORE_MODS: tuple[ScoreMod, ...] = (  # in the order they apply
+    ScoreMod("softcap", "cap·tanh(s/cap)", steps=(  # Gemma 2's logit soft-capping, op by op as its eager code has it
+        Step("aten::div", lambda s, cap: s.div(cap), lambda s, cap: s.div_(cap)),
+        Step("aten::tanh", lambda s, cap: s.tanh(), lambda s, cap: s.tanh_()),  # keeps its output for the backward:
+        Step("aten::mul", lambda s, cap: s.mul(cap), lambda s, cap: s.mul(cap) if s.requires_grad else s.mul_(cap))),
+        derivative=lambda s, cap: 1 - s.div(cap).tanh().square(),              # ... which mul_ may not overwrite
+        backward_ops=("aten::mul", "aten::tanh_backward", "aten::div"), kept=("softcap's tanh output",)),
+)
 
 
 # -- which transforms a variant applies (`Variant.score_mods`) -----------------------------------------------------

@@ -289,6 +289,10 @@ class Workload:
     window: int | None = spec(None, label="window W", query="window", limits=(1, 131072), optional=True,
                               empty="none", help="mask=window: each query sees itself and the W-1 keys before it",
                               said=_unless(None, "window {}"), tag=_unless(None, "_w{}"))
+    softcap: float | None = spec(None, label="softcap", query="softcap", limits=(0, 1000), real=True, optional=True,
+                                 empty="none", help="logit soft-capping (Gemma 2): each scaled score s becomes "
+                                                    "cap·tanh(s/cap) before the mask; empty: none",
+                                 said=lambda cap: "" if cap is None else f"softcap {spell_real(cap)}")
     rank: int = spec(4, label="input rank", query="rank", choices=(4, 3),
                      labels=("4 · [B, H, S, D]", "3 · [B·H, S, D]"), said=_unless(4, "rank {}"), tag="_r{}".format)
     passes: str = spec("fwd", label="pass", query="pass", choices=PASSES,

@@ -249,7 +249,7 @@ ONE_CHANGE = {"batch": {"batch": 2}, "heads": {"heads": 32}, "kv_heads": {"kv_he
               "dtype": {"dtype": "fp16"},
               "causal": {"causal": False}, "mask": {"mask": "bias"}, "window": {"mask": "window", "window": 256},
               "rank": {"rank": 3}, "passes": {"passes": "fwd+bwd"}, "timing": {"timing": "cold"},
-              "gpus": {"gpus": 2}, "cp_rotate": {"gpus": 2, "cp_rotate": "alltoall"}}
+              "gpus": {"gpus": 2}, "cp_rotate": {"gpus": 2, "cp_rotate": "alltoall"}, "softcap": {"softcap": 30.0}}
 
 
 def test_every_field_changes_the_words_the_trace_name_and_the_blog_comparison():
