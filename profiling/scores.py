@@ -1,12 +1,12 @@
-"""The score pipeline: what attention does to q·kᵀ before the softmax, in one place and one order: the scale, then each
-score transform the workload sets (`SCORE_MODS`), then the additive bias or −inf where a key is hidden.
+"""The score pipeline: what attention does to q·kᵀ before the softmax, in one place and one order: the scale, then
+each score transform the workload sets (`SCORE_MODS`), then the additive bias or −inf where a key is hidden.
 
 Attention written by hand (`pipeline`), the fp64 reference (`pipeline`, and `backward` for its gradients) and
 FlexAttention (`flex_score_mod`) all go through it, so a transform declared here once (its workload field, its
-function, its derivative, the aten ops it runs, the score matrices its backward keeps) reaches the variants that apply
-it, the reference, the guess and the memory model together. Which variants apply which transform each variant declares
-(`Variant.score_mods`: the fields of those its call has an argument for, or one of the predicates below); the others
-refuse it in `Variant.supports`.
+steps, its derivative, the aten ops its backward runs, the S×S matrices its backward keeps) reaches the variants that
+apply it, the reference, the guess, the trace's categories, the memory model and the notes together. Which variants
+apply which transform each variant declares (`Variant.score_mods`: the fields of those its call has an argument for,
+or one of the predicates below); the others refuse it in `Variant.supports`.
 
 No torch here: a transform is written in tensor methods, which a tensor of scores and flex's scalar score both have.
 """
