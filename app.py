@@ -375,8 +375,8 @@ def control(f):
         component = gr.Textbox(spec.spell(default), label=spec.label, placeholder=spec.empty or None,
                                elem_id=f"field-{f.name}", elem_classes="wide", visible=spec.page)
     elif spec.limits:
-        component = gr.Number(default, precision=0, label=spec.label, placeholder=spec.empty or None,
-                              elem_id=f"field-{f.name}", visible=spec.page)
+        component = gr.Number(default, precision=None if spec.real else 0, label=spec.label,
+                              placeholder=spec.empty or None, elem_id=f"field-{f.name}", visible=spec.page)
     else:
         labels = spec.labels or spec.choices
         wide = max(len(str(x)) for x in labels) > 8  # spans two columns of the grid (page.css)
@@ -394,6 +394,8 @@ def field_schema(spec) -> dict:
     elif spec.items:
         schema = {"type": "string", "description": f"up to {spec.items} whole numbers between {spec.limits[0]} and "
                                                    f"{spec.limits[1]}, such as {spec.example}; empty: {spec.empty}"}
+    elif spec.limits and spec.real:
+        schema = {"type": "number", "exclusiveMinimum": spec.limits[0], "maximum": spec.limits[1]}
     elif spec.limits:
         schema = {"type": "integer", "minimum": spec.limits[0], "maximum": spec.limits[1]}
     elif all(isinstance(c, str) for c in spec.choices):

@@ -10,6 +10,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Callable, ContextManager, Mapping, TYPE_CHECKING
 
+from profiling import scores
 from profiling.environment import Environment
 from profiling.workload import Inputs, Workload
 
@@ -62,6 +63,13 @@ class Variant:
                                                      # None: it pads them to B×S
     packed_only: bool = False                        # lays out B equal sequences that way too (nested, varlen)
     in_place: bool = False                           # writes its mask into the scores in place (masked_fill_)
+    score_mods: Callable[[scores.ScoreMod], bool] | tuple[str, ...] = ()  # the score transforms it applies
+                                                     # (scores.SCORE_MODS): those its call has an argument for, by
+                                                     # field (none: the scale and mask only), or every one (its
+                                                     # scores go through scores.pipeline: scores.every), or the
+                                                     # elementwise ones (a score_mod); `supports` refuses the others
+    call: str = ""                                   # the call it makes, as a refusal names it ("varlen_attn"); an
+                                                     # SDPA variant's is F.scaled_dot_product_attention
     no_split_kv_on: Mapping[str, str] = field(default_factory=dict)  # GPU (sm90) -> why its keys are never split
     packed_ops: Mapping[str, str] = field(default_factory=dict)  # the aten ops its packed call may reach -> library
     words: Mapping[str, str] = field(default_factory=dict)       # what the explainer says of it, by WORD_TOPICS
@@ -103,10 +111,26 @@ class Variant:
         return g.transpose(0, 1).unsqueeze(0) if packing == "block" else g
 
     def supports(self, workload: Workload, env: Environment) -> str | None:
-        """None when this variant can run here, else the reason it cannot."""
+        """None when this variant can run here, else the reason it cannot: on a CPU where it is GPU-only, a score
+        transform it does not apply (`score_mods`), then its own check."""
         if self.gpu_only and workload.device != "cuda":
             return f"{self.label} runs on NVIDIA GPUs only"
+        for mod, _ in scores.active(workload):
+            if not self.applies(mod):
+                from . import VARIANTS
+                takers = ", ".join(v.key for v in VARIANTS.values() if v.applies(mod))
+                return (f"{self.calls} has no {mod.field} ({mod.said} before the mask): leave {mod.field} empty, or "
+                        f"choose a variant that applies it ({takers})")
         return self.check(workload, env)
+
+    def applies(self, mod: scores.ScoreMod) -> bool:
+        """Whether it applies the score transform `mod` (`score_mods`)."""
+        return self.score_mods(mod) if callable(self.score_mods) else mod.field in self.score_mods
+
+    @property
+    def calls(self) -> str:
+        """The call it makes, as a refusal names it."""
+        return self.call or ("F.scaled_dot_product_attention" if self.sdpa_backend else self.label)
 
     def __post_init__(self):
         unknown = set(self.words) - set(WORD_TOPICS)

@@ -65,6 +65,8 @@ def unavailable(w: Workload, env: Environment) -> str | None:
         return f"{built} paged KV caches (FLASHATTENTION_DISABLE_PAGEDKV)"
     if w.lengths is not None and _without("VARLEN"):
         return f"{built} packed (varlen) sequences (FLASHATTENTION_DISABLE_VARLEN)"
+    if w.softcap and _without("SOFTCAP"):
+        return f"{built} softcap (FLASHATTENTION_DISABLE_SOFTCAP)"
     if w.head_dim > 256 or w.head_dim % 8:
         return f"FlashAttention-3 takes head dims up to 256 in steps of 8 (it is {w.head_dim})"
     return None
@@ -77,20 +79,19 @@ def fa3_attention(x: Inputs) -> torch.Tensor:
     import fa3_fwd_interface as fa3
 
     w = x.workload
-    window = (w.window - 1, 0) if w.mask == "window" else (-1, -1)
+    kwargs = dict(softmax_scale=x.scale, causal=w.causal, softcap=w.softcap or 0.0,
+                  window_size=(w.window - 1, 0) if w.mask == "window" else (-1, -1))
     if w.lengths is not None:
         p = x.packed()
-        return fa3.flash_attn_varlen_func(p.q, p.k, p.v, p.cu_seqlens, p.cu_seqlens, p.max_len, p.max_len,
-                                          softmax_scale=x.scale, causal=w.causal, window_size=window)
+        return fa3.flash_attn_varlen_func(p.q, p.k, p.v, p.cu_seqlens, p.cu_seqlens, p.max_len, p.max_len, **kwargs)
     q, k, v = x.q, x.k, x.v
     if q.dim() == 3:  # [B*H, S, D] as one batch of B*H heads
         q, k, v = (t.unsqueeze(0) for t in (q, k, v))
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
     if w.q_len is not None:
-        out = fa3.flash_attn_with_kvcache(qt, kt, vt, softmax_scale=x.scale, causal=w.causal, window_size=window,
-                                          num_splits=0)
+        out = fa3.flash_attn_with_kvcache(qt, kt, vt, num_splits=0, **kwargs)
     else:
-        out = fa3.flash_attn_func(qt, kt, vt, softmax_scale=x.scale, causal=w.causal, window_size=window)
+        out = fa3.flash_attn_func(qt, kt, vt, **kwargs)
     out = out.transpose(1, 2)
     return out.squeeze(0) if x.q.dim() == 3 else out
 
@@ -121,7 +122,7 @@ FA3 = Variant(
     forward=fa3_attention,
     scratch_bytes=_scratch,
     check=unavailable, gpu_only=True,
-    fused=True, sparse=True, packs="packed",
+    fused=True, sparse=True, packs="packed", score_mods=("softcap",), call="FA3's flash_attn_func",
     kernel_patterns={"flashattnfwdcombine": "fused attention", "flashattnfwd": "fused attention",
                      "flash::prepare": "other"},
     split_kv=("flashattnfwdsm90", "flashattnfwdcombine"),

@@ -57,6 +57,9 @@ def _import_error() -> str | None:
 
 def unavailable(w: Workload, env: Environment) -> str | None:
     """Why FA4 cannot run this workload here, or None. Cheap when the package is absent."""
+    if w.softcap and w.training:  # flash_attn/cute/interface.py (read at 004b1a2): `None,  # softcap - not yet ...`
+        return ("FlashAttention-4's backward does not apply softcap (its interface gives the backward kernel "
+                "softcap=None: 'not yet supported in backward'): measure its forward alone")
     version = installed_version()
     if version is None:
         return f"{DIST} is not installed (an optional dependency); to add it: {install_line()}"
@@ -92,14 +95,14 @@ def fa4_attention(x: Inputs) -> torch.Tensor:
 
     w = x.workload
     window = (w.window - 1, 0) if w.mask == "window" else (None, None)  # W keys: itself and the W-1 before it
+    scores = {"softmax_scale": x.scale, "causal": w.causal, "softcap": w.softcap or 0.0}  # every entry's
     if w.lengths is not None:  # packed documents: [T, H, D] and their cumulative lengths, FA4's varlen entry
         p = x.packed()
         return flash_attn_varlen_func(p.q, p.k, p.v, cu_seqlens_q=p.cu_seqlens, cu_seqlens_k=p.cu_seqlens,
-                                      max_seqlen_q=p.max_len, max_seqlen_k=p.max_len, softmax_scale=x.scale,
-                                      causal=w.causal)[0]
+                                      max_seqlen_q=p.max_len, max_seqlen_k=p.max_len, **scores)[0]
     if x.page_table is not None:
         out = flash_attn_varlen_func(x.q.transpose(1, 2), x.k_pages, x.v_pages, page_table=x.page_table,
-                                     softmax_scale=x.scale, causal=w.causal, window_size=window)[0]
+                                     window_size=window, **scores)[0]
         return out.transpose(1, 2)
     q, k, v = x.q, x.k, x.v
     if q.dim() == 3:  # [B*H, S, D] as one batch of B*H heads
@@ -107,7 +110,7 @@ def fa4_attention(x: Inputs) -> torch.Tensor:
     # [B, H, S, D] -> [B, S, H, D] is a view: FA4 keeps a view whose last stride is 1 and other strides 16-byte
     # aligned (flash_attn/cute/cute_dsl_utils.py, maybe_contiguous), as here with D a multiple of 8: no copy
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
-    out = flash_attn_func(qt, kt, vt, softmax_scale=x.scale, causal=w.causal, window_size=window)[0]
+    out = flash_attn_func(qt, kt, vt, window_size=window, **scores)[0]
     out = out.transpose(1, 2)  # back to [B, H, S, D]: again a view of FA4's contiguous output
     return out.squeeze(0) if x.q.dim() == 3 else out
 
@@ -205,7 +208,7 @@ FA4 = Variant(
     forward=fa4_attention,
     scratch_bytes=_fused_scratch,
     check=unavailable,
-    fused=True, sparse=True, jit_s=JIT_S, packs="packed",
+    fused=True, sparse=True, jit_s=JIT_S, packs="packed", score_mods=("softcap",),
     # flash_attn/cute/interface.py: "SplitKV not supported on SM 9.0"
     no_split_kv_on={"sm90": "its interface asserts it"},
     words={"packed": "flash_attn_varlen_func walks each document's tiles from the cumulative lengths",

@@ -84,8 +84,8 @@ def _plan(x: Inputs):
         indices = (rows + torch.arange(per_row, device=device, dtype=i32)).flatten()
         last, page, cache = PAGE, PAGE, (contiguous_pages(x.k), contiguous_pages(x.v))
     wrapper.plan(indptr, indices, torch.full((w.batch,), last, device=device, dtype=i32), w.heads, w.kv_head_count,
-                 w.head_dim, page, window_left=window, q_data_type=x.q.dtype, kv_data_type=x.k.dtype,
-                 sm_scale=x.scale)
+                 w.head_dim, page, window_left=window, logits_soft_cap=w.softcap or 0.0, q_data_type=x.q.dtype,
+                 kv_data_type=x.k.dtype, sm_scale=x.scale)
     return wrapper, cache
 
 
@@ -111,7 +111,7 @@ FLASHINFER = Variant(
     setup=setup,
     setup_bytes=lambda w, env: WORKSPACE_BYTES + INT_WORKSPACE_BYTES,
     check=unavailable, gpu_only=True,
-    fused=True, sparse=True, jit_s=JIT_S,
+    fused=True, sparse=True, jit_s=JIT_S, score_mods=("softcap",), call="FlashInfer's decode",
     kernel_patterns={"batchdecodewithpagedkvcache": "fused attention", "mergestates": "fused attention"},
     split_kv=("batchdecodewithpagedkvcache", "mergestates"),
     words={"split": "FlashInfer's plan (on the host, once) cuts each sequence's keys into chunks so that the (sequence, "

@@ -10,6 +10,7 @@ import warnings
 
 
 from profiling.environment import Environment
+from profiling.scores import elementwise, flex_score_mod
 from profiling.workload import Inputs, Workload
 
 from .base import Variant
@@ -165,11 +166,8 @@ def flex_attention(x: Inputs) -> torch.Tensor:
     if q.dim() == 3:  # flex wants [B, H, S, D]: view [B*H, S, D] as one batch of B*H heads
         q, k, v = (t.unsqueeze(0) for t in (q, k, v))
     kwargs = {"enable_gqa": True} if x.workload.groups > 1 else {}
-    if x.bias is not None:
-        bias = x.bias
-
-        def score_mod(score, b, h, q_idx, kv_idx):
-            return score + bias[q_idx, kv_idx]
+    score_mod = flex_score_mod(x)  # the score transforms, then the bias (the scale is flex's, the mask its block mask)
+    if score_mod is not None:
         kwargs["score_mod"] = score_mod
     out = _compiled_flex()(q, k, v, block_mask=_mask_of(x), scale=x.scale, **kwargs)
     return out.squeeze(0) if x.q.dim() == 3 else out
@@ -243,7 +241,7 @@ FLEX = Variant(
     check=_check,
     setup=setup,
     setup_bytes=_setup_bytes,
-    fused=True, sparse=True, compiled=True, packs="block",
+    fused=True, sparse=True, compiled=True, packs="block", score_mods=elementwise,
     words={"packed": "the document BlockMask, built once before the calls, marks the tiles between documents empty",
            "paged": "PagedAttention's block mask names each key block's physical page; its mask_mod maps keys back"},
     guess=GuessRow("one generated {one}, close to flash; the first call compiles",

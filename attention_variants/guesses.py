@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from profiling.scores import active
 from profiling.workload import BACKWARD_FLOPS, Workload
 
 
@@ -45,12 +46,13 @@ class Guess:
 GEMM_QK, GEMM_PV = Expected("GEMM q·kᵀ", "gemm", "aten::bmm"), Expected("GEMM p·v", "gemm", "aten::bmm")
 SCALE = Expected("scale", "elementwise", "aten::mul")
 SOFTMAX = Expected("softmax", "softmax", "aten::_softmax")
+SCALE_BACKWARD = Expected("scale backward", "elementwise", None, "backward")
 # the backward a reader writes down for naive's ops: the gradients of p·v (two GEMMs), of the softmax, of the mask
 # (a fill of the masked positions), of the scale, and of q·kᵀ (two GEMMs)
 NAIVE_BACKWARD = tuple(Expected(what, category, op, "backward") for what, category, op in (
     ("GEMM dP = dO·vᵀ", "gemm", None), ("GEMM dV = Pᵀ·dO", "gemm", None),
-    ("softmax backward", "softmax", None), ("mask", "elementwise", None), ("scale backward", "elementwise", None),
-    ("GEMM dQ = dS·k", "gemm", None), ("GEMM dK = dSᵀ·q", "gemm", None)))
+    ("softmax backward", "softmax", None), ("mask", "elementwise", None))) + (SCALE_BACKWARD,) + \
+    tuple(Expected(what, "gemm", None, "backward") for what in ("GEMM dQ = dS·k", "GEMM dK = dSᵀ·q"))
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,11 @@ def guess_for(key: str, workload: Workload) -> Guess:
     padding = workload.lengths is not None and not workload.causal  # a padded batch's key-padding mask
     masked = workload.causal or workload.mask == "bias" or padding
     kernels = []
+    mods = [mod for mod, _ in active(workload) if VARIANTS[key].applies(mod)]
     for e in row.kernels + (row.backward if workload.training else ()):
+        if e == SCALE_BACKWARD:  # each score transform's backward runs before the scale's (written out, op by op)
+            kernels += [Expected(f"{mod.field} backward: {op}", "elementwise", None, "backward")
+                        for mod in reversed(mods) for op in mod.backward_ops]
         if e.what == MASK:
             if not masked or (workload.mask == "bias" and e.phase == "backward"):  # a bias passes the gradient on
                 continue
@@ -92,6 +98,8 @@ def guess_for(key: str, workload: Workload) -> Guess:
                 e = Expected("causal mask" if workload.mask == "flag" else f"{workload.mask} mask", e.category,
                              e.op, e.phase)
         kernels.append(e)
+        if e == SCALE:  # each score transform the scaled scores go through (`scores.pipeline`), op by op
+            kernels += [Expected(f"{mod.field}: {op}", "elementwise", op) for mod in mods for op in mod.ops]
     if workload.groups > 1 and key in ("naive", "naive_inplace"):  # the code copies k and v to every head ...
         copies = [Expected(f"repeat_interleave {t}", "copy", "aten::repeat_interleave") for t in ("k", "v")]
         kernels = copies + kernels

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 from profiling.cpu_paths import gemm_workspace
 from profiling.environment import Environment
+from profiling.scores import every, kept, pipeline
 from profiling.workload import Inputs, Workload
 
 from .base import Variant
@@ -29,24 +30,14 @@ def _kv(x: Inputs) -> tuple[torch.Tensor, torch.Tensor]:
 def naive_attention(x: Inputs) -> torch.Tensor:
     import torch
     k, v = _kv(x)
-    scores = x.q @ k.transpose(-2, -1)                          # [B, H, S, S]
-    scores = scores * x.scale
-    if x.bias is not None:
-        scores = scores + x.bias                                # the bias holds −inf where a key is masked
-    elif x.hidden is not None:
-        scores = scores.masked_fill(x.hidden, float("-inf"))    # out of place: a fresh S×S tensor
+    scores = pipeline(x.q, k, x)  # [B, H, S, S]: q·kᵀ, scaled, transformed, + the bias or masked_fill: each fresh
     return torch.softmax(scores, dim=-1) @ v                    # [B, H, S, D]
 
 
 def naive_inplace_attention(x: Inputs) -> torch.Tensor:
     import torch
     k, v = _kv(x)
-    scores = x.q @ k.transpose(-2, -1)                          # [B, H, S, S]
-    scores = scores * x.scale
-    if x.bias is not None:
-        scores += x.bias
-    elif x.hidden is not None:
-        scores.masked_fill_(x.hidden, float("-inf"))            # in place: writes into the scores
+    scores = pipeline(x.q, k, x, in_place=True)  # [B, H, S, S]: q·kᵀ, scaled, then += the bias or masked_fill_
     return torch.softmax(scores, dim=-1) @ v
 
 
@@ -56,7 +47,8 @@ def _scratch(w: Workload, env: Environment) -> int:
     keeps the softmax for the backward, which makes the gradients of the softmax and of the scores beside it (the
     H200 recorded 3.9 score matrices: 4 is the bound). Grouped-query attention copies k and v to every head. On a CPU
     a 16-bit product may add its workspace (`cpu_paths.gemm_workspace`: none, an fp32 copy of its output, or
-    per-thread blocks, by the CPU's instructions) at q·kᵀ and at p·v."""
+    per-thread blocks, by the CPU's instructions) at q·kᵀ and at p·v. A training step keeps beside them what the
+    score transforms keep for their backward (`scores.kept`)."""
     import torch
     scores = w.scores_bytes()
     expanded = w.headed_kv_elements * w.element_bytes if w.groups > 1 else 0
@@ -68,7 +60,7 @@ def _scratch(w: Workload, env: Environment) -> int:
     forward = max(scores + qk, 2 * scores + pv)
     if not w.training:
         return forward + expanded
-    return max(forward, 4 * scores, 2 * scores + qk, 2 * scores + pv) + 2 * expanded
+    return max(forward, 4 * scores, 2 * scores + qk, 2 * scores + pv) + len(kept(w)) * scores + 2 * expanded
 
 
 NAIVE = Variant(
@@ -77,6 +69,7 @@ NAIVE = Variant(
     forward=naive_attention,
     scratch_bytes=_scratch,
     check=contiguous_only(reason=PAGED),
+    score_mods=every,
     guess=GuessRow("{count} ops, so {count} {units}, one per op", speed_rank=6, host_rank=4, kernels=(
         GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill"), SOFTMAX, GEMM_PV),
         backward=NAIVE_BACKWARD),
@@ -88,7 +81,7 @@ NAIVE_INPLACE = Variant(
     forward=naive_inplace_attention,
     scratch_bytes=_scratch,
     check=contiguous_only(reason=PAGED),
-    in_place=True,
+    in_place=True, score_mods=every,
     guess=GuessRow("the same {count} {units}: in place only saves memory",
         speed_rank=5, host_rank=4, kernels=(
         GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill_"), SOFTMAX, GEMM_PV),

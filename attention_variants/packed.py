@@ -19,6 +19,7 @@ import warnings
 
 
 from profiling.environment import Environment
+from profiling.scores import every, pipeline
 from profiling.workload import MAX_TOKENS, Inputs, Workload
 
 from .base import Variant
@@ -31,9 +32,10 @@ if TYPE_CHECKING:  # torch, imported where a variant runs: its file is read (key
 
 def one_sequence(w: Workload, **changes) -> Workload:
     """The batch as one sequence of its T tokens (what a block-diagonal mask and the varlen kernels index), for the
-    memory models: the same heads, dtype and pass, B = 1, S = T."""
-    return Workload(batch=1, heads=w.heads, kv_heads=w.kv_heads, seq_len=w.tokens, head_dim=w.head_dim, dtype=w.dtype,
-                    causal=w.causal, passes=w.passes, device=w.device).replace(**changes)
+    memory models: B = 1, S = T, none of a decode step's, a dense mask's, rank 3's or context parallel's fields (the
+    packed ways refuse them), timed warm; every other field (heads, dtype, pass, a score transform, ...) as `w`'s."""
+    return w.replace(batch=1, seq_len=w.tokens, lengths=None, q_len=None, page_size=None, mask="flag", window=None,
+                     rank=4, gpus=1, cp_rotate="allgather", timing="warm", seed=0).replace(**changes)
 
 
 def _documents_only(w: Workload) -> str | None:
@@ -80,8 +82,7 @@ def naive_block_diagonal(x: Inputs) -> torch.Tensor:
     q, k, v = (t.transpose(0, 1) for t in (p.q, p.k, p.v))                 # [H, T, D] views
     if w.groups > 1:                                                        # a head of k and v per query head
         k, v = (t.repeat_interleave(w.groups, dim=0) for t in (k, v))
-    scores = (q @ k.transpose(-2, -1)) * x.scale                            # [H, T, T]
-    scores = scores.masked_fill(hidden, float("-inf"))
+    scores = pipeline(q, k, x, hidden=hidden)                               # [H, T, T]: scaled, transformed, filled
     return (torch.softmax(scores, dim=-1) @ v).unsqueeze(0)                 # [1, H, T, D]
 
 
@@ -261,7 +262,7 @@ NAIVE_DOCMASK = Variant(
     forward=naive_block_diagonal,
     scratch_bytes=_naive_block_scratch,
     check=lambda w, env: (f"a block-diagonal mask: {r}" if (r := _documents_only(w)) else None),
-    packs="block", packed_only=True,
+    packs="block", packed_only=True, score_mods=every,
     guess=GuessRow("{count} ops over the T tokens: the mask, then naive's",
         speed_rank=6, host_rank=4, kernels=(
         Expected("build the block-diagonal mask", "elementwise", "aten::ne", cpu_category="other"),
@@ -290,7 +291,7 @@ VARLEN = Variant(
     forward=varlen,
     scratch_bytes=_varlen_scratch,
     check=_varlen_check,
-    fused=True, packs="packed", packed_only=True,
+    fused=True, packs="packed", packed_only=True, call="varlen_attn",
     # varlen_attn's own choice of kernel, by the aten op it calls (torch/nn/attention/varlen.py, _varlen_attn)
     packed_ops={"aten::_flash_attention_forward": "FlashAttention", "aten::_cudnn_attention_forward": "cuDNN"},
     words={"packed": "varlen_attn called `{op}` ({lib}) with the cumulative lengths",

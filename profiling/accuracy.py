@@ -11,7 +11,8 @@ import torch
 
 from .budget import REFERENCE_CHUNK_BYTES, accuracy_rows
 from .results import Accuracy
-from .workload import Inputs, Workload
+from .scores import backward, pipeline
+from .workload import Inputs
 
 
 def checked_rows(queries: int, keys: int) -> torch.Tensor | None:
@@ -38,15 +39,6 @@ def _flat(x: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return q, k, v
 
 
-def _masked(scores: torch.Tensor, x: Inputs, rows) -> torch.Tensor:
-    """The scores with the workload's mask applied (−inf where a key is hidden, or the additive bias)."""
-    if x.bias is not None:
-        return scores + (x.bias if rows is None else x.bias[rows]).to(scores.dtype)
-    if x.hidden is not None:
-        return scores.masked_fill(x.hidden if rows is None else x.hidden[rows], float("-inf"))
-    return scores
-
-
 def _never_stop() -> None:
     pass
 
@@ -65,15 +57,16 @@ def attention(x: Inputs, dtype: torch.dtype, rows: torch.Tensor | None,
     for i in range(0, q.shape[0], step):
         check()
         qs, ks, vs = (t[i:i + step].to(dtype) for t in (q, k, v))
-        scores = _masked((qs @ ks.transpose(-2, -1)) * x.scale, x, rows)   # [chunk, R, S]
+        scores = pipeline(qs, ks, x, rows=rows)                             # [chunk, R, S]
         out[i:i + step] = torch.softmax(scores, dim=-1) @ vs
     return out
 
 
 def gradients(x: Inputs, dtype: torch.dtype, check: Callable[[], None] = _never_stop) -> dict[str, torch.Tensor]:
     """dq, dk, dv of plain attention in `dtype` for the gradient `x.grad_out`, by the textbook backward over row
-    blocks of each head: P = softmax(q·kᵀ·s + mask), dV += Pᵀ·dO, dS = P ⊙ (dO·vᵀ − rowsum(dO ⊙ O)),
-    dQ = dS·k·s, dK += dSᵀ·q·s. Grouped-query attention sums dk and dv over the query heads that share them.
+    blocks of each head: P = softmax(f(q·kᵀ·s) + mask) (f: the score transforms the workload sets, `scores`),
+    dV += Pᵀ·dO, dS = P ⊙ (dO·vᵀ − rowsum(dO ⊙ O)) ⊙ f′(q·kᵀ·s), dQ = dS·k·s, dK += dSᵀ·q·s.
+    Grouped-query attention sums dk and dv over the query heads that share them.
     Shapes as q, k and v's."""
     w = x.workload
     q, k, v = (t.to(dtype) for t in _flat(x))
@@ -85,10 +78,10 @@ def gradients(x: Inputs, dtype: torch.dtype, check: Callable[[], None] = _never_
         check()
         for r0 in range(0, w.queries, rows):
             r = torch.arange(r0, min(w.queries, r0 + rows), device=q.device)
-            p = torch.softmax(_masked(q[h, r] @ k[h].T * x.scale, x, r), dim=-1)    # [R, S]
+            p = torch.softmax(pipeline(q[h, r], k[h], x, rows=r), dim=-1)          # [R, S]
             o, do = p @ v[h], d_out[h, r]
             dv[h] += p.T @ do
-            ds = p * (do @ v[h].T - (do * o).sum(-1, keepdim=True))
+            ds = backward(p * (do @ v[h].T - (do * o).sum(-1, keepdim=True)), q[h, r], k[h], x)
             dq[h, r] = ds @ k[h] * x.scale
             dk[h] += ds.T @ q[h, r] * x.scale
     shaped = {"dq": dq.reshape(x.q.shape)}
@@ -105,8 +98,7 @@ def documents(x: Inputs) -> list[Inputs]:
     w, p = x.workload, x.packed()
     alone = []
     for first, last in zip(p.offsets[:-1].tolist(), p.offsets[1:].tolist()):
-        one = Workload(batch=1, heads=w.heads, kv_heads=w.kv_heads, seq_len=last - first, head_dim=w.head_dim,
-                       dtype=w.dtype, causal=w.causal, passes=w.passes, device=w.device)
+        one = w.replace(lengths=None, batch=1, seq_len=last - first)  # every other field carried (a score transform)
         q, k, v = (t.detach()[first:last].transpose(0, 1).unsqueeze(0) for t in (p.q, p.k, p.v))
         grad_out = None if p.grad_out is None else p.grad_out[first:last].transpose(0, 1).unsqueeze(0)
         alone.append(Inputs(one, q, k, v, one.allowed(), None, grad_out))

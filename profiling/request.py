@@ -232,6 +232,8 @@ def field_help(f) -> str:
     if spec.boolean:
         return f"{spec.label} (default: {'on' if f.default else 'off'})"
     allowed = f"{spec.limits[0]}-{spec.limits[1]}" if spec.limits else ", ".join(map(str, spec.choices))
+    if spec.real:
+        allowed = f"a number above {spec.limits[0]}, at most {spec.limits[1]}"
     if spec.items:
         allowed = f"up to {spec.items} of {allowed}, commas between"
     return f"{spec.label}: {allowed}" + (f" ({spec.help})" if spec.help else "")

@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import scores
 from .dispatch import SDPA_BACKEND_OPS
 from .results import HostOp, Kernel, Launch, loads, share_by_phase
 
@@ -113,6 +114,8 @@ def category(name: str, trace_category: str = "kernel") -> str:
     for piece, kind in _variants_patterns().items():  # what a variant's own file says of its kernels' names
         if piece in lower:
             return kind
+    if name in scores.elementwise_ops():  # a CPU's op of a score transform (aten::tanh): elementwise, as it declares
+        return "elementwise"
     if any(s in lower for s in ("flash_fwd", "flash_bwd", "flash_attention", "fmha", "sdpa", "attention",
                                 "dot_do_o", "convert_dq")):  # the backward's pre- and post-passes belong to it
         return "fused attention"

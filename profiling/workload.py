@@ -8,6 +8,7 @@ wrong. What a workload costs in memory and time is `budget.py`'s.
 from __future__ import annotations
 
 import dataclasses
+import re
 import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -78,6 +79,35 @@ def whole_number_from_text(field: str, text: str, low: int, high: int) -> int:
     return whole_number(field, int(digits), low, high)
 
 
+def real_number(field: str, value, low: float, high: float) -> float:
+    """`value` as a float if it is a number (an int or a float, not a bool or a numeric string) above `low` and at most
+    `high`; else a Refusal (NaN and infinity are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
+            float("inf"), float("-inf")):
+        raise Refusal(field, value, f"must be a number above {low} and at most {high}")
+    if not low < value <= high:
+        raise Refusal(field, value, f"must be above {low} and at most {high}")
+    return float(value)
+
+
+_DECIMAL = re.compile(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?")
+
+
+def real_number_from_text(field: str, text: str, low: float, high: float) -> float:
+    """A number written as text (a link's query, a command line): ASCII decimal digits, a point, an exponent (not
+    'nan', 'inf', '1_0' or '５０', which float() would take), above `low` and at most `high`."""
+    number = text.strip() if isinstance(text, str) else ""
+    if len(number) > 32 or not _DECIMAL.fullmatch(number):
+        raise Refusal(field, text, f"must be a number above {low} and at most {high}")
+    return real_number(field, float(number), low, high)
+
+
+def spell_real(value: float) -> str:
+    """A float as a link and a file name write it: the shortest text that reads back the same ('50', '30.5')."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
 def choice(field: str, value, choices) -> str:
     """`value` if it is one of `choices`, exactly (same type, same spelling: 3.0 is not "3", "BF16" not "bf16");
     else a Refusal listing them."""
@@ -97,7 +127,9 @@ class Spec:
     `_<query><value>`, so a new field can never make two workloads' traces collide."""
     label: str
     query: str                                   # the link's key and, with dashes, the CLI option
-    limits: tuple[int, int] | None = None        # whole numbers within these, inclusive
+    limits: tuple[int, int] | None = None        # whole numbers within these, inclusive (with `real`: numbers above
+                                                 # the first, at most the second)
+    real: bool = False                           # a real number (a float), not a whole one
     choices: tuple = ()                          # exactly one of these
     labels: tuple[str, ...] = ()                 # the choices as the page names them
     boolean: bool = False
@@ -121,7 +153,7 @@ class Spec:
                 raise Refusal(name, value, "must be true or false")
             return value
         if self.limits:
-            return whole_number(name, value, *self.limits)
+            return (real_number if self.real else whole_number)(name, value, *self.limits)
         return choice(name, value, self.choices)
 
     def parse(self, name: str, text: str):
@@ -135,7 +167,7 @@ class Spec:
                 raise Refusal(name, text, "must be true or false")
             return text == "true"
         if self.limits:
-            return whole_number_from_text(name, text, *self.limits)
+            return (real_number_from_text if self.real else whole_number_from_text)(name, text, *self.limits)
         spelled = {str(c): c for c in self.choices}
         return spelled[choice(name, text, spelled)]
 
@@ -145,6 +177,8 @@ class Spec:
             return ""
         if self.items:
             return ",".join(map(str, value))
+        if self.real:
+            return spell_real(value)
         return ("true" if value else "false") if self.boolean else str(value)
 
     def _listed(self, name: str, value) -> tuple[int, ...] | None:
@@ -255,6 +289,10 @@ class Workload:
     window: int | None = spec(None, label="window W", query="window", limits=(1, 131072), optional=True,
                               empty="none", help="mask=window: each query sees itself and the W-1 keys before it",
                               said=_unless(None, "window {}"), tag=_unless(None, "_w{}"))
+    softcap: float | None = spec(None, label="softcap", query="softcap", limits=(0, 1000), real=True, optional=True,
+                                 empty="none", help="logit soft-capping (Gemma 2): each scaled score s becomes "
+                                                    "cap·tanh(s/cap) before the mask; empty: none",
+                                 said=lambda cap: "" if cap is None else f"softcap {spell_real(cap)}")
     rank: int = spec(4, label="input rank", query="rank", choices=(4, 3),
                      labels=("4 · [B, H, S, D]", "3 · [B·H, S, D]"), said=_unless(4, "rank {}"), tag="_r{}".format)
     passes: str = spec("fwd", label="pass", query="pass", choices=PASSES,

@@ -146,12 +146,13 @@ def same(value, other) -> bool:
 def fits(value, schema: dict) -> bool:
     """Whether `value`, as a Python client sends it, is of the type a JSON schema of the API documents (the keywords
     gradio's API info uses, each of them holding; 3.0 is no integer, True no integer)."""
-    kinds = {"integer": int, "string": str, "boolean": bool, "null": type(None)}
+    kinds = {"integer": (int,), "number": (int, float), "string": (str,), "boolean": (bool,), "null": (type(None),)}
     return (("anyOf" not in schema or any(fits(value, s) for s in schema["anyOf"]))
             and ("const" not in schema or same(value, schema["const"]))
             and ("enum" not in schema or any(same(value, c) for c in schema["enum"]))
-            and ("type" not in schema or type(value) is kinds[schema["type"]])
-            and ("minimum" not in schema or schema["minimum"] <= value <= schema["maximum"]))
+            and ("type" not in schema or type(value) in kinds[schema["type"]])
+            and ("minimum" not in schema or schema["minimum"] <= value <= schema["maximum"])
+            and ("exclusiveMinimum" not in schema or schema["exclusiveMinimum"] < value <= schema["maximum"]))
 
 
 def documented_values(schema: dict) -> list:
@@ -167,7 +168,8 @@ def documented_values(schema: dict) -> list:
 REFUSED = [("rank", "4"), ("rank", 3.0), ("rank", 5), ("kv_heads", "2"), ("kv_heads", 0), ("window", 256.0),
            ("heads", 128.7), ("batch", True), ("seq_len", "1024"), ("seq_len", 0), ("seq_len", None),
            ("head_dim", 513), ("dtype", "BF16"), ("causal", "true"), ("causal", 1), ("passes", None),
-           ("mask", "sliding"), ("a", "nope"), ("source", "../../etc"), ("seq_lens", 1024)]
+           ("mask", "sliding"), ("a", "nope"), ("source", "../../etc"), ("seq_lens", 1024), ("softcap", 0),
+           ("softcap", "30"), ("softcap", True), ("softcap", 1001.0)]
 
 
 def test_every_public_endpoint_takes_exactly_the_types_its_api_documents(client, monkeypatch):

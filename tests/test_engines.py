@@ -163,3 +163,14 @@ def test_a_contiguous_cache_is_read_by_flashinfer_as_pages_in_place():
         for j in range(per):
             assert torch.equal(pages[row * h * per + j], k[row, :, 16 * j:16 * (j + 1)])
     assert pages.storage_offset() + sum((n - 1) * st for n, st in zip(pages.shape, pages.stride())) == k.numel() - 1
+
+
+def test_softcap_reaches_the_engines_that_take_it_and_is_refused_by_the_rest(installed, monkeypatch):
+    """FA3 (softcap=) and FlashInfer (logits_soft_cap=) apply it; cuDNN's frontend has no argument for it."""
+    monkeypatch.setattr(fa3, "build_flags", lambda: FA3_BUILD)
+    assert VARIANTS["fa3"].supports(PREFILL.replace(softcap=30.0), H200) is None
+    assert VARIANTS["flashinfer"].supports(DECODE.replace(softcap=30.0), H200) is None
+    reason = VARIANTS["cudnn_fe"].supports(PREFILL.replace(softcap=30.0), H200)
+    assert reason.startswith("cudnn.sdpa_torch has no softcap") and "fa3" in reason and "flashinfer" in reason
+    monkeypatch.setattr(fa3, "build_flags", lambda: FA3_BUILD | {"FLASHATTENTION_DISABLE_SOFTCAP": True})
+    assert "compiled without softcap" in VARIANTS["fa3"].supports(PREFILL.replace(softcap=30.0), H200)

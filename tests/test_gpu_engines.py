@@ -91,3 +91,12 @@ def test_an_engine_comparison_through_the_front_door_explains_every_number():
     print(answer.explanation.headline.title)
     for note in answer.explanation.notes[:8]:
         print(" -", note.title)
+
+
+@pytest.mark.parametrize("key, w", [("fa3", PREFILL.replace(softcap=30.0)), ("flashinfer", DECODE.replace(softcap=30.0))])
+def test_softcap_is_applied_as_the_reference_applies_it(key, w):
+    """cap·tanh(s/cap) on the scaled scores: the fp64 reference applies it, so an engine that did not (or applied it
+    before the scale) would be far off."""
+    run = runs_of([key], w)[key]
+    assert run.ok, run.reason
+    assert run.accuracy.max_abs_error < 2e-2, run.accuracy.max_abs_error

@@ -19,6 +19,7 @@ import test_measurement_cpu
 import test_memory_estimate
 import test_sweep
 import test_recording
+import test_scores
 import test_sweep_notes
 import test_text
 import test_timing_modes
@@ -27,6 +28,8 @@ import test_verdict
 import test_workload
 import torch
 from attention_variants import flex
+from attention_variants.base import Variant
+from profiling import scores
 from profiling import accuracy, budget, dispatch, environment, explain, gpu_paths, replay, stats, text, timing, trace
 from profiling.explain import blog_rules, curves, facts, guess_rules, ledger, mask_rules, verdict
 from profiling.results import Run
@@ -158,7 +161,8 @@ FAULTS = [
     Fault("a training step's time reported as its forward's", lambda mp: mp.setattr(timing, "_pass_timings",
                                                                                     _step_as_forward),
           _call(test_measurement_cpu.test_a_training_steps_time_is_its_forward_plus_its_backward_of_the_same_calls)),
-    Fault("gradients' reference without the mask", lambda mp: mp.setattr(accuracy, "_masked", lambda s, x, rows: s),
+    Fault("gradients' reference without the mask",
+          lambda mp: mp.setattr(accuracy, "pipeline", lambda q, k, x, **kw: (q @ k.transpose(-2, -1)) * x.scale),
           _call(test_measurement_cpu.test_the_app_s_reference_is_the_oracle_s_for_every_mask_and_kv_heads, {})),
     Fault("a sliding window one key too wide", lambda mp: mp.setattr(Workload, "make_inputs", _wider_window),
           _call(test_workload.test_each_mask_kind_allows_what_it_says)),
@@ -216,6 +220,15 @@ FAULTS = [
               seg["total_size"] - seg["allocated_size"] for seg in torch.cuda.memory_snapshot())),
           lambda mp: test_memory_estimate.test_a_gpu_counts_as_free_only_the_cached_segments_the_allocator_can_give_back(
               mp)),
+    Fault("a score transform's derivative left out of the reference's backward",
+          lambda mp: mp.setattr(accuracy, "backward", lambda grad, q, k, x: grad),
+          _call(test_scores.test_the_reference_gradients_of_a_softcapped_step_are_autograd_s_of_the_formula, {})),
+    Fault("the score pipeline skipping the transforms the workload sets",
+          lambda mp: mp.setattr(scores, "active", lambda w: []),
+          _call(test_scores.test_a_softcapped_output_is_the_formula_s, "naive", {})),
+    Fault("a variant taken to apply a score transform it does not declare",
+          lambda mp: mp.setattr(Variant, "applies", lambda self, mod: True),
+          _call(test_scores.test_a_variant_without_softcap_refuses_it_in_one_line, "sdpa_flash")),
     Fault("a slope stated over noise", lambda mp: (mp.setattr(curves, "MIN_R2", -1.0),
                                                   mp.setattr(curves, "_apart", lambda first, last: True)),
           _call(test_sweep.test_no_exponent_is_supported_over_noisy_points)),

@@ -2,7 +2,7 @@
 really runs and why, and what autograd keeps from the forward. Each rule reads one run of a training pass."""
 from __future__ import annotations
 
-from .. import text
+from .. import scores, text
 from ..results import Note, Run
 from .facts import (Peers, constant, guess, label, measured, note, of_kernel, on_gpu, ran, ratio, scaled, scores_bytes,
                     square_scores, total, variant)
@@ -112,8 +112,9 @@ def saved_for_backward(run: Run, peers: Peers) -> Note | None:
     elif keeps_scores:
         inplace = " In place or not, the multiply that made the scores keeps no copy of them." \
             if v and v.in_place else ""
-        body = ("It keeps {matrices} one S×S matrix ({scores}): the softmax's output, which its backward reads."
-                + inplace + " Memory for training grows with S².")
+        transforms = "".join(f", and {kept}" for kept in scores.kept(run.workload))  # what a score transform keeps
+        body = ("It keeps {matrices} one S×S matrix ({scores}): the softmax's output, which its backward reads"
+                + transforms + "." + inplace + " Memory for training grows with S².")
         title = "Autograd keeps {saved} for the backward: the S×S probabilities"
     else:
         facts["matrices"].unit, facts["matrices"].of = "share", "one S×S matrix"
