@@ -270,7 +270,6 @@ COSTS = {
 # (timing.LONG_HOST_ROUNDS) of 1 settling, 10 back-to-back (2 from 10 ms) and 2 parked calls.
 WARMUP_CALLS = 3              # the first call and the warm-up's, as in the blog (measurement makes them)
 PROFILED_CALLS = 3            # the blog's "active 3", after one unrecorded call (capture.profile_calls)
-LONG_CALL_S = 1e-3            # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls (timing)
 _PROFILER_SLOWDOWN = 1.2
 _MIN_TIMED_CALLS = {"cpu": 20, "cuda": 48}
 _LONG_TIMED_CALLS = {"cpu": 20, "cuda": 30}
@@ -281,6 +280,7 @@ _TIMING_S = {"cpu": 0.15, "cuda": 0.1}
 def measured_calls(device: str, forward_s: float) -> tuple[float, int]:
     """The calls one measurement makes of a forward of `forward_s`: (untimed, counted in calls of the warm forward:
     the first and warm-up calls and the profiled ones, slowed by the profiler; timed, the least the timing takes)."""
+    from .timing import LONG_CALL_S  # timing's policy (it imports torch: here, not at the top)
     untimed = WARMUP_CALLS + (PROFILED_CALLS + 1) * _PROFILER_SLOWDOWN
     timed = (_MIN_TIMED_CALLS if forward_s < LONG_CALL_S else _MID_TIMED_CALLS if forward_s < 10 * LONG_CALL_S
              else _LONG_TIMED_CALLS)[device]

@@ -26,12 +26,13 @@ import torch
 
 from attention_variants import Variant
 
-from .budget import LONG_CALL_S  # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls
 from .environment import Clocks, Environment, read_clocks
 from .results import UNSUPPORTED, Run, Timing
 
 TIMING_BUDGET_S = 0.06        # GPU, per variant: CUDA events are steady, this gives a stable median
 MIN_SAMPLES, MAX_SAMPLES = 8, 50  # 8 a side: the rank test can separate at p = 2/12870
+LONG_CALL_S = 1e-3            # a forward this long is GPU-bound beyond doubt: fewer probe and settle calls (and
+                              # the budget prices fewer timed calls: budget.measured_calls)
 LONG_MAX_SAMPLES = 16         # ... for a call of LONG_CALL_S or more, warm or cold: of the H200 recording's 2,730 pairs with a
                               # side that long, all but one get from that side's first 16 samples the verdict all of them
                               # (up to 50) gave, and that one's two verdicts both find no winner; its median moves 1.3% at
