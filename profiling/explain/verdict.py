@@ -185,7 +185,7 @@ def _said(a: Run, b: Run, v: Verdict, names: tuple[str, str], on: str, facts: di
     name = {"a": names[0], "b": names[1]}
     if v.kind == "wrong":
         return _wrong(a, b, v, name, on, figures, fact)
-    if a.variant == b.variant:
+    if a.variant == b.variant and a.workload == b.workload:
         return f"{name['a']} and {name['b']} are the same variant, so no winner {on}: {figures}.", more
     if v.kind == "ranked":
         slow = "b" if v.faster == "a" else "a"
