@@ -12,7 +12,7 @@ from typing import Callable, ContextManager, Mapping, TYPE_CHECKING
 
 from profiling import scores
 from profiling.environment import Environment
-from profiling.workload import Inputs, Workload
+from profiling.workload import QUANTISED, Inputs, Workload
 
 from .guesses import GuessRow
 
@@ -68,6 +68,12 @@ class Variant:
                                                      # field (none: the scale and mask only), or every one (its
                                                      # scores go through scores.pipeline: scores.every), or the
                                                      # elementwise ones (a score_mod); `supports` refuses the others
+    fp8: tuple[str, ...] = ()                        # the quantised inputs it takes (workload.QUANTISED): "qkv" (q,
+                                                     # k and v in e4m3, their descales passed), "kv" (an e4m3 KV cache
+                                                     # beside 16-bit queries, its scales passed); `supports` refuses
+                                                     # the others with `no_fp8`
+    no_fp8: str = ""                                 # why it takes no fp8 inputs, in its file's words ("" : a general
+                                                     # sentence naming its call)
     call: str = ""                                   # the call it makes, as a refusal names it ("varlen_attn"); an
                                                      # SDPA variant's is F.scaled_dot_product_attention
     no_split_kv_on: Mapping[str, str] = field(default_factory=dict)  # GPU (sm90) -> why its keys are never split
@@ -111,10 +117,18 @@ class Variant:
         return g.transpose(0, 1).unsqueeze(0) if packing == "block" else g
 
     def supports(self, workload: Workload, env: Environment) -> str | None:
-        """None when this variant can run here, else the reason it cannot: on a CPU where it is GPU-only, a score
-        transform it does not apply (`score_mods`), then its own check."""
+        """None when this variant can run here, else the reason it cannot: on a CPU where it is GPU-only, fp8 inputs it
+        does not take (`fp8`), a score transform it does not apply (`score_mods`), then its own check."""
         if self.gpu_only and workload.device != "cuda":
             return f"{self.label} runs on NVIDIA GPUs only"
+        quantised = workload.quantised
+        if quantised and quantised not in self.fp8:
+            from . import VARIANTS
+            takers = [v.key for v in VARIANTS.values() if quantised in v.fp8]
+            field, instead = ("dtype", "choose dtype bf16") if quantised == "qkv" else ("kv_dtype", "leave it empty")
+            why = self.no_fp8 or f"{self.calls} takes no fp8 inputs here"
+            return (f"{why}; {field}=fp8 ({QUANTISED[quantised]}) runs on {', '.join(takers) or 'none'} here: "
+                    f"{instead}" + (f", or choose {'it' if len(takers) == 1 else 'one of those'}" if takers else ""))
         for mod, _ in scores.active(workload):
             if not self.applies(mod):
                 from . import VARIANTS

@@ -53,8 +53,15 @@ def unavailable(w: Workload, env: Environment) -> str | None:
         return f"FlashAttention-3 has kernels for sm80 and sm90 (Hopper) only, not {env.sm}"
     if w.training and _without("BACKWARD"):
         return f"{built} its backward (FLASHATTENTION_DISABLE_BACKWARD): forward only"
+    if w.dtype == "fp8":
+        if _without("FP8"):
+            return f"{built} fp8 (FLASHATTENTION_DISABLE_FP8)"
+        if w.training:
+            return "FA3 runs fp8 forward only (its backward takes fp16 and bf16)"
+        if w.lengths is not None:
+            return "fp8 over packed documents is not wired here (flash_attn_varlen_func's descales are per document)"
     allowed = ("bf16",) if _without("FP16") else ("fp16", "bf16")
-    if w.dtype not in allowed:
+    if w.dtype not in (*allowed, "fp8"):
         return f"{built} fp16: it runs bf16 (and fp8) only (the inputs are {w.dtype})" if w.dtype == "fp16" else \
             f"FlashAttention-3 runs {' and '.join(allowed)} (and fp8) only (the inputs are {w.dtype})"
     if w.mask in ("bool", "bias"):
@@ -72,15 +79,28 @@ def unavailable(w: Workload, env: Environment) -> str | None:
     return None
 
 
+def descales(x: Inputs) -> dict[str, torch.Tensor]:
+    """fp8 inputs: `q_descale`, `k_descale`, `v_descale` as FA3 takes them, fp32 [B, Hkv] (hopper/flash_api.cpp reads
+    them per batch row and kv head; one per-tensor scale repeated), made once per inputs and kept with them (no copy
+    inside a timed call); {} for 16-bit inputs."""
+    if x.quantised is None:
+        return {}
+    w = x.workload
+    rows, heads = (1, w.batch * w.heads) if x.q.dim() == 3 else (w.batch, w.kv_head_count)
+    return x.prepared("fa3 descales", lambda: {f"{name}_descale": scale.reshape(1, 1).expand(rows, heads).contiguous()
+                                                for name, scale in x.descales().items()})
+
+
 def fa3_attention(x: Inputs) -> torch.Tensor:
     """[B, S, H, D] views of the [B, H, S, D] tensors (FA3 reads any layout whose last stride is 1); causal is aligned
     to the bottom right, so a decode step's queries see the keys up to their own positions. A decode step goes through
-    `flash_attn_with_kvcache` with `num_splits=0`: FA3 picks its own split of the keys, as a server calls it."""
+    `flash_attn_with_kvcache` with `num_splits=0`: FA3 picks its own split of the keys, as a server calls it. fp8
+    inputs (e4m3) come with their descales (`descales`); the output is bf16."""
     import fa3_fwd_interface as fa3
 
     w = x.workload
     kwargs = dict(softmax_scale=x.scale, causal=w.causal, softcap=w.softcap or 0.0,
-                  window_size=(w.window - 1, 0) if w.mask == "window" else (-1, -1))
+                  window_size=(w.window - 1, 0) if w.mask == "window" else (-1, -1), **descales(x))
     if w.lengths is not None:
         p = x.packed()
         return fa3.flash_attn_varlen_func(p.q, p.k, p.v, p.cu_seqlens, p.cu_seqlens, p.max_len, p.max_len, **kwargs)
@@ -122,7 +142,9 @@ FA3 = Variant(
     forward=fa3_attention,
     scratch_bytes=_scratch,
     check=unavailable, gpu_only=True,
-    fused=True, sparse=True, packs="packed", score_mods=("softcap",), call="FA3's flash_attn_func",
+    fused=True, sparse=True, packs="packed", score_mods=("softcap",), call="FA3's flash_attn_func", fp8=("qkv",),
+    no_fp8="FA3 takes q, k and v in one dtype (hopper/flash_api.cpp checks k's and v's against q's), so fp8 all "
+           "three, not an fp8 cache beside 16-bit queries",
     kernel_patterns={"flashattnfwdcombine": "fused attention", "flashattnfwd": "fused attention",
                      "flash::prepare": "other"},
     split_kv=("flashattnfwdsm90", "flashattnfwdcombine"),

@@ -20,7 +20,7 @@ from profiling.workload import Inputs, Workload
 
 from .base import Variant
 from .guesses import Expected, GuessRow
-from .sdpa import SMALL, _sdpa_top_left
+from .sdpa import NO_FP8, SMALL, _sdpa_top_left
 
 if TYPE_CHECKING:  # torch, imported where a variant runs: its file is read (keys, guesses, traits) without it
     import torch
@@ -209,6 +209,7 @@ FA4 = Variant(
     scratch_bytes=_fused_scratch,
     check=unavailable,
     fused=True, sparse=True, jit_s=JIT_S, packs="packed", score_mods=("softcap",),
+    no_fp8="FlashAttention-4's fp8 forward is Blackwell-only (sm100); on Hopper FA3 runs fp8",
     # flash_attn/cute/interface.py: "SplitKV not supported on SM 9.0"
     no_split_kv_on={"sm90": "its interface asserts it"},
     words={"packed": "flash_attn_varlen_func walks each document's tiles from the cumulative lengths",
@@ -226,7 +227,7 @@ SDPA_FA4 = _SdpaFa4(
     forward=_sdpa_route,
     scratch_bytes=_fused_scratch,
     check=sdpa_unavailable,
-    sdpa_backend="FLASH_ATTENTION", fused=True, jit_s=JIT_S, top_left=_sdpa_top_left,
+    sdpa_backend="FLASH_ATTENTION", fused=True, jit_s=JIT_S, top_left=_sdpa_top_left, no_fp8=NO_FP8,
     guess=GuessRow("FlashAttention-4 in FlashAttention-2's place: one fused {one}",
         speed_rank=1, host_rank=2,
         on_cpu="a GPU route of SDPA: nothing to run on a CPU",

@@ -40,7 +40,7 @@ def unavailable(w: Workload, env: Environment) -> str | None:
                 "its prefill kernels are not wired here")
     if w.training:
         return "FlashInfer's decode kernels have no backward"
-    if w.dtype not in ("fp16", "bf16"):
+    if w.dtype not in ("fp16", "bf16"):  # (dtype fp8 is refused by the declaration: fp8=("kv",))
         return f"FlashInfer's decode runs fp16 and bf16 here (and fp8 caches); the inputs are {w.dtype}"
     if w.mask in ("bool", "bias"):
         return "FlashInfer's decode takes no dense mask or bias: a sliding window (window_left) or none"
@@ -64,7 +64,7 @@ def contiguous_pages(t: torch.Tensor) -> torch.Tensor:
 
 
 def _plan(x: Inputs):
-    """The wrapper planned for these inputs and the cache it reads: (wrapper, (k, v))."""
+    """The wrapper planned for these inputs, the cache it reads and an fp8 cache's scales: (wrapper, (k, v), scales)."""
     import flashinfer
     import torch
 
@@ -86,7 +86,13 @@ def _plan(x: Inputs):
     wrapper.plan(indptr, indices, torch.full((w.batch,), last, device=device, dtype=i32), w.heads, w.kv_head_count,
                  w.head_dim, page, window_left=window, logits_soft_cap=w.softcap or 0.0, q_data_type=x.q.dtype,
                  kv_data_type=x.k.dtype, sm_scale=x.scale)
-    return wrapper, cache
+    return wrapper, cache, scales(x)
+
+
+def scales(x: Inputs) -> dict[str, float]:
+    """An fp8 KV cache: `k_scale` and `v_scale` as `run` takes them, floats (FlashInfer's decode.py multiplies sm_scale
+    by k_scale and the output by v_scale), read once at the plan; {} for a 16-bit cache."""
+    return {f"{name}_scale": scale.item() for name, scale in x.descales().items()}
 
 
 def setup(x: Inputs) -> bool:
@@ -99,8 +105,8 @@ def setup(x: Inputs) -> bool:
 
 def flashinfer_decode(x: Inputs) -> torch.Tensor:
     """One decode step: q [B, H, 1, D] read as [B, H, D]; the output back as [B, H, 1, D]."""
-    wrapper, cache = x.prepared("flashinfer", lambda: _plan(x))
-    return wrapper.run(x.q[:, :, 0], cache).unsqueeze(2)
+    wrapper, cache, scaled = x.prepared("flashinfer", lambda: _plan(x))
+    return wrapper.run(x.q[:, :, 0], cache, **scaled).unsqueeze(2)
 
 
 FLASHINFER = Variant(
@@ -111,7 +117,8 @@ FLASHINFER = Variant(
     setup=setup,
     setup_bytes=lambda w, env: WORKSPACE_BYTES + INT_WORKSPACE_BYTES,
     check=unavailable, gpu_only=True,
-    fused=True, sparse=True, jit_s=JIT_S, score_mods=("softcap",), call="FlashInfer's decode",
+    fused=True, sparse=True, jit_s=JIT_S, score_mods=("softcap",), call="FlashInfer's decode", fp8=("kv",),
+    no_fp8="FlashInfer's decode is wired here for an fp8 KV cache beside 16-bit queries, not fp8 queries",
     kernel_patterns={"batchdecodewithpagedkvcache": "fused attention", "mergestates": "fused attention"},
     split_kv=("batchdecodewithpagedkvcache", "mergestates"),
     words={"split": "FlashInfer's plan (on the host, once) cuts each sequence's keys into chunks so that the (sequence, "

@@ -242,6 +242,7 @@ FLEX = Variant(
     setup=setup,
     setup_bytes=_setup_bytes,
     fused=True, sparse=True, compiled=True, packs="block", score_mods=elementwise,
+    no_fp8="flex_attention is called here on 16- and 32-bit inputs only (no descales reach its score_mod)",
     words={"packed": "the document BlockMask, built once before the calls, marks the tiles between documents empty",
            "paged": "PagedAttention's block mask names each key block's physical page; its mask_mod maps keys back"},
     guess=GuessRow("one generated {one}, close to flash; the first call compiles",

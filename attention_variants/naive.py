@@ -63,13 +63,17 @@ def _scratch(w: Workload, env: Environment) -> int:
     return max(forward, 4 * scores, 2 * scores + qk, 2 * scores + pv) + len(kept(w)) * scores + 2 * expanded
 
 
+# torch's matmul has no fp8 kernel ("bmm" not implemented for 'Float8_e4m3fn'; torch._scaled_mm is a scaled GEMM, not
+# attention written as its users write it)
+NO_FP8 = "hand-written attention has no fp8 path: torch's matmul takes no float8 inputs"
+
 NAIVE = Variant(
     key="naive",
     label="Naive (masked_fill)",
     forward=naive_attention,
     scratch_bytes=_scratch,
     check=contiguous_only(reason=PAGED),
-    score_mods=every,
+    score_mods=every, no_fp8=NO_FP8,
     guess=GuessRow("{count} ops, so {count} {units}, one per op", speed_rank=6, host_rank=4, kernels=(
         GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill"), SOFTMAX, GEMM_PV),
         backward=NAIVE_BACKWARD),
@@ -81,7 +85,7 @@ NAIVE_INPLACE = Variant(
     forward=naive_inplace_attention,
     scratch_bytes=_scratch,
     check=contiguous_only(reason=PAGED),
-    in_place=True, score_mods=every,
+    in_place=True, score_mods=every, no_fp8=NO_FP8,
     guess=GuessRow("the same {count} {units}: in place only saves memory",
         speed_rank=5, host_rank=4, kernels=(
         GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::masked_fill_"), SOFTMAX, GEMM_PV),

@@ -24,7 +24,8 @@ from profiling.workload import MAX_TOKENS, Inputs, Workload
 
 from .base import Variant
 from .guesses import Expected, GEMM_PV, GEMM_QK, GuessRow, NAIVE_BACKWARD, SCALE, SOFTMAX
-from .sdpa import SMALL, _auto_scratch, _fused_scratch, _math_scratch
+from .naive import NO_FP8 as NAIVE_NO_FP8
+from .sdpa import NO_FP8, SMALL, _auto_scratch, _fused_scratch, _math_scratch
 
 if TYPE_CHECKING:  # torch, imported where a variant runs: its file is read (keys, guesses, traits) without it
     import torch
@@ -247,7 +248,7 @@ SDPA_DOCMASK = Variant(
     forward=block_diagonal,
     scratch_bytes=_block_scratch,
     check=lambda w, env: (f"a block-diagonal mask: {r}" if (r := _documents_only(w)) else None),
-    sdpa_backend="auto", fused=True, packs="block", packed_only=True,
+    sdpa_backend="auto", fused=True, packs="block", packed_only=True, no_fp8=NO_FP8,
     words={"packed": "SDPA given the mask chose its {backend} backend"},
     guess=GuessRow("one fused {one} over the T tokens, the mask built first",
         speed_rank=3, host_rank=3, kernels=(
@@ -262,7 +263,7 @@ NAIVE_DOCMASK = Variant(
     forward=naive_block_diagonal,
     scratch_bytes=_naive_block_scratch,
     check=lambda w, env: (f"a block-diagonal mask: {r}" if (r := _documents_only(w)) else None),
-    packs="block", packed_only=True, score_mods=every,
+    packs="block", packed_only=True, score_mods=every, no_fp8=NAIVE_NO_FP8,
     guess=GuessRow("{count} ops over the T tokens: the mask, then naive's",
         speed_rank=6, host_rank=4, kernels=(
         Expected("build the block-diagonal mask", "elementwise", "aten::ne", cpu_category="other"),
@@ -276,7 +277,7 @@ SDPA_NESTED = Variant(
     forward=nested,
     scratch_bytes=_nested_scratch,
     check=_nested_check,
-    sdpa_backend="auto", fused=True, packs="packed", packed_only=True,
+    sdpa_backend="auto", fused=True, packs="packed", packed_only=True, no_fp8=NO_FP8,
     words={"packed": "SDPA's nested path chose its {backend} backend",
            "host_path": "nested tensors' subclass dispatch"},
     guess=GuessRow("one fused {one} over the documents, no padding", speed_rank=2, host_rank=4,

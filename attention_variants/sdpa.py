@@ -143,13 +143,20 @@ def _cudnn_check(w: Workload, env: Environment) -> str | None:
     return reason
 
 
+# Read in torch 2.14.1's source: F.scaled_dot_product_attention takes no float8 inputs and no descales (its math path
+# raises "not implemented for 'Float8_e4m3fn'"); fp8 goes through the experimental, private
+# torch.nn.attention.experimental._scaled_dot_product_attention_quantized, which needs torch's FA3 route activated (Dao-
+# AILab's flash_attn_3, not fa3-fwd: see fa3.py) and is not wired here. torchao calls it from torch 2.11.
+NO_FP8 = ("F.scaled_dot_product_attention takes no fp8 inputs or descales (torch's fp8 attention is the experimental, "
+          "private _scaled_dot_product_attention_quantized through its FA3 route, not wired here)")
+
 MATH = Variant(
     key="sdpa_math",
     label="SDPA · math",
     forward=_sdpa,
     scratch_bytes=_math_scratch,
     check=contiguous_only(),
-    sdpa_backend="MATH", top_left=_sdpa_top_left,
+    sdpa_backend="MATH", top_left=_sdpa_top_left, no_fp8=NO_FP8,
     guess=GuessRow("one line, so few {units} and fast", speed_rank=4, host_rank=3, like_naive=True,
         kernels=(GEMM_QK, SCALE, Expected(MASK, "elementwise", "aten::tril"), SOFTMAX, GEMM_PV),
         backward=NAIVE_BACKWARD),
@@ -161,7 +168,7 @@ EFFICIENT = Variant(
     forward=_sdpa,
     scratch_bytes=_scratch_of("efficient"),
     check=contiguous_only(_cuda_only("memory-efficient attention")),
-    sdpa_backend="EFFICIENT_ATTENTION", fused=True, top_left=_sdpa_top_left,
+    sdpa_backend="EFFICIENT_ATTENTION", fused=True, top_left=_sdpa_top_left, no_fp8=NO_FP8,
     guess=GuessRow("one fused {one} that never writes the S×S scores",
         speed_rank=3, host_rank=2, kernels=(
         Expected("fused attention (CUTLASS fmha)", "fused attention"),),
@@ -174,7 +181,7 @@ FLASH = Variant(
     forward=_sdpa,
     scratch_bytes=_scratch_of("flash"),
     check=contiguous_only(),
-    sdpa_backend="FLASH_ATTENTION", fused=True, top_left=_sdpa_top_left,
+    sdpa_backend="FLASH_ATTENTION", fused=True, top_left=_sdpa_top_left, no_fp8=NO_FP8,
     guess=GuessRow("fastest, so high occupancy", speed_rank=1, host_rank=2, occupancy="high",
         on_cpu="SDPA's fused CPU op: no S×S scores in memory",
         kernels=(Expected("flash attention", "fused attention"),),
@@ -187,7 +194,7 @@ CUDNN = Variant(
     forward=_sdpa,
     scratch_bytes=_scratch_of("cudnn"),
     check=contiguous_only(_cudnn_check),
-    sdpa_backend="CUDNN_ATTENTION", fused=True, top_left=_sdpa_top_left,
+    sdpa_backend="CUDNN_ATTENTION", fused=True, top_left=_sdpa_top_left, no_fp8=NO_FP8,
     # cuDNN's sum of dK and dV over a GQA group's heads in a backward (flash's is aten's reduce_kernel): a reduction
     kernel_patterns={"reduce_head": "reduction"},
     guess=GuessRow("no transposes, so lightest on the CPU", speed_rank=2, host_rank=1,
@@ -203,7 +210,7 @@ AUTO = Variant(
     forward=_sdpa,
     scratch_bytes=_auto_scratch,
     check=contiguous_only(),
-    sdpa_backend="auto", fused=True, top_left=_sdpa_top_left,
+    sdpa_backend="auto", fused=True, top_left=_sdpa_top_left, no_fp8=NO_FP8,
     words={"chooser": "auto"},
     guess=GuessRow("the fastest backend for this GPU", speed_rank=1, host_rank=2,
         on_cpu="the best backend SDPA has for a CPU", kernels=(

@@ -119,23 +119,33 @@ def _packed_gradients(x: Inputs, dtype: torch.dtype, check: Callable[[], None]) 
 class Reference:
     """The workload's fp64 answers and the plain computation's error in the inputs' dtype, made once and shared by
     every variant measured on it. Packed documents are answered document by document, in their packed layout
-    ([T, H, D]: every real row, no padding), and each variant's output is read into that layout first."""
+    ([T, H, D]: every real row, no padding), and each variant's output is read into that layout first.
+    Quantised (fp8) inputs: the truth is fp64 on the inputs as drawn, before quantisation; plain attention beside it
+    runs in the drawn dtype (bf16) on them; and the part of any fp8 answer's error that the quantisation alone
+    explains is fp64 on the dequantised inputs against that truth (`quantisation_error`)."""
 
     def __init__(self, x: Inputs, check: Callable[[], None] = _never_stop):
         self.x = x
-        packed = x.workload.lengths is not None
-        self.rows = None if packed else checked_rows(x.workload.queries, x.workload.seq_len)
-        outputs = (lambda dtype: _packed_attention(x, dtype, check)) if packed else \
-            (lambda dtype: attention(x, dtype, self.rows, check))
-        self.out = outputs(torch.float64)
-        self.naive_error = (outputs(x.q.dtype).double() - self.out).abs().max().item()
+        w = x.workload
+        packed = w.lengths is not None
+        self.rows = None if packed else checked_rows(w.queries, w.seq_len)
+        exact = x.exact()
+
+        def outputs(inputs: Inputs, dtype: torch.dtype) -> torch.Tensor:
+            return _packed_attention(inputs, dtype, check) if packed else attention(inputs, dtype, self.rows, check)
+        drawn = exact.q.dtype
+        self.out = outputs(exact, torch.float64)
+        self.naive_error = (outputs(exact, drawn).double() - self.out).abs().max().item()
+        self.quantisation_error = None
+        if x.quantised is not None:
+            self.quantisation_error = (outputs(x.dequantised(), torch.float64) - self.out).abs().max().item()
         self.grads = self.naive_grads = None
-        if x.workload.training:
-            grads = (lambda dtype: _packed_gradients(x, dtype, check)) if packed else \
-                (lambda dtype: gradients(x, dtype, check))
+        if w.training:
+            grads = (lambda dtype: _packed_gradients(exact, dtype, check)) if packed else \
+                (lambda dtype: gradients(exact, dtype, check))
             self.grads = grads(torch.float64)
             self.naive_grads = {name: (g.double() - self.grads[name]).abs().max().item()
-                                for name, g in grads(x.q.dtype).items()}
+                                for name, g in grads(drawn).items()}
 
     def of(self, out: torch.Tensor, grads: dict[str, torch.Tensor] | None = None,
            packing: str = "padded") -> Accuracy:
@@ -151,6 +161,6 @@ class Reference:
             errors = {name: (self.x.as_reference(grads[name], leaves).double() - self.grads[name]).abs().max().item()
                       for name in self.grads}
         return Accuracy(max_abs_error=diff.abs().max().item(), relative_error=(diff.norm() / ref.norm()).item(),
-                        naive_max_abs_error=self.naive_error,
+                        naive_max_abs_error=self.naive_error, quantisation_max_abs_error=self.quantisation_error,
                         rows_checked=None if self.rows is None else len(self.rows),
                         grads=errors, naive_grads=self.naive_grads)

@@ -90,7 +90,8 @@ def measure_bytes(workload: Workload, scratch_bytes: int, *, inputs_ready: bool 
     phases = [forward_bytes(w, scratch_bytes) + timing_bytes, fp64_diffs, setup_bytes]
     if not inputs_ready:
         masks = 2 * w.mask_elements if w.causal or w.mask != "flag" else 0  # allowed and hidden, bool
-        resident += w.q_bytes + w.kv_bytes + masks + (w.mask_elements * w.element_bytes if w.mask == "bias" else 0)
+        resident += w.q_bytes + w.kv_bytes + masks + (w.mask_elements * w.element_bytes if w.mask == "bias" else 0) \
+            + w.quantisation_bytes  # quantised inputs: their drawn values and, for the reference, dequantised copies
         if w.page_size:  # the paged pool beside the contiguous k and v the reference reads, and its page table
             resident += w.kv_bytes + w.page_table_bytes
     if w.training:  # the output's gradient, q, k, v copies that require grad and their gradients; the fp64
@@ -302,7 +303,7 @@ def _forward_seconds(w: Workload, variant, cost: DeviceCost, env) -> float:
     if variant.sdpa_backend is not None:  # SDPA's math path: upcasts to fp32, more passes
         return step * (w.dense_flops / cost.gemm_flops_per_s["fp32"] + score_elements * cost.math_score_s
                        + kv * cost.math_kv_s)
-    return step * (w.dense_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype]
+    return step * (w.dense_flops / cost.gemm_flops_per_s[w.drawn] + score_elements * cost.score_s[w.drawn]
                    + kv * cost.kv_s)
 
 
@@ -350,8 +351,10 @@ def _reference_seconds(w: Workload, cost: DeviceCost) -> float:
     score_elements = w.batch * w.heads * rows * w.seq_len
     full_flops = w.pair_flops(score_elements)
     fp64 = full_flops / cost.fp64_flops_per_s + score_elements * cost.fp64_score_s
-    naive = full_flops / cost.gemm_flops_per_s[w.dtype] + score_elements * cost.score_s[w.dtype]
+    naive = full_flops / cost.gemm_flops_per_s[w.drawn] + score_elements * cost.score_s[w.drawn]
     copies = w.headed_kv_elements * cost.fp64_kv_s  # K and V per head, in fp64 and in the dtype
+    if w.quantised:  # fp64 once more, on the dequantised inputs
+        fp64, copies = 2 * fp64, 2 * copies
     if not w.training:
         return fp64 + naive + copies
     # the gradients' reference: every row, a forward and the backward's four GEMMs, in fp64 and in the dtype

@@ -254,6 +254,8 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress, check: C
         state = _cache.get(workload)
     x = state.inputs.with_grad() if workload.training else state.inputs
     subject.inputs, subject.phases = x, _phases(variant, x)
+    if x.quantised is not None:
+        run.quantise_ms = x.quantised.ms
     if variant.setup is not None:
         with spent("setup"):
             t0 = time.perf_counter()

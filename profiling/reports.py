@@ -13,6 +13,7 @@ from . import text
 from .explain import TOP, Explanation
 from .explain.facts import label
 from .results import Comparison, Note, Run, Sweep
+from .workload import QUANTISED
 
 if TYPE_CHECKING:
     from .timeline import Timeline
@@ -267,13 +268,20 @@ def run_card(side: str, run: Run, label: str) -> str:
         lines.append(f"- kept by autograd for the backward: {_size(run.saved_bytes)} beyond q, k, v")
     if run.setup_ms is not None:
         lines.append(f"- one-off setup before the first call: {text.ms(run.setup_ms)}")
+    if run.quantise_ms is not None:
+        lines.append(f"- quantising {QUANTISED[run.workload.quantised]} (per tensor, amax/448), once, apart from the "
+                     f"calls: {text.ms(run.quantise_ms)}")
     if run.accuracy:
         a = run.accuracy
-        naive = f" (plain attention in {run.workload.dtype}: {text.error(a.naive_max_abs_error)})" \
+        naive = f" (plain attention in {run.workload.drawn}: {text.error(a.naive_max_abs_error)})" \
             if a.naive_max_abs_error is not None else ""
         rows = f", on {a.rows_checked} sampled query rows" if a.rows_checked else ""
         output = "the output's max error (the forward)" if run.workload.training else "max error"
-        lines.append(f"- {output} vs fp64: {text.error(a.max_abs_error)}{naive}{rows}")
+        exact = " on the unquantised inputs" if a.quantisation_max_abs_error is not None else ""
+        lines.append(f"- {output} vs fp64{exact}: {text.error(a.max_abs_error)}{naive}{rows}")
+        if a.quantisation_max_abs_error is not None:
+            lines.append("- of which the quantisation alone explains (fp64 on the dequantised inputs vs fp64 on the "
+                         f"unquantised): {text.error(a.quantisation_max_abs_error)}")
         if a.grads:
             plain = a.naive_grads or {}
             lines.append("- the gradients' max error (the backward) vs fp64: " + ", ".join(

@@ -142,6 +142,9 @@ class Accuracy:
     # call outside every timed region, against the same fp64 reference; or PyTorch's words refusing it
     top_left_max_abs_error: float | None = None
     top_left_refused: str | None = None
+    # Quantised (fp8) inputs: the fp64 reference on the dequantised inputs against the fp64 reference on the inputs as
+    # drawn (which max_abs_error is against too): the part of the error the quantisation alone explains; None: none
+    quantisation_max_abs_error: float | None = None
 
 
 @dataclass
@@ -236,6 +239,8 @@ class Run:
     saved_bytes: int | None = None            # a training pass: what autograd keeps from the forward for the backward
     setup_ms: float | None = None             # one-off setup before the first call (flex: create_block_mask)
     setup_reused: bool | None = None          # the setup found its work done earlier in the process (a cached mask)
+    quantise_ms: float | None = None          # quantised (fp8) inputs: the quantisation's wall time, once per workload
+                                              # when the inputs were made, never inside a call's time
     needed_bytes: int | None = None           # does not fit: what measuring it would need; out of memory: the
                                               # allocation that failed ...
     available_bytes: int | None = None        # ... and what was free (out of memory: the device's free, at the

@@ -16,8 +16,16 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:  # torch is imported where tensors are made: the command line parses and refuses without it
     import torch
 
-DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # torch's names of them
-DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8_e4m3fn"}  # torch's names of them
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+# fp8 is e4m3 (OCP's float8_e4m3fn: 4 exponent bits, 3 mantissa bits, no infinities, largest finite 448). Its values are
+# drawn in DRAWN's dtype (the same seeded values as a bf16 workload's), then quantised per tensor: scale = amax / FP8_MAX,
+# the fp8 tensor x / scale, and the scale is what a kernel multiplies back (its "descale"). The output is in DRAWN's.
+FP8_MAX = 448.0
+DRAWN = {"fp8": "bf16"}
+# What is quantised (`Workload.quantised`), in words: every input (dtype fp8), or the KV cache beside 16-bit queries
+# (kv_dtype fp8: a decode step's cache, as serving engines keep it).
+QUANTISED = {"qkv": "q, k and v in e4m3", "kv": "an e4m3 KV cache"}
 
 
 class Refusal(ValueError):
@@ -278,7 +286,13 @@ class Workload:
                                  said=_unless(None, "pages of {}"), tag=_unless(None, "_p{}"))
     head_dim: int = spec(64, label="head dim D", query="head_dim", limits=(1, 512), said="D={}".format,
                          tag="D{}".format)
-    dtype: str = spec("bf16", label="dtype", query="dtype", choices=tuple(DTYPES), tag="_{}".format)
+    dtype: str = spec("bf16", label="dtype", query="dtype", choices=tuple(DTYPES), tag="_{}".format,
+                      help="the inputs' dtype; fp8: e4m3, q, k and v drawn in bf16 and quantised per tensor (amax/448) "
+                           "with their descales, the output in bf16")
+    kv_dtype: str | None = spec(None, label="KV cache dtype", query="kv_dtype", choices=("fp8",), optional=True,
+                                empty="as dtype", help="fp8: a decode step's KV cache in e4m3 (k and v quantised per "
+                                                       "tensor, amax/448) beside 16-bit queries; empty: as dtype",
+                                said=_unless(None, "{} KV cache"), tag=_unless(None, "_kv{}"))
     causal: bool = spec(True, label="causal", query="causal", boolean=True,
                         said=lambda on: "causal" if on else "not causal", tag=lambda on: "_causal" if on else "_full")
     mask: str = spec("flag", label="mask", query="mask", choices=MASKS,
@@ -352,6 +366,14 @@ class Workload:
                                                    "queries as keys (leave q_len empty)")
         if self.page_size is not None:
             self._check_pages()
+        if self.kv_dtype is not None:
+            if self.dtype not in ("fp16", "bf16"):
+                raise Refusal("kv_dtype", self.kv_dtype, f"an fp8 KV cache is read beside 16-bit queries: choose dtype "
+                                                         f"bf16 or fp16 (dtype={self.dtype}"
+                              + (" quantises k and v already: leave kv_dtype empty)" if self.dtype == "fp8" else ")"))
+            if self.q_len is None:
+                raise Refusal("kv_dtype", self.kv_dtype, "an fp8 KV cache is read by a decode step: set q_len (the new "
+                                                         "queries against the cache), or leave kv_dtype empty")
         if self.gpus > 1 or self.cp_rotate != "allgather":
             self._check_context_parallel()
         if self.mask in ("bool", "window") and not self.causal:
@@ -502,9 +524,21 @@ class Workload:
     # -- shapes and sizes: the one place each is derived ----------------------------------------------------
     @property
     def torch_dtype(self) -> torch.dtype:
+        """q's dtype as the kernel is handed it (float8_e4m3fn for fp8)."""
         import torch
 
         return getattr(torch, DTYPES[self.dtype])
+
+    @property
+    def drawn(self) -> str:
+        """The dtype the values are drawn in and the output is written in: bf16 for fp8, else the dtype itself (what
+        plain attention beside the kernel runs in, and what the cost model prices)."""
+        return DRAWN.get(self.dtype, self.dtype)
+
+    @property
+    def quantised(self) -> str | None:
+        """What is quantised to fp8 (QUANTISED): "qkv" (dtype fp8), "kv" (kv_dtype fp8: the cache only), or None."""
+        return "qkv" if self.dtype == "fp8" else "kv" if self.kv_dtype == "fp8" else None
 
     @property
     def queries(self) -> int:
@@ -555,16 +589,34 @@ class Workload:
         return DTYPE_BYTES[self.dtype]
 
     @property
+    def kv_element_bytes(self) -> int:
+        """k's and v's: 1 in an fp8 KV cache, else the dtype's."""
+        return DTYPE_BYTES["fp8"] if self.kv_dtype == "fp8" else self.element_bytes
+
+    @property
     def q_bytes(self) -> int:
-        """q, or the output: B·H·Lq·D elements."""
+        """q: B·H·Lq·D elements."""
         return self.batch * self.heads * self.queries * self.head_dim * self.element_bytes
 
-    output_bytes = q_bytes
+    @property
+    def output_bytes(self) -> int:
+        """The output (and its gradient): q's elements in the drawn dtype (bf16 for fp8 inputs)."""
+        return self.batch * self.heads * self.queries * self.head_dim * DTYPE_BYTES[self.drawn]
 
     @property
     def kv_bytes(self) -> int:
         """k and v together: B·Hkv·S·D elements each (fewer heads with grouped-query attention)."""
-        return 2 * self.batch * self.kv_head_count * self.seq_len * self.head_dim * self.element_bytes
+        return 2 * self.batch * self.kv_head_count * self.seq_len * self.head_dim * self.kv_element_bytes
+
+    @property
+    def quantisation_bytes(self) -> int:
+        """What quantised inputs hold beside q, k and v: the drawn values kept for the reference (in the drawn dtype)
+        and, while the reference runs, their dequantised copies (fp32); 0 where nothing is quantised."""
+        if not self.quantised:
+            return 0
+        elements = (self.q_bytes // self.element_bytes if self.quantised == "qkv" else 0) + \
+            self.kv_bytes // self.kv_element_bytes
+        return elements * (DTYPE_BYTES[self.drawn] + 4)
 
     @property
     def pages(self) -> int:
@@ -630,17 +682,19 @@ class Workload:
             mask = [("bias", self.mask_elements * self.element_bytes)] if self.mask == "bias" else \
                 [("mask", self.mask_elements)] if self.mask == "bool" or (self.mask == "window" and not sparse) else []
             if packing != "padded":
-                q, kv = (self.tokens * heads * self.head_dim * self.element_bytes
-                         for heads in (self.heads, self.kv_head_count))
+                q, kv = (self.tokens * heads * self.head_dim * size
+                         for heads, size in ((self.heads, self.element_bytes), (self.kv_head_count,
+                                                                                 self.kv_element_bytes)))
                 mask = [] if packing != "block" or self.lengths is None else \
                     [("block mask", self.document_block_mask_bytes(phase)), ("document ids", self.document_ids_bytes)] \
                     if sparse else [("mask", self.block_mask_bytes)]
             elif self.lengths is not None and not self.causal:
                 mask = [("mask", self.batch * self.seq_len)]
             mask += [("page table", self.page_table_bytes)] if self.page_size else []
+            out = q * DTYPE_BYTES[self.drawn] // self.element_bytes
             if phase == "forward":
-                return [("q", q), ("K", kv), ("V", kv), *mask, ("out", q)]
-            return [("q", q), ("K", kv), ("V", kv), *mask, ("out", q), ("dout", q), ("dq", q), ("dK", kv), ("dV", kv)]
+                return [("q", q), ("K", kv), ("V", kv), *mask, ("out", out)]
+            return [("q", q), ("K", kv), ("V", kv), *mask, ("out", out), ("dout", out), ("dq", q), ("dK", kv), ("dV", kv)]
         return of("forward") + of("backward") if phase == "step" else of(phase)
 
     def moved_bytes(self, phase: str, packing: str = "padded", sparse: bool = False) -> int:
@@ -740,20 +794,23 @@ class Workload:
         and for a training pass a seeded gradient of the output."""
         import torch
 
+        drawn = getattr(torch, DTYPES[self.drawn])
         generator = torch.Generator(device=self.device).manual_seed(self.seed)
-        q = torch.randn(self.shape, generator=generator, device=self.device, dtype=self.torch_dtype)
-        k, v = (torch.randn(self.kv_shape, generator=generator, device=self.device, dtype=self.torch_dtype)
-                for _ in range(2))
+        q = torch.randn(self.shape, generator=generator, device=self.device, dtype=drawn)
+        k, v = (torch.randn(self.kv_shape, generator=generator, device=self.device, dtype=drawn) for _ in range(2))
         allowed, bias = self.allowed(), None
         if self.mask == "bias":  # a distance penalty (ALiBi's slope for one head), −inf where not allowed
             bias = (-self._offsets().abs().to(torch.float32) / self.seq_len).masked_fill(~allowed, float("-inf")) \
-                .to(self.torch_dtype)
-        grad_out = torch.randn(self.shape, generator=generator, device=self.device, dtype=self.torch_dtype) \
+                .to(drawn)
+        grad_out = torch.randn(self.shape, generator=generator, device=self.device, dtype=drawn) \
             if self.training else None
         if grad_out is not None and self.lengths is not None:  # a padded row's loss is masked out: no gradient
             grad_out.masked_fill_(~self.real_positions()[:, None, :, None], 0)
+        quantised = Quantised.of(self, q, k, v) if self.quantised else None
+        if quantised is not None:
+            q, k, v = (quantised.fp8.get(name, t) for name, t in (("q", q), ("k", k), ("v", v)))
         pages = self._paged(k, v, generator) if self.page_size else None
-        return Inputs(self, q, k, v, allowed, bias, grad_out, *(pages or (None, None, None)))
+        return Inputs(self, q, k, v, allowed, bias, grad_out, *(pages or (None, None, None)), quantised=quantised)
 
     def real_positions(self) -> "torch.Tensor":
         """[B, S] bool, True where a batch row holds a token of its document (the documents padded at the end)."""
@@ -794,7 +851,7 @@ class Workload:
         table = torch.randperm(b * n, generator=generator, device=self.device).view(b, n)    # logical -> physical
         pools = []
         for t in (k, v):
-            pool = torch.empty(b * n, ps, kv, d, device=self.device, dtype=self.torch_dtype)
+            pool = torch.empty(b * n, ps, kv, d, device=self.device, dtype=t.dtype)
             pool[table.flatten()] = t.view(b, kv, n, ps, d).permute(0, 2, 3, 1, 4).reshape(b * n, ps, kv, d)
             pools.append(pool)
         return pools[0], pools[1], table.to(torch.int32)
@@ -846,6 +903,46 @@ class Packed:
         return cls(q, k, v, grad_out, offsets.to(torch.int32), offsets, document, position, w.seq_len)
 
 
+def quantise(t: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:
+    """`t` in fp8 (e4m3) per tensor, and its scale: scale = amax(|t|) / FP8_MAX (fp32, 0-d; the smallest normal fp32
+    where t is all zeros), t / scale rounded to the nearest e4m3 (clamped to ±FP8_MAX first: a quotient a rounding past
+    448 stays finite). t ≈ fp8 · scale: the scale is the descale a kernel multiplies back."""
+    import torch
+
+    scale = (t.abs().amax().float() / FP8_MAX).clamp_min(torch.finfo(torch.float32).tiny)
+    return (t.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), scale
+
+
+@dataclass
+class Quantised:
+    """Inputs quantised to fp8 per tensor, built once per workload: the drawn values (what the fp64 reference reads),
+    the fp8 tensors a kernel is handed and their scales (a kernel's descales), and how long the quantisation took (its
+    own figure, never inside a call's time)."""
+    drawn: dict[str, "torch.Tensor"]   # "q", "k", "v" as drawn (bf16 for dtype fp8; k and v only for an fp8 cache)
+    fp8: dict[str, "torch.Tensor"]     # the same names in float8_e4m3fn
+    scales: dict[str, "torch.Tensor"]  # the same names: fp32 0-d scale (amax/448), fp8 · scale ≈ drawn
+    ms: float                          # wall time of the quantisation (the device synchronised before and after)
+
+    @classmethod
+    def of(cls, w: Workload, q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor") -> "Quantised":
+        import time
+
+        from . import timing
+
+        drawn = {"q": q, "k": k, "v": v} if w.quantised == "qkv" else {"k": k, "v": v}
+        timing.sync(w.device)
+        t0 = time.perf_counter()
+        made = {name: quantise(t) for name, t in drawn.items()}
+        timing.sync(w.device)
+        ms = (time.perf_counter() - t0) * 1000.0
+        return cls(drawn, {n: m[0] for n, m in made.items()}, {n: m[1] for n, m in made.items()}, ms)
+
+    def dequantised(self, name: str) -> "torch.Tensor":
+        """fp8 · scale in fp32 (an e4m3 value has 4 significant bits and the scale 24: the product rounds at 2^-24
+        relative, a millionth of e4m3's own step)."""
+        return self.fp8[name].float() * self.scales[name]
+
+
 @dataclass
 class Inputs:
     workload: Workload
@@ -858,6 +955,7 @@ class Inputs:
     k_pages: torch.Tensor | None = None   # a paged cache (page_size): k in a pool of [pages, P, Hkv, D] ...
     v_pages: torch.Tensor | None = None   # ... v likewise ...
     page_table: torch.Tensor | None = None  # ... and [B, S/P] int32: the physical page of each logical page
+    quantised: Quantised | None = None    # fp8 inputs: q, k, v (or k and v) above are its fp8 tensors
 
     @property
     def scale(self) -> float:
@@ -920,4 +1018,23 @@ class Inputs:
     def with_grad(self) -> "Inputs":
         """Leaf copies of q, k, v that require grad, for a training pass (the same values: the same reference)."""
         q, k, v = (t.detach().clone().requires_grad_(True) for t in (self.q, self.k, self.v))
+        return Inputs(self.workload, q, k, v, self.allowed, self.bias, self.grad_out, quantised=self.quantised)
+
+    def _with(self, values: dict[str, "torch.Tensor"]) -> "Inputs":
+        """These inputs with q, k or v replaced by `values` (the same masks; no paged cache, nothing quantised)."""
+        q, k, v = (values.get(name, t) for name, t in (("q", self.q), ("k", self.k), ("v", self.v)))
         return Inputs(self.workload, q, k, v, self.allowed, self.bias, self.grad_out)
+
+    def exact(self) -> "Inputs":
+        """The inputs as drawn, before any quantisation (the reference's truth): these inputs where none was."""
+        return self if self.quantised is None else self._with(self.quantised.drawn)
+
+    def dequantised(self) -> "Inputs":
+        """The quantised inputs read back (fp8 · scale, in fp32): what an fp8 kernel that applies its descales
+        computes on; q as drawn where only the cache is quantised."""
+        qz = self.quantised
+        return self._with({name: qz.dequantised(name) for name in qz.fp8})
+
+    def descales(self) -> dict[str, "torch.Tensor"]:
+        """The fp32 0-d scale of each quantised input by name ("q", "k", "v"): what a kernel multiplies back."""
+        return dict(self.quantised.scales) if self.quantised is not None else {}

@@ -116,7 +116,7 @@ def test_a_variant_that_cannot_run_here_comes_back_with_its_reason(client):
     ("a", "nope", "a='nope' is not allowed: choose one of naive, naive_inplace"),
     ("rank", 5, "rank=5 is not allowed: choose one of 4, 3"),
     ("rank", "4", "rank='4' is not allowed: choose one of 4, 3"),
-    ("dtype", "fp8", "dtype='fp8' is not allowed: choose one of fp32, fp16, bf16"),
+    ("dtype", "e4m3", "dtype='e4m3' is not allowed: choose one of fp32, fp16, bf16, fp8"),
     # one spelling of each dtype, exactly: no case, no aliases, no spaces (the link and the CLI refuse them too)
     ("dtype", "BF16", "dtype='BF16' is not allowed: choose one of fp32, fp16, bf16"),
     ("dtype", "float32", "dtype='float32' is not allowed: choose one of fp32, fp16, bf16"),
@@ -209,8 +209,13 @@ def test_every_public_endpoint_takes_exactly_the_types_its_api_documents(client,
                 assert sorted(x for group in shown for x in group.split(", ")) \
                     == sorted(repr(v) for v in values_ if v is not None), (name, key, params[key]["python_type"])
                 assert ("None" in params[key]["python_type"]["type"]) == (None in values_), (name, key)
-        for i in range(max(map(len, listed.values()))):  # each listed value sent once at least, the rest as base
-            call = base | {key: values_[i % len(values_)] for key, values_ in listed.items() if values_}
+        calls = [base | {key: values_[i % len(values_)] for key, values_ in listed.items() if values_}
+                 for i in range(max(map(len, listed.values())))]  # each listed value sent once at least, the rest as base
+        for call in calls:  # an fp8 KV cache is a decode step's beside 16-bit queries: sent once, on its own, below
+            call["kv_dtype"] = None
+        calls.append(calls[0] | {"kv_dtype": "fp8", "dtype": "bf16", "q_len": 1, "mask": "flag", "passes": "fwd",
+                                 "gpus": 1, "cp_rotate": "allgather", "timing": "warm", "window": None})
+        for call in calls:
             if call["gpus"] != 1:  # context parallel takes no mask, q_len, rank 3 or cold timing: those as base
                 call |= {key: base[key] for key in ("mask", "window", "q_len", "page_size", "rank", "timing")}
             elif call["cp_rotate"] != "allgather":  # a K/V rotation applies over several GPUs only

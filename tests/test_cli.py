@@ -123,7 +123,8 @@ BAD = [
     (["list", "--batch", ""], "batch='' is not allowed"),
     (["list", "--head-dim", "513"], "head_dim=513 is not allowed: must be between 1 and 512"),
     # one spelling of each dtype, exactly: as on the API and in a link
-    (["list", "--dtype", "fp8"], "dtype='fp8' is not allowed: choose one of fp32, fp16, bf16"),
+    (["list", "--dtype", "e4m3"], "dtype='e4m3' is not allowed: choose one of fp32, fp16, bf16, fp8"),
+    (["compare", "naive", "flex", "--dtype", "bf16", "--kv-dtype", "fp8"], "kv_dtype='fp8' is not allowed: an fp8 KV cache is read by a decode step"),
     (["list", "--dtype", "BF16"], "dtype='BF16' is not allowed: choose one of fp32, fp16, bf16"),
     (["list", "--dtype", "float32"], "dtype='float32' is not allowed: choose one of fp32, fp16, bf16"),
     (["list", "--dtype", " fp32 "], "dtype=' fp32 ' is not allowed: choose one of fp32, fp16, bf16"),

@@ -100,3 +100,42 @@ def test_softcap_is_applied_as_the_reference_applies_it(key, w):
     run = runs_of([key], w)[key]
     assert run.ok, run.reason
     assert run.accuracy.max_abs_error < 2e-2, run.accuracy.max_abs_error
+
+
+FP8_PREFILL = PREFILL.replace(dtype="fp8")
+FP8_DECODE = DECODE.replace(dtype="fp8")
+FP8_CACHE = DECODE.replace(kv_dtype="fp8")
+
+
+@pytest.mark.parametrize("key, w", [("fa3", FP8_PREFILL), ("fa3", FP8_DECODE), ("fa3", FP8_PREFILL.replace(rank=3)),
+                                    ("flashinfer", FP8_CACHE), ("flashinfer", FP8_CACHE.replace(page_size=16))],
+                         ids=["fa3-prefill", "fa3-decode", "fa3-rank3", "flashinfer-cache", "flashinfer-paged"])
+def test_an_fp8_engine_answers_within_the_fp8_gate_with_its_scales_applied(key, w):
+    """The descales reach the kernel: the answer is within a small multiple of the quantisation's own error (a dropped
+    scale is off by 10^2 or more), inside its memory estimate, its output bf16, the quantisation timed apart."""
+    from profiling.explain import facts
+
+    run = runs_of([key], w)[key]
+    assert run.ok, run.reason
+    a = run.accuracy
+    assert a.quantisation_max_abs_error is not None and run.quantise_ms is not None and run.quantise_ms > 0
+    assert a.max_abs_error <= 3 * max(a.quantisation_max_abs_error, a.naive_max_abs_error), a
+    assert facts.wrong_answer(run) is None
+    within_estimate(run, w)
+    print(key, w.words(), "error", a.max_abs_error, "quantisation alone", a.quantisation_max_abs_error,
+          "plain bf16", a.naive_max_abs_error, "ms", run.timing.median_ms, "quantise ms", run.quantise_ms,
+          [k.short_name[:90] for k in run.kernels if k.category == "fused attention"])
+
+
+@pytest.mark.parametrize("bf16, fp8, key", [(PREFILL, FP8_PREFILL, "fa3"), (DECODE, FP8_CACHE, "flashinfer")],
+                         ids=["fa3", "flashinfer"])
+def test_fp8_beside_bf16_of_the_same_engine_states_both_errors_on_the_headline(bf16, fp8, key):
+    """FA3 fp8 vs FA3 bf16, FlashInfer fp8 cache vs bf16 cache: two measured runs of one engine; the headline gives
+    each side's error against fp64 on the same line as the speed."""
+    from profiling.explain.verdict import headline
+
+    slow, fast = runs_of([key], bf16)[key], runs_of([key], fp8)[key]
+    assert slow.ok and fast.ok, (slow.reason, fast.reason)
+    title = headline(fast, slow).title
+    print(title)
+    assert "Error against fp64 on the unquantised inputs" in title and "quantisation alone" in title

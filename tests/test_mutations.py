@@ -15,6 +15,7 @@ import test_dispatch
 import test_environment
 import test_explain_recorded
 import test_explain_rules
+import test_fp8
 import test_measurement_cpu
 import test_memory_estimate
 import test_sweep
@@ -27,13 +28,13 @@ import test_trace_h200
 import test_verdict
 import test_workload
 import torch
-from attention_variants import flex
+from attention_variants import fa3, flex
 from attention_variants.base import Variant
 from profiling import scores
 from profiling import accuracy, budget, dispatch, environment, explain, gpu_paths, replay, stats, text, timing, trace
 from profiling.explain import blog_rules, curves, facts, guess_rules, ledger, mask_rules, verdict
 from profiling.results import Run
-from profiling.workload import Workload
+from profiling.workload import Inputs, Workload
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +63,7 @@ _REAL_INPUTS = Workload.make_inputs
 _REAL_PASS_TIMINGS = timing._pass_timings
 _REAL_SHARE_OF = facts.share_of
 _REAL_PROBLEM = replay._problem
+_REAL_LIMIT = facts.WrongAnswer.limit
 
 
 def _kv_heads_not_looked_up(mp):
@@ -229,6 +231,17 @@ FAULTS = [
     Fault("a variant taken to apply a score transform it does not declare",
           lambda mp: mp.setattr(Variant, "applies", lambda self, mod: True),
           _call(test_scores.test_a_variant_without_softcap_refuses_it_in_one_line, "sdpa_flash")),
+    Fault("fp8: FA3 called without its descales (the answer off by orders of magnitude, and fast)",
+          lambda mp: mp.setattr(fa3, "descales", lambda x: {}),
+          lambda mp: test_fp8.test_fa3_s_fp8_call_with_its_descales_passes_the_gate_and_its_headline_states_both_errors(
+              mp)),
+    Fault("fp8: the gate blind to the quantisation's own error (plain bf16's alone)",
+          lambda mp: mp.setattr(facts.WrongAnswer, "limit", lambda self, plain, quantised=None: _REAL_LIMIT(self, plain)),
+          _call(test_fp8.test_the_fp8_gate_sits_between_a_right_fp8_answer_and_a_dropped_scale)),
+    Fault("fp8: the quantisation's part taken on the unquantised inputs",
+          lambda mp: mp.setattr(Inputs, "dequantised", lambda self: self.exact()),
+          _call(test_fp8.test_the_accuracy_splits_into_the_quantisation_s_part_re_derived_from_the_formula,
+                test_fp8.SMALL)),
     Fault("a slope stated over noise", lambda mp: (mp.setattr(curves, "MIN_R2", -1.0),
                                                   mp.setattr(curves, "_apart", lambda first, last: True)),
           _call(test_sweep.test_no_exponent_is_supported_over_noisy_points)),

@@ -30,10 +30,10 @@ BLOG_VALUES = {"source": RECORDING, "a": "sdpa_flash", "b": "sdpa_cudnn", "batch
     ("seq_len", 128.0, "whole number"),
     ("heads", True, "whole number"),
     ("heads", "16", "whole number"),
-    ("dtype", "fp8", "fp32, fp16, bf16"),
-    ("dtype", "BF16", "fp32, fp16, bf16"),
-    ("dtype", "bfloat16", "fp32, fp16, bf16"),
-    ("dtype", " fp32 ", "fp32, fp16, bf16"),
+    ("dtype", "e4m3", "fp32, fp16, bf16, fp8"),
+    ("dtype", "BF16", "fp32, fp16, bf16, fp8"),
+    ("dtype", "bfloat16", "fp32, fp16, bf16, fp8"),
+    ("dtype", " fp32 ", "fp32, fp16, bf16, fp8"),
     ("rank", 5, "4, 3"),
     ("rank", "4", "4, 3"),
     ("causal", 1, "true or false"),
@@ -196,7 +196,7 @@ def test_a_sweep_s_lengths_go_through_the_link():
 @pytest.mark.parametrize("key, text, says", [
     ("seq", "１２８", "whole number"), ("seq", "٣٢", "whole number"), ("seq", "1_024", "whole number"),
     ("seq", "128.0", "whole number"), ("heads", "1" + "0" * 5000, "between 1 and 1024"),
-    ("dtype", "BF16", "choose one of fp32, fp16, bf16"), ("a", "SDPA_FLASH", "choose one of"),
+    ("dtype", "BF16", "choose one of fp32, fp16, bf16, fp8"), ("a", "SDPA_FLASH", "choose one of"),
     ("causal", "yes", "true or false"), ("rank", "5", "choose one of 4, 3"), ("seqs", "128,333x", "whole number"),
     ("source", "../../etc", "choose one of live"), ("nonsense", "1", "not a parameter here"),
 ])
@@ -246,7 +246,7 @@ def test_every_workload_field_has_a_control_a_link_key_and_an_option():
 # one change per field (a new field must add its own: the test below says which is missing)
 ONE_CHANGE = {"batch": {"batch": 2}, "heads": {"heads": 32}, "kv_heads": {"kv_heads": 4}, "seq_len": {"seq_len": 2048},
               "lengths": {"lengths": (512, 1536, 1024, 1024)}, "q_len": {"q_len": 1}, "page_size": {"q_len": 1, "page_size": 16}, "head_dim": {"head_dim": 128},
-              "dtype": {"dtype": "fp16"},
+              "dtype": {"dtype": "fp16"}, "kv_dtype": {"q_len": 1, "kv_dtype": "fp8"},
               "causal": {"causal": False}, "mask": {"mask": "bias"}, "window": {"mask": "window", "window": 256},
               "rank": {"rank": 3}, "passes": {"passes": "fwd+bwd"}, "timing": {"timing": "cold"},
               "gpus": {"gpus": 2}, "cp_rotate": {"gpus": 2, "cp_rotate": "alltoall"}, "softcap": {"softcap": 30.0}}

@@ -145,6 +145,14 @@ def measured(run: Run, path: str, unit: str, who: str = "run") -> Quantity:
 # cores (a 10-bit mantissa, unit roundoff 2^-11; `allow_tf32`), which errs by ~1e-3 and is still right: fp32's
 # floor is TF32's rounding at an output of size 2 (outputs, weighted averages of standard-normal v rows, are mostly
 # smaller): 2^-10, so an fp32 answer is wrong past ~1e-2.
+# fp8 inputs (q, k and v in e4m3, or an e4m3 KV cache) carry an error before any kernel runs: e4m3 keeps 3 mantissa
+# bits, so each quantised element is off by up to 2^-4 of itself, far past bf16's 2^-9. Plain attention in bf16 is then
+# no measure of a right answer; the quantisation's own error is: fp64 attention on the dequantised inputs against fp64
+# on the inputs as drawn (`Accuracy.quantisation_max_abs_error`), what a kernel that applies its descales exactly and
+# rounds nothing more would err by. A right fp8 kernel adds its own roundings to it (FA3 rounds P to e4m3 for P·V, an
+# error of the same size as v's quantisation), a small multiple; an answer whose scales were dropped errs by the
+# output's own size (the scores off by 1/(scale_q·scale_k), ~10^4 here, the output by 1/scale_v, ~10^2). So the gate
+# for an fp8 answer is WRONG_FACTOR times the larger of the quantisation's error and plain attention's in bf16.
 WRONG_FACTOR = 10.0
 FLASH_TESTS_FACTOR = 2.0   # FlashAttention's tests' bound, said beside the gate's
 ERROR_FLOOR = {"fp32": 2.0**-10}
@@ -157,13 +165,22 @@ class WrongAnswer:
     error: str                   # its error against fp64: "accuracy.max_abs_error", "accuracy.grads[dq]"
     plain: str                   # plain attention's in the inputs' dtype: "accuracy.naive_max_abs_error"
     floor: float                 # the dtype's floor under plain attention's (ERROR_FLOOR; 0.0 where none)
+    quantised: str | None = None  # fp8 inputs, the output: the quantisation's own error,
+                                  # "accuracy.quantisation_max_abs_error"
 
-    def limit(self, plain: Quantity) -> Quantity:
+    def limit(self, plain: Quantity, quantised: Quantity | None = None) -> Quantity:
         """Past this the answer is wrong: WRONG_FACTOR x plain attention's error (`plain`, read from the run), or
-        x the dtype's floor where that is larger."""
+        x the dtype's floor, or x the quantisation's own error (`quantised`, fp8 inputs), whichever is largest."""
         base = Quantity(max(plain.value, self.floor), "error", f"max({plain.source}, {self.floor!r})") \
             if self.floor else plain
+        if quantised is not None:
+            base = Quantity(max(base.value, quantised.value), "error", f"max({base.source}, {quantised.source})")
         return scaled(base, WRONG_FACTOR, "error")
+
+    def base(self, run: Run, who: str = "run") -> tuple[Quantity, Quantity | None]:
+        """(plain attention's error, the quantisation's or None) as read from `run`."""
+        return measured(run, self.plain, "error", who), \
+            (measured(run, self.quantised, "error", who) if self.quantised else None)
 
 
 def wrong_answer(run: Run) -> WrongAnswer | None:
@@ -176,8 +193,11 @@ def wrong_answer(run: Run) -> WrongAnswer | None:
     checked += [(g, f"grads[{g}]", f"naive_grads[{g}]") for g in a.grads or {} if (a.naive_grads or {}).get(g)]
     past = []
     for what, error, plain in checked:
-        gate = WrongAnswer(what, f"accuracy.{error}", f"accuracy.{plain}", ERROR_FLOOR.get(run.workload.dtype, 0.0))
-        beyond = measured(run, gate.error, "error").value / gate.limit(measured(run, gate.plain, "error")).value
+        quantised = "accuracy.quantisation_max_abs_error" \
+            if what == "output" and a.quantisation_max_abs_error is not None else None
+        gate = WrongAnswer(what, f"accuracy.{error}", f"accuracy.{plain}", ERROR_FLOOR.get(run.workload.dtype, 0.0),
+                           quantised)
+        beyond = measured(run, gate.error, "error").value / gate.limit(*gate.base(run)).value
         if beyond > 1:
             past.append((beyond, gate))
     return max(past, key=lambda t: t[0])[1] if past else None

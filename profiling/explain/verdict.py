@@ -115,6 +115,10 @@ def headline(a: Run, b: Run) -> Note:
         if ok:
             clause, more = _fallback(ok[0], "a" if ok[0] is a else "b")
             rest, facts = rest + clause, facts | more
+            who = side[id(ok[0])]
+            errors, more = quantised_errors({who: ok[0]}, {who: name[id(ok[0])]}, lambda run, path, unit, w:
+                                            measured(run, path, unit, w))
+            rest, facts = rest + errors, facts | more
         return note("verdict", "verdict", refused + rest, "", weight=1.0, facts=facts)
     v = decision(a, b)
     facts = {"a": measured(a, f"{v.path}.median_ms", "ms", "a"), "b": measured(b, f"{v.path}.median_ms", "ms", "b")}
@@ -145,13 +149,43 @@ def timed_then_stopped(run: Run) -> bool:
 def said(a: Run, b: Run, v: Verdict, names: tuple[str, str], on: str, facts: dict, fact) -> tuple[str, dict]:
     """The headline's sentence for `v` (its facts "a" and "b" given, each side's figure), the one wording of a
     comparison's and a sweep's: (the sentence, the facts it adds). `fact(run, path, unit, who)` reads a figure of
-    `a` ("a") or `b` ("b") with a source its context resolves."""
+    `a` ("a") or `b` ("b") with a source its context resolves. Where a side's inputs are quantised (fp8), each side's
+    error against fp64 follows on the same line (a wrong answer's sentence states them itself)."""
+    sentence, more = _said(a, b, v, names, on, facts, fact)
+    if v.kind == "wrong":
+        return sentence, more
+    errors, also = quantised_errors({"a": a, "b": b}, {"a": names[0], "b": names[1]}, fact)
+    return sentence + errors, more | also
+
+
+def quantised_errors(runs: dict, names: dict, fact) -> tuple[str, dict]:
+    """' Error against fp64 on the unquantised inputs: A … (of which the fp8 quantisation alone …), B ….' where a side
+    of `runs` ("a", "b") has quantised inputs; ('', {}) where none has. A speed is never said of fp8 without it."""
+    if not any(r.workload.quantised for r in runs.values()):
+        return "", {}
+    said_, facts = [], {}
+    for w, run in runs.items():
+        if run.accuracy is None:
+            continue
+        facts[f"{w}_fp64_error"] = fact(run, "accuracy.max_abs_error", "error", w)
+        part = f"{names[w]} {{{w}_fp64_error}}"
+        if run.accuracy.quantisation_max_abs_error is not None:
+            facts[f"{w}_quantisation"] = fact(run, "accuracy.quantisation_max_abs_error", "error", w)
+            part += f" (the {run.workload.dtype if run.workload.quantised == 'qkv' else 'fp8 KV cache'} " \
+                    f"quantisation alone: {{{w}_quantisation}})"
+        said_.append(part)
+    if not said_:
+        return "", {}
+    return " Error against fp64 on the unquantised inputs: " + "; ".join(said_) + ".", facts
+
+
+def _said(a: Run, b: Run, v: Verdict, names: tuple[str, str], on: str, facts: dict, fact) -> tuple[str, dict]:
     facts, more = dict(facts), {}
     figures = f"{{a}} vs {{b}} per {text.call(a.workload)} ({v.what})"
     name = {"a": names[0], "b": names[1]}
     if v.kind == "wrong":
         return _wrong(a, b, v, name, on, figures, fact)
-    if a.variant == b.variant:
+    if a.variant == b.variant and a.workload == b.workload:
         return f"{name['a']} and {name['b']} are the same variant, so no winner {on}: {figures}.", more
     if v.kind == "ranked":
         slow = "b" if v.faster == "a" else "a"
@@ -205,19 +239,27 @@ def _wrong(a: Run, b: Run, v: Verdict, name: dict, on: str, figures: str, fact) 
         gate = wrong_answer(runs[w])
         more |= {f"{w}_error": fact(runs[w], gate.error, "error", w),
                  f"{w}_plain": fact(runs[w], gate.plain, "error", w)}
-        more[f"{w}_limit"] = gate.limit(more[f"{w}_plain"])
-        if more[f"{w}_plain"].value < gate.floor:
+        quantised = fact(runs[w], gate.quantised, "error", w) if gate.quantised else None
+        more[f"{w}_limit"] = gate.limit(more[f"{w}_plain"], quantised)
+        if quantised is not None and quantised.value >= max(more[f"{w}_plain"].value, gate.floor):
+            more[f"{w}_quantised"] = quantised
+            basis = (f"{{factor}} the fp8 quantisation's own error, {{{w}_quantised}}: fp64 on the dequantised inputs "
+                     f"against fp64 on the unquantised ones; plain attention in {runs[w].workload.drawn} errs by "
+                     f"{{{w}_plain}}")
+        elif more[f"{w}_plain"].value < gate.floor:
             more["floor"] = constant(gate.floor, "error", repr(gate.floor))
             basis = f"{{factor}} {{floor}}, TF32's rounding, as plain attention in {dtype} is off by only {{{w}_plain}}"
         else:
-            basis = f"{{factor}} plain attention's in {dtype}, {{{w}_plain}}"
+            basis = f"{{factor}} plain attention's in {runs[w].workload.drawn}, {{{w}_plain}}"
         said_.append(f"{name[w]}'s {gate.what} is off from fp64 by up to {{{w}_error}}, past {{{w}_limit}} ({basis})")
     one = len(v.wrong) == 1
     who = " and ".join(name[w] for w in v.wrong)
     return (f"{who} {'gives a wrong answer' if one else 'give wrong answers'} {on}, so "
             f"{'it is not' if one else 'neither is'} ranked: " + "; ".join(said_)
-            + ". FlashAttention's tests pass a kernel within {passed} plain attention's error: {factor} is no rounding "
-            f"difference. Not compared: {figures}."), more
+            + (". A kernel that applies its descales errs by a small multiple of the quantisation's own error"
+               if any(wrong_answer(runs[w]).quantised for w in v.wrong) else
+               ". FlashAttention's tests pass a kernel within {passed} plain attention's error")
+            + f": {{factor}} is no rounding difference. Not compared: {figures}."), more
 
 
 def _fallback(run: Run, side: str) -> tuple[str, dict]:
