@@ -32,6 +32,8 @@ WORD_TOPICS = {
     "paged": "how it reads a paged KV cache through the page table",
     "host_path": "the Python path its call over packed documents takes on the host",
     "chooser": "its name as SDPA's own choice, for a variant whose point is that choice",
+    "setup": "what its setup builds once per workload before the first call, as a noun phrase ('the block mask')",
+    "setup_how": "how its setup builds that and what later calls reuse, a sentence",
     "split": "how its decode kernel splits the keys and merges the parts, where `split_kv` names its kernels (a "
              "clause the note ends with what the merge takes)",
 }
@@ -55,6 +57,7 @@ class Variant:
     gpu_only: bool = False                           # has no CPU path: refused on a CPU (before its check)
     jit_s: tuple[float, float] | None = None         # compiles its own kernels on a configuration's first call
                                                      # (not torch.compile): a prior of the forward's, the backward's
+    jit_measured_on: str = "an H200"                 # the GPU that prior was measured on, as the estimate names it
     top_left: Callable[[Inputs], torch.Tensor] | None = None  # the same call with SDPA's is_causal=True, which
                                                      # aligns the causal mask to the top left: with fewer queries than
                                                      # keys, not what a decode step needs (called once, never timed)

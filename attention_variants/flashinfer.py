@@ -117,11 +117,16 @@ FLASHINFER = Variant(
     setup=setup,
     setup_bytes=lambda w, env: WORKSPACE_BYTES + INT_WORKSPACE_BYTES,
     check=unavailable, gpu_only=True,
-    fused=True, sparse=True, jit_s=JIT_S, score_mods=("softcap",), call="FlashInfer's decode", fp8=("kv",),
+    fused=True, sparse=True, jit_s=JIT_S, jit_measured_on="an H100", score_mods=("softcap",), fp8=("kv",),
+    call="FlashInfer's decode",
     no_fp8="FlashInfer's decode is wired here for an fp8 KV cache beside 16-bit queries, not fp8 queries",
     kernel_patterns={"batchdecodewithpagedkvcache": "fused attention", "mergestates": "fused attention"},
     split_kv=("batchdecodewithpagedkvcache", "mergestates"),
-    words={"split": "FlashInfer's plan (on the host, once) cuts each sequence's keys into chunks so that the (sequence, "
+    words={"setup": "its plan",
+           "setup_how": "`plan` laid out on the host, once per workload, which blocks read which pages of which "
+                        "sequence (and compiled its kernels the first time this configuration ran in the process); "
+                        "later calls reuse it. It may not run inside a CUDA graph.",
+           "split": "FlashInfer's plan (on the host, once) cuts each sequence's keys into chunks so that the (sequence, "
                     "kv head, chunk) blocks fill the GPU, each writing an fp32 partial output and its log-sum-exp",
            "paged": "FlashInfer reads the table itself (indices and indptr, planned once) and loads each page where it "
                     "lies"},

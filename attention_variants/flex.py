@@ -243,7 +243,10 @@ FLEX = Variant(
     setup_bytes=_setup_bytes,
     fused=True, sparse=True, compiled=True, packs="block", score_mods=elementwise,
     no_fp8="flex_attention is called here on 16- and 32-bit inputs only (no descales reach its score_mod)",
-    words={"packed": "the document BlockMask, built once before the calls, marks the tiles between documents empty",
+    words={"setup": "the block mask",
+           "setup_how": "`create_block_mask` evaluated the mask at every query–key pair once and kept which tiles are "
+                        "empty, full or partial; later calls with this mask reuse it (a new S or window builds another).",
+           "packed": "the document BlockMask, built once before the calls, marks the tiles between documents empty",
            "paged": "PagedAttention's block mask names each key block's physical page; its mask_mod maps keys back"},
     guess=GuessRow("one generated {one}, close to flash; the first call compiles",
         speed_rank=3, host_rank=2, kernels=(

@@ -325,7 +325,7 @@ class CompileClock:
             return seconds, f"as the last compile here took {text.seconds(seconds)}"
         if variant.jit_s:
             seconds = variant.jit_s[0] + (variant.jit_s[1] if training else 0.0)
-            return seconds, "as its first calls took on an H200"
+            return seconds, f"as its first calls took on {variant.jit_measured_on}"
         return COSTS[device].compile_s, "from the cost model for " + ("this CPU" if device == "cpu" else "a GPU")
 
 

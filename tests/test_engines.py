@@ -174,3 +174,24 @@ def test_softcap_reaches_the_engines_that_take_it_and_is_refused_by_the_rest(ins
     assert reason.startswith("cudnn.sdpa_torch has no softcap") and "fa3" in reason and "flashinfer" in reason
     monkeypatch.setattr(fa3, "build_flags", lambda: FA3_BUILD | {"FLASHATTENTION_DISABLE_SOFTCAP": True})
     assert "compiled without softcap" in VARIANTS["fa3"].supports(PREFILL.replace(softcap=30.0), H200)
+
+
+def test_a_setup_is_named_by_its_own_variant_never_as_another_s():
+    """FlashInfer's setup is its plan, flex's its block mask: the note says which (on the H100 the plan's note once
+    said 'Building the block mask took 30.686 ms' of FlashInfer)."""
+    from profiling.explain import mask_rules
+    run = synthetic("flashinfer", [kernel("flashinfer::BatchDecodeWithPagedKVCacheKernel", 100.0)], setup_ms=30.7,
+                    setup_reused=False)
+    note = apply(mask_rules.block_mask_setup, run)
+    assert note.title.startswith("Building its plan took") and "block mask" not in note.title + note.body
+    assert note.body == VARIANTS["flashinfer"].words["setup_how"]
+    flex = synthetic("flex", [kernel("triton_tem_fused_flex_attention_0", 100.0, category="triton")], setup_ms=3.0,
+                     setup_reused=True)
+    assert apply(mask_rules.block_mask_setup, flex).title.startswith("The block mask was found built")
+
+
+def test_a_jit_estimate_names_the_gpu_its_prior_was_measured_on():
+    from profiling import budget
+    for key, gpu in (("flashinfer", "an H100"), ("cudnn_fe", "an H100"), ("fa4", "an H200")):
+        seconds, basis = budget.CompileClock().estimate("cuda", VARIANTS[key])
+        assert seconds == VARIANTS[key].jit_s[0] and basis == f"as its first calls took on {gpu}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import text
 from ..results import Note, Run
-from .facts import (Peers, constant, fused, label, launch_share, launches, measured, note, of_kernel, of_launch, on_gpu, ran,
+from .facts import (Peers, variant, constant, fused, label, launch_share, launches, measured, note, of_kernel, of_launch, on_gpu, ran,
                     packing, ratio, scaled, share_of, total, variant)
 
 
@@ -112,24 +112,24 @@ def kv_savings(run: Run, peers: Peers) -> Note | None:
 
 
 def block_mask_setup(run: Run, peers: Peers) -> Note | None:
-    """flex's `create_block_mask` evaluates the mask over every (query, key) pair once and keeps the block map:
-    paid before the first call, not per call; and once per mask in a process (a second run of the same mask finds it
-    built, which says nothing of what a build costs)."""
-    if not run.ok or run.setup_ms is None or not run.workload.causal or not run.gpu_ms:
+    """What a variant's setup builds before its first call (flex's block map from `create_block_mask`, FlashInfer's
+    plan), in its own file's words (`Variant.words`: "setup", "setup_how"): paid once per workload, not per call; and
+    once in a process (a second run of the same workload finds it built, which says nothing of what a build costs)."""
+    v = variant(run)
+    if not run.ok or run.setup_ms is None or not run.workload.causal or not run.gpu_ms or v is None \
+            or "setup" not in v.words:
         return None
+    what = v.words["setup"]
     facts = {"setup": measured(run, "setup_ms", "ms"), "call": measured(run, "timing.median_ms", "ms")}
     call = f"a {run.phase} takes {{call}}"  # the run's figure, of its pass
     if run.setup_reused:
-        return note("block_mask_setup", "guess", "The block mask was found built, in {setup}; " + call,
-                    "This process had built the block mask for this mask and S before, and reused it: "
-                    "`create_block_mask` runs once per mask, before the first call, never per call.",
-                    weight=0.05, facts=facts)
+        return note("block_mask_setup", "guess", f"{what[0].upper() + what[1:]} was found built, in {{setup}}; " + call,
+                    f"This process had built {what} for this workload before, and reused it: it is built once, before "
+                    "the first call, never per call.", weight=0.05, facts=facts)
     if run.setup_reused is None:  # a run recorded before reuse was told apart
-        return note("block_mask_setup", "guess", "Preparing the block mask took {setup}; " + call,
-                    "`create_block_mask` runs once per mask, before the first call, never per call; this recording "
-                    "does not say whether it built the mask then or found it built earlier in the process.",
+        return note("block_mask_setup", "guess", f"Preparing {what} took {{setup}}; " + call,
+                    f"{what[0].upper() + what[1:]} is built once, before the first call, never per call; this recording "
+                    "does not say whether it was built then or found built earlier in the process.",
                     weight=0.05, facts=facts)
-    return note("block_mask_setup", "guess", "Building the block mask took {setup}; " + call,
-                "`create_block_mask` evaluated the mask at every query–key pair once and kept which tiles are empty, "
-                "full or partial; later calls with this mask reuse it (a new S or window builds another).",
+    return note("block_mask_setup", "guess", f"Building {what} took {{setup}}; " + call, v.words["setup_how"],
                 weight=0.1 if facts["setup"].value < 10 * facts["call"].value else 0.3, facts=facts)
