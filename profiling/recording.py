@@ -78,8 +78,8 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
 
 # -- recording sweeps on a GPU -----------------------------------------------------------------------
 DOUBLING = [2**i for i in range(7, 18)]   # 128 … 131072
-FUSED = ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn", "sdpa_auto", "flex", "fa4")
-WINDOWED = ("sdpa_auto", "sdpa_cudnn", "flex", "fa4")  # a dense window mask against block-sparse kernels
+FUSED = ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn", "sdpa_auto", "flex", "fa4", "fa3", "cudnn_fe")
+WINDOWED = ("sdpa_auto", "sdpa_cudnn", "flex", "fa4", "cudnn_fe")  # a dense window mask against block-sparse kernels
 # The recorded sweeps: the blog's workload for every variant, warm and cold (where the L2 stops holding the
 # working set: 64 MiB at S=1024), a long-context one for the fused, a training step, and a sliding window of 1024
 # keys against causal over S (from the window up). Each family: its fixed fields, its variants (None: every one),
@@ -107,7 +107,7 @@ DECODE_MATRIX = (
     DECODE.replace(kv_heads=None), DECODE.replace(kv_heads=1),
     DECODE.replace(page_size=16), DECODE.replace(page_size=128), SPECULATIVE.replace(page_size=16),
 )
-DECODERS = ("sdpa_flash", "sdpa_cudnn", "sdpa_auto", "flex", "fa4")
+DECODERS = ("sdpa_flash", "sdpa_cudnn", "sdpa_auto", "flex", "fa4", "fa3", "cudnn_fe", "flashinfer")
 DECODE_FAMILIES = (
     (DECODE.replace(batch=1), DECODERS, [1024, 4096, 16384, 65536, 131072], "seq_len"),  # one sequence, longer
     (DECODE, DECODERS, [1, 4, 16, 64], "batch"),                                          # more sequences
@@ -152,7 +152,7 @@ MANY_SHORT = PACKED.replace(lengths=tuple(64 + (97 * i) % 448 for i in range(28)
 PACKED_MATRIX = tuple(w.replace(passes=p) for w in (PACKED, ONE_LONG, MANY_SHORT) for p in ("fwd", "fwd+bwd"))
 UNEQUAL = tuple(PACKED.replace(lengths=(8192 - 3 * n, n, n, n)) for n in (1536, 1024, 512, 64))  # 2048: PACKED
 PACKERS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_auto", "sdpa_docmask", "naive_docmask", "sdpa_nested",
-           "varlen", "flex", "fa4")
+           "varlen", "flex", "fa4", "fa3", "cudnn_fe")
 
 # -- the recording's parts: each recorded in place ------------------------------------------------------------------
 # `python -m profiling record --out DIR --part NAME ...` measures the named parts (all by default) and keeps every

@@ -3,7 +3,11 @@
 # recording here). A part is skipped when less than its time is left of the call's 10 minutes (BUDGET s, 560 unless
 # set: less when the call ran something first).
 #   bash bench/h200/record_parts.sh decode cold
+# The serving engines (fa3, cudnn_fe, flashinfer) are recorded with the rest where .whl/engines.tar.xz travels
+# (bench/h200/engines_setup.sh); FlashAttention-4 where fa4_parts.sh installed it first. A part is one session:
+# record it with every library it names installed, or its absent variants are kept as refused.
 export PYTHONUNBUFFERED=1
+[ -f .whl/engines.tar.xz ] && . bench/h200/engines_setup.sh .whl
 set -o pipefail
 rec=/tmp/rec
 [ -d $rec ] || cp -r profiling/recorded/h200-torch2.11 $rec
