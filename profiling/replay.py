@@ -127,6 +127,12 @@ def unrecorded_message(name: str, workload: Workload, variants=()) -> str | None
     if held is not None and not missing:
         return None
     gpu = text.machine(recorded_runs(name)[0].environment)
+    anywhere = set().union(*_held(name).values())
+    never = [v for v in variants if v not in anywhere]
+    if never:  # no workload would do: the recording was made without it (before it existed, or its library)
+        return (f"The {gpu} recording holds no run of {' or '.join(never)} on any workload: it was recorded "
+                f"without {'it' if len(never) == 1 else 'them'}. Measure {'it' if len(never) == 1 else 'them'} "
+                "live on a GPU, or choose recorded variants.")
     what = workload.words() if held is None else f"{' or '.join(missing)} on {workload.words()}"
     nearest = [w.words() for w in nearest_recorded(name, workload, variants, n=4) if w != wanted][:3]
     said = f"The {gpu} recording has no run of {what}."

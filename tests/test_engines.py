@@ -195,3 +195,11 @@ def test_a_jit_estimate_names_the_gpu_its_prior_was_measured_on():
     for key, gpu in (("flashinfer", "an H100"), ("cudnn_fe", "an H100"), ("fa4", "an H200")):
         seconds, basis = budget.CompileClock().estimate("cuda", VARIANTS[key])
         assert seconds == VARIANTS[key].jit_s[0] and basis == f"as its first calls took on {gpu}"
+
+
+def test_a_recording_made_without_a_variant_says_so_rather_than_name_workloads_that_lack_it_too():
+    from profiling.replay import unrecorded_message
+    said = unrecorded_message("h200-torch2.11", Workload.blog(), ["fa3", "sdpa_cudnn"])
+    assert said.endswith("holds no run of fa3 on any workload: it was recorded without it. Measure it live on a GPU, "
+                         "or choose recorded variants.") and "Nearest" not in said
+    assert "Nearest recorded" in unrecorded_message("h200-torch2.11", Workload.blog(seq_len=3000), ["sdpa_cudnn"])
