@@ -91,16 +91,16 @@ def guess_for(key: str, workload: Workload) -> Guess:
             if not masked or (workload.mask == "bias" and e.phase == "backward"):  # a bias passes the gradient on
                 continue
             if workload.mask == "bias":  # the code adds the bias instead of filling
-                e = Expected("add the bias", e.category, "aten::add" if key != "sdpa_math" else None, e.phase)
+                e = Expected("add the bias", e.category, None if row.like_naive else "aten::add", e.phase)
             elif padding:  # the math path adds the mask to the scores: no tril of its own
-                e = Expected("key-padding mask", e.category, e.op if key != "sdpa_math" else None, e.phase)
+                e = Expected("key-padding mask", e.category, None if row.like_naive else e.op, e.phase)
             else:
                 e = Expected("causal mask" if workload.mask == "flag" else f"{workload.mask} mask", e.category,
                              e.op, e.phase)
         kernels.append(e)
         if e == SCALE:  # each score transform the scaled scores go through (`scores.pipeline`), op by op
             kernels += [Expected(f"{mod.field}: {op}", "elementwise", op) for mod in mods for op in mod.ops]
-    if workload.groups > 1 and key in ("naive", "naive_inplace"):  # the code copies k and v to every head ...
+    if workload.groups > 1 and VARIANTS[key].handwritten:  # the code copies k and v to every head ...
         copies = [Expected(f"repeat_interleave {t}", "copy", "aten::repeat_interleave") for t in ("k", "v")]
         kernels = copies + kernels
         if workload.training:  # ... and the backward sums their gradients back over each group
