@@ -181,7 +181,7 @@ def switch_source(source, a, *fields) -> list:
         w = Request.build(source, "naive", "naive", {}, ENV.device).workload
         missing = unrecorded_message(source, current.workload) + " " if current is not None else ""
         notice = f"{missing}Moved to the blog's workload, {w.words()}."
-    return field_values(w) + [notice]
+    return field_values(w, page=True) + [notice]
 
 
 def apply_preset(name: str, source: str) -> list:
@@ -190,7 +190,7 @@ def apply_preset(name: str, source: str) -> list:
     a, b = preset.cpu if source == LIVE and ENV.device == "cpu" and preset.cpu else (preset.a, preset.b)
     changes = preset.recorded if source != LIVE and preset.recorded else preset.changes
     w = Request.build(source, a, b, changes, ENV.device).workload
-    return [a, b, *field_values(w)]
+    return [a, b, *field_values(w, page=True)]
 
 
 def sweep_plan(source) -> str:
@@ -378,9 +378,11 @@ def control(f):
         component = gr.Number(default, precision=None if spec.real else 0, label=spec.label,
                               placeholder=spec.empty or None, elem_id=f"field-{f.name}", visible=spec.page)
     else:
-        labels = spec.labels or spec.choices
-        wide = max(len(str(x)) for x in labels) > 8  # spans two columns of the grid (page.css)
-        component = gr.Dropdown(list(zip(labels, spec.choices)), value=default, label=spec.label,
+        choices = list(zip(spec.labels or spec.choices, spec.choices))
+        if spec.optional:  # its empty entry, so that a choice can be taken back ("as dtype")
+            choices, default = [(spec.empty or "none", "")] + choices, "" if default is None else default
+        wide = max(len(str(x)) for x, _ in choices) > 8  # spans two columns of the grid (page.css)
+        component = gr.Dropdown(choices, value=default, label=spec.label,
                                 elem_id=f"field-{f.name}", elem_classes="wide" if wide else None, visible=spec.page)
     return documented(component, field_schema(spec))
 

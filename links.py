@@ -88,7 +88,7 @@ def prefill(http: gr.Request) -> list:
     notice = ("⚠️ Ignored from the link: " + "; ".join(said)) if said else ""
     request = opened.request
     seqs = ",".join(map(str, request.seq_lens or ()))
-    return [*request.values(), notice, seqs, request.axis, gr.Tabs(selected=opened.mode)]
+    return [*request.values(page=True), notice, seqs, request.axis, gr.Tabs(selected=opened.mode)]
 
 
 # -- a link's preview: what a chat or a social card shows before anyone opens it ----------------------------------

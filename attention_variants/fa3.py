@@ -138,7 +138,7 @@ def _scratch(w: Workload, env: Environment) -> int:
 
 FA3 = Variant(
     key="fa3",
-    label="FlashAttention-3 forward (fa3-fwd)",
+    label="FA3 forward (fa3-fwd build)",
     forward=fa3_attention,
     scratch_bytes=_scratch,
     check=unavailable, gpu_only=True,

@@ -103,9 +103,9 @@ class Request:
                                                 f"{EXAMPLES[axis]}, or empty")
         return cls.build(values["source"], values["a"], values["b"], values, live_device, lengths, axis)
 
-    def values(self) -> list:
-        """KEYS' values, in order: what the page's controls show and the API takes."""
-        return [self.source, self.a, self.b, *field_values(self.workload)]
+    def values(self, page: bool = False) -> list:
+        """KEYS' values, in order: what the API takes, or (`page`) what the page's controls show."""
+        return [self.source, self.a, self.b, *field_values(self.workload, page)]
 
     # -- a link ---------------------------------------------------------------------------------------
     def to_query(self) -> dict[str, str]:
@@ -202,11 +202,14 @@ def _documents_own_b_and_s(documents: tuple[int, ...] | None, sent: Mapping[str,
                                             f"send {implied} or leave {name} out")
 
 
-def field_values(workload: Workload) -> list:
-    """The workload's fields as the page's controls and the API hold them: a list field as its text ("512,1536")."""
+def field_values(workload: Workload, page: bool = False) -> list:
+    """The workload's fields as the API holds them, or (`page`) as the page's controls show them: a list field as its
+    text ("512,1536"); on the page an optional menu left empty as its empty entry ("", shown as "as dtype")."""
     values = []
     for f in FIELDS:
         spec, value = f.metadata["spec"], getattr(workload, f.name)
+        if page and value is None and spec.optional and spec.choices:
+            value = ""
         values.append(spec.spell(value) if spec.items and value is not None else value)
     return values
 

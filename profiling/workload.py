@@ -152,7 +152,7 @@ class Spec:
     example: str = ""                            # a list field's value as an example spells it
 
     def check(self, name: str, value):
-        if value is None and self.optional:
+        if self.optional and (value is None or (value == "" and self.choices)):  # a menu's empty entry: none
             return None
         if self.items:
             return self._listed(name, value)
@@ -289,7 +289,7 @@ class Workload:
     dtype: str = spec("bf16", label="dtype", query="dtype", choices=tuple(DTYPES), tag="_{}".format,
                       help="the inputs' dtype; fp8: e4m3, q, k and v drawn in bf16 and quantised per tensor (amax/448) "
                            "with their descales, the output in bf16")
-    kv_dtype: str | None = spec(None, label="KV cache dtype", query="kv_dtype", choices=("fp8",), optional=True,
+    kv_dtype: str | None = spec(None, label="KV dtype", query="kv_dtype", choices=("fp8",), optional=True,
                                 empty="as dtype", help="fp8: a decode step's KV cache in e4m3 (k and v quantised per "
                                                        "tensor, amax/448) beside 16-bit queries; empty: as dtype",
                                 said=_unless(None, "{} KV cache"), tag=_unless(None, "_kv{}"))

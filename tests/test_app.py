@@ -400,10 +400,10 @@ def test_a_links_query_prefills_the_controls():
     controls, (notice, seqs, axis, tabs) = (lambda v: (v[:len(KEYS)], v[len(KEYS):]))(
         app.prefill(fake_request(query)))
     assert controls == Request.build(RECORDING, "naive", "sdpa_flash", dict(batch=2, heads=16, seq_len=4096,
-                                     head_dim=128, dtype="bf16", causal=False, rank=3), "cpu").values()
+                                     head_dim=128, dtype="bf16", causal=False, rank=3), "cpu").values(page=True)
     assert controls[KEYS.index("seq_len")] == 4096 and controls[KEYS.index("causal")] is False
     assert (notice, seqs, axis, tabs.selected) == ("", "", "seq_len", "compare")
-    assert links.opening(query).asked().values() == controls  # the answer the page opens on: of these controls
+    assert links.opening(query).asked().values(page=True) == controls  # the answer the page opens on: of these controls
 
 
 @pytest.mark.parametrize("query", [
@@ -416,7 +416,7 @@ def test_a_links_query_prefills_the_controls():
 ])
 def test_bad_or_unknown_query_parameters_are_ignored_with_a_visible_message(query):
     *controls, notice = app.prefill(fake_request(query))[:len(KEYS) + 1]
-    assert controls == Request.build(app.DEFAULT_SOURCE, "naive", "sdpa_flash", {}, app.ENV.device).values()
+    assert controls == Request.build(app.DEFAULT_SOURCE, "naive", "sdpa_flash", {}, app.ENV.device).values(page=True)
     assert notice.startswith("⚠️ Ignored from the link: ") and "__theme" not in notice
     for key, value in query.items():
         if not key.startswith("__"):
@@ -435,7 +435,7 @@ def test_the_link_of_a_result_reproduces_its_request():
     assert link.startswith("https://someone-attention.hf.space/?")
     query = dict(parse_qsl(urlsplit(link).query, keep_blank_values=True))
     assert query["seq"] == "1024" and query["causal"] == "false" and "mode" not in query and "view" not in query
-    assert app.prefill(fake_request(query))[:len(KEYS) + 1] == [*request.values(), ""]
+    assert app.prefill(fake_request(query))[:len(KEYS) + 1] == [*request.values(page=True), ""]
 
 
 @pytest.mark.parametrize("host", ["evil.example/)[x](javascript:alert(1)", "a b", "x" * 300, "e\u0301vil.example"])
@@ -682,7 +682,7 @@ def test_the_page_starts_live_with_a_gpu_and_on_the_h200_recording_without_one()
     expected = LIVE if app.ENV.device == "cuda" else next(iter(app.RECORDINGS))
     assert app.DEFAULT_SOURCE == expected
     controls = app.prefill(fake_request())[:len(KEYS) + 1]
-    assert controls == [*Request.build(expected, "naive", "sdpa_flash", {}, app.ENV.device).values(), ""]
+    assert controls == [*Request.build(expected, "naive", "sdpa_flash", {}, app.ENV.device).values(page=True), ""]
     if expected != LIVE:
         assert Request.build(expected, "naive", "sdpa_flash", {}, "cpu").workload == BLOG
         assert "recorded GPU runs" in app.machine_line() and "live on this CPU" in app.LIVE_LABEL
