@@ -203,3 +203,14 @@ def test_a_recording_made_without_a_variant_says_so_rather_than_name_workloads_t
     assert said.endswith("holds no run of fa3 on any workload: it was recorded without it. Measure it live on a GPU, "
                          "or choose recorded variants.") and "Nearest" not in said
     assert "Nearest recorded" in unrecorded_message("h200-torch2.11", Workload.blog(seq_len=3000), ["sdpa_cudnn"])
+
+
+def test_an_fp8_cache_reads_half_the_bytes_and_the_traffic_note_says_what_it_saved():
+    from profiling.explain import timing_rules
+    kernels = [kernel("flashinfer::BatchDecodeWithPagedKVCacheKernel", 100.0)]
+    bf16 = apply(timing_rules.memory_traffic, synthetic("flashinfer", kernels))
+    fp8 = apply(timing_rules.memory_traffic, synthetic("flashinfer", kernels, DECODE.replace(kv_dtype="fp8")))
+    kv = DECODE.kv_bytes  # K and V in bf16: 2 bytes an element
+    assert bf16.facts["moved"].value - fp8.facts["moved"].value == kv // 2
+    assert fp8.facts["saved"].value == kv // 2 and "saved" not in bf16.facts
+    assert "K and V are e4m3, a byte an element: 128.0 MiB less to read than in bf16." in fp8.body

@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import stats, text
 from ..environment import HBM_BYTES_PER_US, hbm_key
 from ..results import Note, Run
-from ..workload import spec_of
+from ..workload import DTYPE_BYTES, spec_of
 from .facts import (Peers, call_gpu, constant, fused, host_op, host_share, label, measured, moved, note, on_gpu,
                     phase_total, ran, rankable, ratio, run_tensors, scaled, variant, working_set)
 
@@ -280,9 +280,14 @@ def memory_traffic(run: Run, peers: Peers) -> Note | None:
             over = " Above it: the {l2} L2 served part of its {set}."
         else:  # flushed, or far past the L2: HBM itself, read faster than a copy's even mix of reads and writes
             over = " Above it: a copy writes what it reads; this mostly reads."
+    fp8 = ""
+    if run.workload.quantised:  # K and V in e4m3, a byte an element: what the drawn dtype would have moved beside
+        drawn = run.workload.drawn
+        facts["saved"] = scaled(measured(run, "workload.kv_bytes", "bytes"), DTYPE_BYTES[drawn] - 1, "bytes")
+        fp8 = f" K and V are e4m3, a byte an element: {{saved}} less to read than in {drawn}."
     return note("memory_traffic", "guess", f"{_formula(run)} = {{moved}} in {{time}}: {{rate}}, {{share}}",
                 f"The least a {run.phase} moves, each tensor once ({mode}). " + ceiling
-                + warm + over,
+                + warm + over + fp8,
                 weight=min(0.5, 0.5 * facts["share"].value), facts=facts)
 
 
