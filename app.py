@@ -227,6 +227,7 @@ class Charts:
     present: bytes           # the presentation's one chart
     lanes: bytes | None      # one call of each on a timeline; None where a side has no trace
     timelines: tuple | None  # the two timelines the lanes draw
+    roofline: bytes | None = None  # A and B against the GPU's roofs; None where there is none (`roofline_line` says why)
 
 
 def charts(data: Kept) -> Charts:
@@ -240,12 +241,32 @@ def charts(data: Kept) -> Charts:
     chart = drawn("chart", lambda: figures.caption(figures.timing_figure(comparison, dark=None), measured, dark=None))
     present = drawn("present", lambda: figures.caption(figures.present_figure(comparison), measured, dark=None,
                                                        size=figures.PRESENT_PT))
+    roof = drawn("roofline", lambda: roofline_figure(comparison, measured))
     try:
         ta, tb = run_timeline(comparison.a), run_timeline(comparison.b)
     except ValueError:  # a side that did not run, or a trace pruned since
-        return Charts(chart, present, None, None)
+        return Charts(chart, present, None, None, roof)
     lanes = drawn("timeline", lambda: figures.caption(figures.timeline_figure(ta, tb, dark=None), measured, dark=None))
-    return Charts(chart, present, lanes, (ta, tb))
+    return Charts(chart, present, lanes, (ta, tb), roof)
+
+
+def roofline_figure(result, measured: str):
+    """The roofline of a comparison or a sweep, captioned with what was measured (None where it has none)."""
+    from profiling import figures, roofline
+
+    figure = figures.roofline_figure(result, dark=None)
+    return figures.caption(figure, f"{measured.rstrip('.')}. {roofline.caption(roofline.runs(result))}", dark=None) if figure \
+        else None
+
+
+def roofline_outputs(result, drawn: bytes | None, path: Path) -> list:
+    """The roofline's plot, the line that says why there is none, and its PNG download."""
+    from profiling import roofline
+
+    if drawn is not None:
+        path.write_bytes(drawn)
+    return [shown(drawn), "" if drawn is not None else (roofline.refusal(roofline.runs(result)) or ""),
+            gr.DownloadButton(value=path if drawn is not None else None, visible=drawn is not None)]
 
 
 def show(result_id, http: gr.Request) -> list:
@@ -282,7 +303,17 @@ def show(result_id, http: gr.Request) -> list:
                 gr.DownloadButton(value=files.get("timeline"), visible="timeline" in files),
                 *side_a.render(comparison, explanation, files), *side_b.render(comparison, explanation, files),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True),
-                full_page_line(link)]
+                full_page_line(link),
+                *roofline_outputs(comparison, drawn.roofline,
+                                  folder / f"roofline_{comparison.a.variant}_vs_{comparison.b.variant}.png")]
+
+
+def roofline_block(name: str) -> tuple:
+    """Under a tab's chart: the roofline and the line that says why there is none (the full page only: the present
+    view and the embed keep their own figures; its PNG download sits beside the chart's)."""
+    hidden = ["not-in-present", "not-in-embed"]
+    return (gr.Plot(show_label=False, format="png", visible=False, elem_id=name, elem_classes=hidden),
+            gr.Markdown(elem_id=f"{name}-line", elem_classes=hidden))
 
 
 def full_page_line(link: str) -> str:
@@ -311,7 +342,9 @@ def show_sweep(result_id, http: gr.Request) -> list:
                 shown(drawn("present sweep", lambda: figures.caption(figures.present_sweep_figure(result), measured,
                                                                      dark=None, size=figures.PRESENT_PT))),
                 gr.Dataframe(reports.sweep_table(result), visible=True),
-                gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True)]
+                gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True),
+                *roofline_outputs(result, drawn("roofline", lambda: roofline_figure(result, measured)),
+                                  folder / f"roofline_{result.a}_vs_{result.b}.png")]
 
 
 STALE = "⚠️ **Controls changed since this result** — Run to update."
@@ -485,6 +518,7 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                 chart = gr.Plot(label="time per call, A vs B", show_label=False, format="png", visible=False,
                                 elem_id="chart")
                 present_chart = gr.Plot(show_label=False, format="png", visible=False, elem_id="present-chart")
+                roofline, roofline_line = roofline_block("roofline")
             full_page = gr.Markdown(elem_id="full-page", elem_classes="only-in-embed")
             with gr.Accordion("One call on a timeline: CPU and GPU lanes", open=True,
                               elem_classes=["not-in-present", "not-in-embed"]):
@@ -507,6 +541,7 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                 with gr.Row():
                     json_file = gr.DownloadButton("comparison (JSON)", visible=False, size="sm", elem_id="json")
                     png_file = gr.DownloadButton("chart (PNG)", visible=False, size="sm", elem_id="png")
+                    roofline_file = gr.DownloadButton("roofline (PNG)", visible=False, size="sm", elem_id="roofline-png")
                 with gr.Accordion("Raw result (what the API returns)", open=False):
                     result = gr.JSON(label="comparison", elem_id="result")
 
@@ -532,6 +567,7 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                 sweep_chart = gr.Plot(show_label=False, format="png", visible=False, elem_id="sweep-chart")
                 sweep_present_chart = gr.Plot(show_label=False, format="png", visible=False,
                                               elem_id="sweep-present-chart")
+                sweep_roofline, sweep_roofline_line = roofline_block("sweep-roofline")
             with gr.Group(elem_classes=["not-in-present", "not-in-embed"]):
                 sweep_link = gr.Textbox(label="Link to this sweep", buttons=["copy"], interactive=False,
                                         elem_id="sweep-link")
@@ -542,6 +578,8 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                 with gr.Row():
                     sweep_json = gr.DownloadButton("sweep (JSON)", visible=False, size="sm", elem_id="sweep-json")
                     sweep_png = gr.DownloadButton("charts (PNG)", visible=False, size="sm", elem_id="sweep-png")
+                    sweep_roofline_file = gr.DownloadButton("roofline (PNG)", visible=False, size="sm",
+                                                            elem_id="sweep-roofline-png")
                 with gr.Accordion("Raw sweep (what the API returns)", open=False):
                     sweep_result = gr.JSON(label="sweep", elem_id="sweep-result")
 
@@ -560,9 +598,10 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
     live_started, replay_started, sweep_live_started, sweep_replay_started = (gr.State() for _ in range(4))
 
     views = [link, views_line, stale, measured_on, verdict, present, chart, present_chart, timeline_caption, timeline,
-             timeline_file, *side_a.outputs, *side_b.outputs, json_file, png_file, full_page]
+             timeline_file, *side_a.outputs, *side_b.outputs, json_file, png_file, full_page,
+             roofline, roofline_line, roofline_file]
     sweep_outputs = [sweep_link, sweep_views, sweep_verdict, sweep_present, sweep_chart, sweep_present_chart,
-                     sweep_table, sweep_json, sweep_png]
+                     sweep_table, sweep_json, sweep_png, sweep_roofline, sweep_roofline_line, sweep_roofline_file]
 
     # Events: every live measurement (a comparison or a sweep) shares one concurrency group of size 1, so runs
     # never overlap; replays have their own group, so they never wait behind a live run. The public endpoints

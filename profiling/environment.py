@@ -81,6 +81,8 @@ class Environment:
     max_sm_clock_mhz: int | None = None  # the SM clock's maximum (NVML / nvidia-smi)
     copy_bytes_per_s: float | None = None  # a large device-to-device copy's bytes read + written per second, measured
                                            # once per process (timing.copy_ceiling): what memory traffic is set against
+    matmul_flops_per_s: dict[str, float] | None = None  # a large matmul's FLOPs per second by dtype, measured once per
+                                                        # process: the roofline's compute roof (none measures it yet)
 
     @property
     def torch_release(self) -> tuple[int, int]:

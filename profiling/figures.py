@@ -725,3 +725,93 @@ class Drawn:
 
 
 DRAWN = Drawn(kept=96)  # PNGs of 15-50 KB: the charts of the last 32 answers shown, ~3 MB
+
+
+# -- the roofline: each run against the GPU's roofs ------------------------------------------------------------
+ROOF_COLOUR = "#6b7280"
+SIDE_COLOURS = {"A": DEVICE_TIME_COLOUR, "B": "#dd8452"}
+
+
+def roofline_figure(result: Comparison | Sweep, dark: bool | None = None) -> Figure | None:
+    """Each run at its arithmetic intensity and achieved TFLOP/s (`roofline.points`), log–log, under the GPU's roofs
+    (`roofline.roofs`: measured drawn full, the datasheet's thin, each named with its figure in the key): A and B a
+    point each, or a sweep's variants a path each over its axis with its first and last lengths written by them; warm
+    points filled, cold ones hollow. None where the runs have no roofline (`roofline.refusal` says why)."""
+    from . import roofline
+
+    sweep = isinstance(result, Sweep)
+    runs = roofline.runs(result)
+    if roofline.refusal(runs) is not None:
+        return None
+    env, workload = runs[0].environment, runs[0].workload
+    roofs = roofline.roofs_of(runs)
+    colours = theme(dark)
+    figure = Figure(figsize=(WIDTH_IN, 4.4), dpi=DPI, layout="constrained", facecolor=colours["bg"])
+    axes = figure.subplots()
+    handles, labels = [], []
+    if sweep:
+        paths = [(variant, VARIANT_COLOURS[i % len(VARIANT_COLOURS)], result.of(variant))
+                 for i, variant in enumerate(result.variants)]
+    else:
+        paths = [(f"{side} · {run.variant}", SIDE_COLOURS[side], [run]) for side, run in (("A", result.a),
+                                                                                       ("B", result.b))]
+    everything = []
+    for name, colour, of in paths:
+        ran = [(run, p) for run in of for p in roofline.points(run)]
+        everything += [p for _, p in ran]
+        for cold in (False, True):
+            these = [(run, p) for run, p in ran if p.cold is cold]
+            if not these:
+                continue
+            axes.plot([p.intensity for _, p in these], [p.tflops for _, p in these], marker="o",
+                      color=colour, markersize=6 if sweep else 9, linewidth=1.6,
+                      linestyle=("--" if cold else "-") if sweep else "none",
+                      markerfacecolor="none" if cold else colour, markeredgewidth=1.6, zorder=3)
+            if sweep and not cold:  # the path's ends: which length each is
+                ends = {id(r): (r, q, side) for r, q, side in ((*these[0], -1), (*these[-1], 1))}
+                for run, p, side in ends.values():
+                    labels.append(axes.annotate(_seq_label(result.value(run)) if result.axis == "seq_len" else
+                                                text.point(result.axis, result.value(run)), (p.intensity, p.tflops),
+                                                xytext=(6 * side, 0), textcoords="offset points", va="center",
+                                                ha="left" if side > 0 else "right", fontsize=SMALL_PT, color=colour))
+        handles.append(Line2D([], [], color=colour, marker="o", linewidth=1.6 if sweep else 0,
+                              label=name if ran else f"{name} ({of[0].status if of else 'no points'})"))
+    if any(p.cold for p in everything):
+        handles.append(Line2D([], [], color=colours["muted"], marker="o", markerfacecolor="none", linestyle="none",
+                              label="cold (L2 flushed); filled: warm"))
+
+    xs, ys = [p.intensity for p in everything], [p.tflops for p in everything]
+    ridge = roofs.compute.value / roofs.memory.value if roofs.memory and roofs.compute else None
+    low_x, high_x = min(xs + [ridge or xs[0]]) / 6, max(xs + [ridge or xs[0]]) * 6
+    grid = [low_x * (high_x / low_x) ** (i / 200) for i in range(201)]
+    for roof in (roofs.memory, roofs.compute, *roofs.beside):
+        if roof is None:
+            continue
+        main = roof in (roofs.memory, roofs.compute)
+        other = roofs.compute if roof is roofs.memory else roofs.memory
+        line = [(x, roof.value * (x if roof.kind == "memory" else 1) / 1e12) for x in grid]
+        if main and other is not None:  # the roofline: where this roof is the lower of the two
+            line = [(x, y) for x, y in line if y <= other.value * (x if other.kind == "memory" else 1) / 1e12 * 1.0001]
+        thick = main and roof.measured
+        axes.plot([x for x, _ in line], [y for _, y in line], color=colours["fg"] if thick else ROOF_COLOUR,
+                  linewidth=2.2 if thick else 1.0, linestyle="-" if main else ":", zorder=2)
+        handles.append(Line2D([], [], color=colours["fg"] if thick else ROOF_COLOUR, linewidth=2.2 if thick else 1.0,
+                              linestyle="-" if main else ":",
+                              label=f"{roof.kind}: {roof.label}"))
+    top = max(ys + [roofs.compute.value / 1e12 if roofs.compute else 0])
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlim(low_x, high_x)
+    axes.set_ylim(min(ys) / 4, top * 3)
+    axes.grid(True, which="major", color=colours["grid"], linewidth=0.8)
+    axes.set_xlabel("arithmetic intensity: FLOPs per byte the pass must move", fontsize=TEXT_PT)
+    axes.set_ylabel("TFLOP/s achieved", fontsize=TEXT_PT)
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+    axes.set_title(f"against the roofs · {env.device_name}, {workload.dtype}", fontsize=TITLE_PT, loc="left",
+                   color=colours["fg"])
+    style_axes(axes, colours)
+    _legend(axes, handles, colours, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    if labels:
+        _unclutter(labels, _laid_out(figure), remove=True)
+    return figure

@@ -14,7 +14,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 from test_explain_recorded import PAIRS, SWEEP_PAIRS
 
-from profiling import figures
+from profiling import figures, roofline
 
 # every 300th recorded pair (29 of 8,783: each workload family, forward, backward and step views, CPU-free), and
 # every pair of the default workload, where the page opens
@@ -103,3 +103,22 @@ def test_a_kernel_too_narrow_for_its_name_is_numbered_and_keyed():
         assert numbers <= keys, (pair_id(comparison), numbers, keys)
         numbered += len(numbers)
     assert numbered  # the sample has such segments: the check is not vacuous
+
+
+@pytest.mark.parametrize("comparison", SAMPLE[::3], ids=pair_id)
+def test_a_comparisons_roofline_never_overprints(comparison):
+    figure = figures.roofline_figure(comparison)
+    if figure is None:  # neither side ran: no roofline, and the reason
+        assert not comparison.a.ok and not comparison.b.ok and roofline.refusal([comparison.a, comparison.b])
+        return
+    figures.caption(figure, "Recorded on NVIDIA H200 (torch 2.11) · workload " + comparison.a.workload.words())
+    assert not overprints(figure)
+
+
+@pytest.mark.parametrize("sweep", SWEEP_PAIRS[::4], ids=lambda s: f"{s.a}-{s.b}-{s.workload.family(s.axis)}")
+def test_a_sweeps_roofline_never_overprints_and_names_its_lengths(sweep):
+    figure = figures.roofline_figure(sweep)
+    assert not overprints(figure)
+    written = {t.get_text() for t in figure.axes[0].texts}
+    assert written and written <= {figures._seq_label(v) for v in sweep.seq_lens} | \
+        {f"B={v:,}" for v in sweep.seq_lens}  # every label by a path is one of its lengths

@@ -20,6 +20,7 @@ import test_measurement_cpu
 import test_memory_estimate
 import test_sweep
 import test_recording
+import test_roofline
 import test_scores
 import test_sweep_notes
 import test_text
@@ -34,7 +35,7 @@ from profiling import scores
 from profiling import accuracy, budget, dispatch, environment, explain, gpu_paths, replay, stats, text, timing, trace
 from profiling.explain import blog_rules, curves, facts, guess_rules, ledger, mask_rules, verdict
 from profiling.results import Run
-from profiling.workload import Inputs, Workload
+from profiling.workload import PASS_FLOPS, Inputs, Workload
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +57,7 @@ def _flipped_decide(a, b, **kw):
 
 
 _REAL_DECIDE = stats.decide
+_REAL_MOVED = Workload.moved_bytes
 _REAL_RATIO = facts.ratio
 _REAL_FIGURE = verdict.figure
 _REAL_SHARE_BY_PHASE = trace.share_by_phase
@@ -245,6 +247,12 @@ FAULTS = [
     Fault("a slope stated over noise", lambda mp: (mp.setattr(curves, "MIN_R2", -1.0),
                                                   mp.setattr(curves, "_apart", lambda first, last: True)),
           _call(test_sweep.test_no_exponent_is_supported_over_noisy_points)),
+    Fault("roofline: the intensity over the dense FLOPs (every pair, the causal mask's skipped ones too)",
+          lambda mp: mp.setattr(Workload, "pass_flops", property(lambda w: w.dense_flops * PASS_FLOPS[w.passes])),
+          _call(test_roofline.test_the_blog_runs_point_is_its_flops_over_its_bytes_and_its_time_re_derived_by_hand)),
+    Fault("roofline: the bytes moved counted twice",
+          lambda mp: mp.setattr(Workload, "moved_bytes", lambda w, *a, **k: 2 * _REAL_MOVED(w, *a, **k)),
+          _call(test_roofline.test_the_blog_runs_point_is_its_flops_over_its_bytes_and_its_time_re_derived_by_hand)),
 ]
 
 

@@ -1,0 +1,77 @@
+"""The roofline: a run's point re-derived by hand from its workload and its timing, the roofs measured where the
+recording measured them and the datasheet's (named so) elsewhere, warm and cold points from their own timings, the
+L2 said only where a point shows it, and a CPU run's refusal in one line."""
+from __future__ import annotations
+
+import dataclasses
+
+from explain_helpers import RUNS, recorded, with_env
+
+from profiling import figures, roofline
+from profiling.environment import Environment
+from profiling.results import Comparison, Run
+from profiling.workload import Workload
+
+
+def test_the_blog_runs_point_is_its_flops_over_its_bytes_and_its_time_re_derived_by_hand():
+    run = recorded("sdpa_flash")  # B=8, H=16, S=1024, D=64, bf16, causal, a forward, warm
+    b, h, s, d = 8, 16, 1024, 64
+    flops = 4 * d * h * b * s * (s + 1) // 2           # two matmuls, 2 FLOPs a multiply-add, the causal pairs
+    tensor = b * h * s * d * 2                          # one of q, K, V, out in bf16
+    moved = 4 * tensor                                  # q, K, V read once, out written once
+    (point,) = roofline.points(run)
+    assert point.flops == flops and point.bytes == moved == 67_108_864 and not point.cold
+    assert point.ms == run.timing.median_ms
+    assert abs(point.intensity - flops / moved) < 1e-9
+    assert abs(point.tflops - flops / (run.timing.median_ms / 1e3) / 1e12) < 1e-9
+    assert abs(point.tflops - run.tflops) < 1e-9       # the TFLOP/s line of the report, the same figure
+
+
+def test_the_roofs_are_the_recordings_measured_copy_and_the_datasheets_peak_named_so():
+    run = recorded("sdpa_flash")
+    roofs = roofline.roofs_of([run])
+    assert roofs.memory.measured and roofs.memory.value == run.environment.copy_bytes_per_s
+    assert not roofs.compute.measured and roofs.compute.value == 989e12 and "datasheet" in roofs.compute.label
+    assert [(r.kind, r.value, r.measured) for r in roofs.beside] == [("memory", 4.8e12, False)]
+    bare = with_env(run, copy_bytes_per_s=None)  # no copy measured: the datasheet's HBM, said to be
+    assert roofline.roofs_of([bare]).memory == roofline.Roof("memory", 4.8e12, False, "HBM")
+    timed = with_env(run, matmul_flops_per_s={"bf16": 793e12})  # a measured matmul: the roof, the datasheet beside
+    roofs = roofline.roofs_of([timed])
+    assert roofs.compute.measured and roofs.compute.value == 793e12
+    assert ("compute", 989e12, False) in [(r.kind, r.value, r.measured) for r in roofs.beside]
+
+
+def test_the_matmul_rate_is_serialised_and_an_older_environment_loads_without_it():
+    env = dataclasses.replace(RUNS[0].environment, matmul_flops_per_s={"bf16": 793e12})
+    assert Environment.from_dict(env.to_dict()) == env
+    older = RUNS[0].environment.to_dict()
+    del older["matmul_flops_per_s"]
+    assert Environment.from_dict(older).matmul_flops_per_s is None
+
+
+def test_a_cold_run_has_a_warm_point_filled_and_a_cold_one_hollow_each_from_its_own_timing():
+    run = recorded("sdpa_flash", timing="cold")
+    warm, cold = roofline.points(run)
+    assert (warm.cold, warm.ms) == (False, run.warm_timing.median_ms)
+    assert (cold.cold, cold.ms) == (True, run.timing.median_ms)
+    backward = recorded("sdpa_flash", timing="cold", passes="bwd")  # its warm events are a whole step's: not drawn
+    assert [p.cold for p in roofline.points(backward)] == [True]
+
+
+def test_the_l2_is_named_only_where_a_warm_point_stands_above_the_memory_roof():
+    run = recorded("sdpa_flash")
+    assert "Above the memory roof" not in roofline.caption([run])
+    (point,) = roofline.points(run)
+    slow = with_env(run, copy_bytes_per_s=point.bytes_per_s / 2)  # a copy half as fast as the run moved its bytes
+    assert roofline.above_memory_roof(roofline.points(slow), roofline.roofs_of([slow])) == [point]
+    assert "Above the memory roof, warm (sdpa_flash)" in roofline.caption([slow]) and "L2" in roofline.caption([slow])
+
+
+def test_a_cpu_run_has_no_roofline_and_says_why_in_one_line():
+    run = recorded("sdpa_flash")
+    cpu = dataclasses.replace(run, environment=dataclasses.replace(run.environment, device="cpu"),
+                              workload=Workload.blog(device="cpu"))
+    reason = roofline.refusal([cpu, cpu])
+    assert reason.startswith("No roofline: a CPU run") and "\n" not in reason
+    assert figures.roofline_figure(Comparison(cpu, cpu)) is None
+    assert roofline.refusal([run]) is None and figures.roofline_figure(Comparison(run, run)) is not None
