@@ -32,6 +32,7 @@ class Point:
     bytes: int          # the least bytes the pass moves (Workload.moved_bytes, as the variant lays them out)
     ms: float           # the timing's median
     cold: bool          # timed with the L2 flushed before every call (else warm: back to back, or a graph's replays)
+    working_set: int = 0  # the distinct bytes the pass touches (Workload.working_set_bytes): what the L2 may hold
 
     @property
     def intensity(self) -> float:
@@ -52,8 +53,8 @@ def _point(run: Run, timing: Timing | None, cold: bool) -> Point | None:
     if timing is None or not timing.median_ms:
         return None
     w = run.workload
-    return Point(run.variant, w.pass_flops, w.moved_bytes(run.phase, packing(run), sparse(run)), timing.median_ms,
-                 cold)
+    laid = (run.phase, packing(run), sparse(run))
+    return Point(run.variant, w.pass_flops, w.moved_bytes(*laid), timing.median_ms, cold, w.working_set_bytes(*laid))
 
 
 def points(run: Run) -> list[Point]:
@@ -169,11 +170,16 @@ def caption(runs: Iterable[Run]) -> str:
     if any(p.cold for p in pts):
         said.append("Filled: warm (back to back); hollow: cold (the L2 flushed before every call).")
     above = above_memory_roof(pts, r)
-    warm, cold = ([p.variant for p in above if p.cold is c] for c in (False, True))
-    if warm:
-        said.append(f"Above the memory roof, warm ({', '.join(dict.fromkeys(warm))}): the loop found part of its "
-                    "bytes in the L2 from the call before; they did not all come from HBM.")
-    if cold:
-        said.append(f"Above the memory roof though cold ({', '.join(dict.fromkeys(cold))}): the pass moved its bytes "
-                    "faster than the memory roof's figure.")
+    l2 = runs[0].environment.l2_cache_bytes
+    resident = [p for p in above if not p.cold and l2 and p.working_set <= l2]
+    beyond = [p for p in above if p not in resident]
+    if resident:
+        said.append(f"Above the memory roof, warm ({', '.join(dict.fromkeys(p.variant for p in resident))}): its "
+                    f"working set fits the {text.size(l2)} L2, where the loop found part of its bytes from the call "
+                    "before; they did not all come from HBM.")
+    if beyond:
+        names = ", ".join(dict.fromkeys(f"{p.variant} ({'cold' if p.cold else 'warm'})" for p in beyond))
+        fits = f", with a working set beyond the {text.size(l2)} L2" if l2 else ""
+        said.append(f"Above the memory roof{fits} ({names}): the pass moved its least bytes faster than the memory "
+                    "roof's figure.")
     return " ".join(said)

@@ -7,7 +7,7 @@ import dataclasses
 
 from explain_helpers import RUNS, recorded, with_env
 
-from profiling import figures, roofline
+from profiling import figures, roofline, text
 from profiling.environment import Environment
 from profiling.results import Comparison, Run
 from profiling.workload import Workload
@@ -58,13 +58,28 @@ def test_a_cold_run_has_a_warm_point_filled_and_a_cold_one_hollow_each_from_its_
     assert [p.cold for p in roofline.points(backward)] == [True]
 
 
-def test_the_l2_is_named_only_where_a_warm_point_stands_above_the_memory_roof():
+def test_the_l2_is_named_only_where_a_warm_point_stands_above_the_memory_roof_and_its_working_set_fits_it():
     run = recorded("sdpa_flash")
     assert "Above the memory roof" not in roofline.caption([run])
     (point,) = roofline.points(run)
+    assert point.working_set == point.bytes == 67_108_864  # q, K, V, out: each touched once
     slow = with_env(run, copy_bytes_per_s=point.bytes_per_s / 2)  # a copy half as fast as the run moved its bytes
     assert roofline.above_memory_roof(roofline.points(slow), roofline.roofs_of([slow])) == [point]
-    assert "Above the memory roof, warm (sdpa_flash)" in roofline.caption([slow]) and "L2" in roofline.caption([slow])
+    assert run.environment.l2_cache_bytes < point.working_set  # 64 MiB of tensors, a 60 MiB L2: not resident
+    assert "fits" not in roofline.caption([slow]) and f"beyond the {text.size(60 * 2**20)} L2 (sdpa_flash (warm))" in \
+        roofline.caption([slow])
+    big_l2 = with_env(slow, l2_cache_bytes=2 * point.working_set)
+    assert f"Above the memory roof, warm (sdpa_flash): its working set fits the {text.size(2**27)} L2" in \
+        roofline.caption([big_l2])
+
+
+def test_a_recorded_decode_step_above_the_copy_is_not_called_l2_residency():
+    """A decode step over a 2 GiB KV cache read faster than the copy, warm and cold alike: HBM, not the L2."""
+    run = recorded("sdpa_cudnn", batch=64, heads=32, kv_heads=8, seq_len=8192, q_len=1, head_dim=128, timing="cold")
+    warm, cold = roofline.points(run)
+    assert min(warm.bytes_per_s, cold.bytes_per_s) > run.environment.copy_bytes_per_s  # the recording's figures
+    said = roofline.caption([run])
+    assert "beyond the" in said and "fits the" not in said
 
 
 def test_a_cpu_run_has_no_roofline_and_says_why_in_one_line():
