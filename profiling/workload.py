@@ -927,13 +927,17 @@ class Quantised:
     def of(cls, w: Workload, q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor") -> "Quantised":
         import time
 
-        from . import timing
+        import torch
+
+        def sync() -> None:  # the device's queue drained (here, not timing's: timing stands above the workload)
+            if w.device == "cuda":
+                torch.cuda.synchronize()
 
         drawn = {"q": q, "k": k, "v": v} if w.quantised == "qkv" else {"k": k, "v": v}
-        timing.sync(w.device)
+        sync()
         t0 = time.perf_counter()
         made = {name: quantise(t) for name, t in drawn.items()}
-        timing.sync(w.device)
+        sync()
         ms = (time.perf_counter() - t0) * 1000.0
         return cls(drawn, {n: m[0] for n, m in made.items()}, {n: m[1] for n, m in made.items()}, ms)
 
