@@ -201,7 +201,8 @@ def test_the_pages_sweep_renders_every_point_its_link_and_its_files(app_url):
     assert set(answer) == SWEEP_KEYS
     shown = queued(app_url, fn_index("show_sweep"), [sweep_id], session)
     assert shown["success"], shown
-    link, views_line, verdict, present, chart, present_chart, table, json_file, png_file = shown["output"]["data"]
+    (link, views_line, verdict, present, chart, present_chart, table, json_file, png_file,
+     roof, roof_line, roof_file) = shown["output"]["data"]
     query = dict(parse_qsl(urlsplit(link).query, keep_blank_values=True))
     asked = Request.build(RECORDING, "naive", "sdpa_flash", {}, "cpu", (2048, 16384)).to_query() | {"mode": "sweep"}
     assert query == asked  # the same sweep, on its tab; S stays the control's (the lengths are the sweep's own)
@@ -221,6 +222,9 @@ def test_the_pages_sweep_renders_every_point_its_link_and_its_files(app_url):
     downloaded = json.loads(httpx.get(json_file["value"]["url"], timeout=30).content)
     assert downloaded == answer  # the download is what an API client gets
     assert httpx.get(png_file["value"]["url"], timeout=30).content[:8] == b"\x89PNG\r\n\x1a\n"
+    # the roofline of a recorded GPU sweep: drawn, no line saying why not, its PNG downloadable
+    assert roof["visible"] and roof["value"]["plot"].startswith("data:image/png;base64,") and not roof_line
+    assert httpx.get(roof_file["value"]["url"], timeout=30).content[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 # -- links: a sweep, a view --------------------------------------------------------------------------------------
