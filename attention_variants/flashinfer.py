@@ -1,8 +1,10 @@
 """FlashInfer's decode kernel (PyPI `flashinfer-python`), as vLLM and SGLang call it: a `BatchDecodeWithPagedKVCache
 Wrapper` planned once per workload (its setup: the plan reads the page table on the host and may not be captured in a
-CUDA graph), then `run` per step. A contiguous [B, Hkv, S, D] cache is read in place in its "HND" layout, pages of 16 tokens (`contiguous_pages`); a paged pool [pages, P, Hkv, D] in its "NHD" layout through the page table. Its kernels are compiled by
-its JIT with the machine's `nvcc` on a configuration's first call (16 s on an H100) and kept in its cache folder
-(~/.cache/flashinfer) across processes. An optional dependency: without it the variant is listed as unavailable."""
+CUDA graph), then `run` per step. A contiguous [B, Hkv, S, D] cache is read in place in its "HND" layout as pages of
+16 tokens (`contiguous_pages`); a paged pool [pages, P, Hkv, D] in its "NHD" layout through the page table. Its
+kernels are compiled by its JIT with the machine's `nvcc` on a configuration's first plan (12.9 s on an H100) and kept
+in its cache folder (~/.cache/flashinfer) across processes. An optional dependency: without it the variant is listed
+as unavailable."""
 from __future__ import annotations
 
 import shutil
@@ -22,7 +24,7 @@ if TYPE_CHECKING:  # torch, imported where a variant runs: its file is read (key
 LIBRARY = Library("flashinfer-python", "flashinfer", "0.6.18.post1", "FlashInfer")
 WORKSPACE_BYTES = 128 * 2**20   # the float workspace its examples give a wrapper (split partials land in it)
 INT_WORKSPACE_BYTES = 8 * 2**20  # the wrapper's own int workspace (plan info, request indices)
-JIT_S = (16.0, 0.0)             # first plan+run of a decode configuration on an H100 (measured: 15.8 s)
+JIT_S = (16.0, 0.0)             # first plan+run of a decode configuration on H100s: 12.9 s here, 15.8 s in issue 54
 HEAD_DIMS = (64, 128, 256)
 PAGE = 16                       # a contiguous cache is read as pages of this many tokens (vLLM's default block)
 
@@ -47,7 +49,8 @@ def unavailable(w: Workload, env: Environment) -> str | None:
     if w.head_dim not in HEAD_DIMS:
         return f"FlashInfer's decode kernels take head dims {', '.join(map(str, HEAD_DIMS))} (it is {w.head_dim})"
     if w.seq_len % PAGE and not w.page_size:
-        return f"FlashInfer reads a contiguous cache as pages of {PAGE} tokens: S must be a multiple of {PAGE} ({w.seq_len})"
+        return (f"FlashInfer reads a contiguous cache as pages of {PAGE} tokens: S must be a multiple of {PAGE} "
+                f"({w.seq_len})")
     if w.rank == 3:
         return "FlashInfer reads q as [B, H, D] and the cache by kv head: a rank-3 [B·H, S, D] call has no kv heads"
     return None
@@ -55,9 +58,9 @@ def unavailable(w: Workload, env: Environment) -> str | None:
 
 def contiguous_pages(t: torch.Tensor) -> torch.Tensor:
     """[B, Hkv, S, D] as a pool of HND pages [pages, Hkv, PAGE, D], a strided view (no copy): page i starts PAGE·D
-    elements after page i-1, a head S·D after the one before, so page j of sequence b is page b·Hkv·S/PAGE + j. FlashInfer
-    splits a sequence's keys at its pages: one page of S tokens per sequence would leave it one block per (sequence, kv
-    head) and no split (0.35 against 0.10 ms on an H100 at B=8, S=8,192)."""
+    elements after page i-1, a head S·D after the one before, so page j of sequence b is page b·Hkv·S/PAGE + j.
+    FlashInfer splits a sequence's keys at its pages: one page of S tokens per sequence would leave it one block per
+    (sequence, kv head) and no split (0.35 against 0.10 ms on an H100 at B=8, S=8,192)."""
     b, h, s, d = t.shape
     pages = (b - 1) * h * (s // PAGE) + s // PAGE       # up to the last sequence's last page: within the storage
     return t.as_strided((pages, h, PAGE, d), (PAGE * d, s * d, d, 1))
@@ -124,10 +127,11 @@ FLASHINFER = Variant(
     split_kv=("batchdecodewithpagedkvcache", "mergestates"),
     words={"setup": "its plan",
            "setup_how": "`plan` laid out on the host, once per workload, which blocks read which pages of which "
-                        "sequence (and compiled its kernels the first time this configuration ran in the process); "
-                        "later calls reuse it. It may not run inside a CUDA graph.",
-           "split": "FlashInfer's plan (on the host, once) cuts each sequence's keys into chunks so that the (sequence, "
-                    "kv head, chunk) blocks fill the GPU, each writing an fp32 partial output and its log-sum-exp",
+                        "sequence (a configuration's first plan also compiles its kernels, or loads them from its "
+                        "cache folder); later calls reuse it. It may not run inside a CUDA graph.",
+           "split": "FlashInfer's plan (on the host, once) cuts each sequence's keys into chunks so that the "
+                    "(sequence, kv head, chunk) blocks fill the GPU, each writing an fp32 partial output and its "
+                    "log-sum-exp",
            "paged": "FlashInfer reads the table itself (indices and indptr, planned once) and loads each page where it "
                     "lies"},
     guess=GuessRow("a serving engine's decode kernel: splits the keys to fill the GPU, at the cache's read speed",
