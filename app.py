@@ -67,8 +67,6 @@ class Preset:
     cpu: tuple[str, str] | None = None
 
 
-
-
 def recorded_changes(w: Workload) -> dict:
     """A recorded workload as changes to the source's base (a live CPU keeps its own batch and dtype where the
     workload has the blog's): `Workload.changes`."""
@@ -84,7 +82,8 @@ PRESETS = {
     "rank-3 trap": Preset("sdpa_auto", "sdpa_flash", {"rank": 3}),
     "fp32": Preset("sdpa_efficient", "sdpa_flash", {"dtype": "fp32"}),
     "training step": Preset("sdpa_flash", "sdpa_cudnn", {"passes": "fwd+bwd"}, cpu=("naive", "sdpa_flash")),
-    "GQA": Preset("sdpa_efficient", "sdpa_cudnn", {"kv_heads": 2}, recorded=recorded_changes(NAMED["llama"]), cpu=("naive", "sdpa_math")),
+    "GQA": Preset("sdpa_efficient", "sdpa_cudnn", {"kv_heads": 2}, recorded=recorded_changes(NAMED["llama"]),
+                  cpu=("naive", "sdpa_math")),
     "sliding window": Preset("sdpa_auto", "flex", {"mask": "window", "window": 256}, cpu=("naive", "sdpa_auto")),
     "FA4 vs cuDNN": Preset("sdpa_cudnn", "fa4"),
     # decode: one to four new queries per sequence against a KV cache, live at a size a CPU manages, recorded at
@@ -227,7 +226,7 @@ class Charts:
     present: bytes           # the presentation's one chart
     lanes: bytes | None      # one call of each on a timeline; None where a side has no trace
     timelines: tuple | None  # the two timelines the lanes draw
-    roofline: bytes | None = None  # A and B against the GPU's roofs; None where there is none (`roofline_line` says why)
+    roofline: bytes | None = None  # A and B against the GPU's roofs; None where there is none (`roofline_outputs` says why)
 
 
 def charts(data: Kept) -> Charts:
@@ -255,8 +254,9 @@ def roofline_figure(result, measured: str):
     from profiling import figures, roofline
 
     figure = figures.roofline_figure(result, dark=None)
-    return figures.caption(figure, f"{measured.rstrip('.')}. {roofline.caption(roofline.runs(result))}", dark=None) if figure \
-        else None
+    if figure is None:
+        return None
+    return figures.caption(figure, f"{measured.rstrip('.')}. {roofline.caption(roofline.runs(result))}", dark=None)
 
 
 def roofline_outputs(result, drawn: bytes | None, path: Path) -> list:
