@@ -536,9 +536,13 @@ def match_guess(run: Run, g: Guess) -> tuple[dict[int, list[str]], list[Unpredic
         else:
             left[index] -= 1
             taken.setdefault(index, []).append(expected.what)
+    # on a CPU an op the guess names and found ran also lists its own self time (repeat_interleave's row beside the
+    # copy_ it launched, which the guess's line was matched to): that row is the guessed op, not an unpredicted one
+    found_ops = {e.op for e in g.kernels if e.op and e.what not in missing}
     unpredicted = [Unpredicted(k, k.calls_per_forward, whole=True) if i not in taken else
                    Unpredicted(k, left[i], whole=False)
-                   for i, k in enumerate(run.kernels) if i not in taken or round(left[i], 2) > 0]
+                   for i, k in enumerate(run.kernels) if (i not in taken or round(left[i], 2) > 0)
+                   and not (i not in taken and k.name in found_ops)]
     return taken, unpredicted, missing
 
 
