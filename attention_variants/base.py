@@ -77,6 +77,9 @@ class Variant:
                                                      # the others with `no_fp8`
     no_fp8: str = ""                                 # why it takes no fp8 inputs, in its file's words ("" : a general
                                                      # sentence naming its call)
+    context_parallel: Callable[[Workload], str | None] | None = None  # why context parallel cannot shard it, where
+                                                     # its own file knows (flex, SDPA's FA4 route); else
+                                                     # context_parallel.unsupported decides by its SDPA backend
     call: str = ""                                   # the call it makes, as a refusal names it ("varlen_attn"); an
                                                      # SDPA variant's is F.scaled_dot_product_attention
     no_split_kv_on: Mapping[str, str] = field(default_factory=dict)  # GPU (sm90) -> why its keys are never split

@@ -227,7 +227,9 @@ SDPA_FA4 = _SdpaFa4(
     forward=_sdpa_route,
     scratch_bytes=_fused_scratch,
     check=sdpa_unavailable,
-    sdpa_backend="FLASH_ATTENTION", fused=True, jit_s=JIT_S, top_left=_sdpa_top_left, no_fp8=NO_FP8,
+    sdpa_backend="FLASH_ATTENTION", fused=True, jit_s=JIT_S, top_left=_sdpa_top_left,
+    context_parallel=lambda w: ("FA4 through SDPA is untried under context parallel here: its ring handler would call "
+                                "the flash op that activate_flash_attention_impl replaces"), no_fp8=NO_FP8,
     guess=GuessRow("FlashAttention-4 in FlashAttention-2's place: one fused {one}",
         speed_rank=1, host_rank=2,
         on_cpu="a GPU route of SDPA: nothing to run on a CPU",

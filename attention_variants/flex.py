@@ -127,6 +127,17 @@ def _mask_of(x: Inputs):
     return _block_mask(*key, x.allowed if key[0] == "bool" else None)
 
 
+# PyTorch's own words where its context parallel refuses flex (torch/distributed/tensor/experimental/_context_parallel)
+FLEX_ALLTOALL = "FlexAttention CP doesn't support alltoall yet."
+
+
+def _context_parallel(w: Workload) -> str:
+    if w.cp_rotate == "alltoall":
+        return f"PyTorch: \"{FLEX_ALLTOALL}\" (FlexAttention's context parallel gathers K/V)"
+    return ("FlexAttention's context parallel is another path (a sharded BlockMask through _ContextParallel's "
+            "module wrapper, all-gather only) that this app does not run yet")
+
+
 def setup(x: Inputs) -> bool:
     """Build (or find built) the block mask before the first call: `create_block_mask` is paid once per mask.
     Returns whether it was found built."""
@@ -241,7 +252,7 @@ FLEX = Variant(
     check=_check,
     setup=setup,
     setup_bytes=_setup_bytes,
-    fused=True, sparse=True, compiled=True, packs="block", score_mods=elementwise,
+    fused=True, sparse=True, compiled=True, packs="block", score_mods=elementwise, context_parallel=_context_parallel,
     no_fp8="flex_attention is called here on 16- and 32-bit inputs only (no descales reach its score_mod)",
     words={"setup": "the block mask",
            "setup_how": "`create_block_mask` evaluated the mask at every query–key pair once and kept which tiles are "

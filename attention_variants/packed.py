@@ -249,6 +249,8 @@ SDPA_DOCMASK = Variant(
     scratch_bytes=_block_scratch,
     check=lambda w, env: (f"a block-diagonal mask: {r}" if (r := _documents_only(w)) else None),
     sdpa_backend="auto", fused=True, packs="block", packed_only=True, no_fp8=NO_FP8,
+    context_parallel=lambda w: ("its block-diagonal mask is an attn_mask, which context parallel's ring handlers "
+                                "refuse (PyTorch: \"attn_bias is not supported yet\")"),
     words={"packed": "SDPA given the mask chose its {backend} backend"},
     guess=GuessRow("one fused {one} over the T tokens, the mask built first",
         speed_rank=3, host_rank=3, kernels=(
@@ -278,6 +280,8 @@ SDPA_NESTED = Variant(
     scratch_bytes=_nested_scratch,
     check=_nested_check,
     sdpa_backend="auto", fused=True, packs="packed", packed_only=True, no_fp8=NO_FP8,
+    context_parallel=lambda w: ("nested jagged tensors have no fixed sequence dimension for context parallel to "
+                                "shard (it splits dim 2 of [B, H, S, D])"),
     words={"packed": "SDPA's nested path chose its {backend} backend",
            "host_path": "nested tensors' subclass dispatch"},
     guess=GuessRow("one fused {one} over the documents, no padding", speed_rank=2, host_rank=4,

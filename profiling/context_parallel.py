@@ -41,12 +41,11 @@ from .capture import profile_calls
 from .trace import GPU_CATEGORIES, call_ranges, category, load_trace, short_name
 from .workload import Inputs, Refusal, Workload
 
-# The variants whose SDPA op has a ring handler in PyTorch (`_sdpa_handler`'s call_maps: flash, efficient, cuDNN and
+# The SDPA backends whose op has a ring handler in PyTorch (`_sdpa_handler`'s call_maps: flash, efficient, cuDNN and
 # their backwards); auto runs whichever of them SDPA picks.
-RING_VARIANTS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_auto")
+RING_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "auto")
 # PyTorch's own words where it refuses (quoted from the source named above)
 NO_HANDLER = "CP only supports flash attention and memory efficient attention now."
-FLEX_ALLTOALL = "FlexAttention CP doesn't support alltoall yet."
 WARMUP_STEPS, TIMED_STEPS, PROFILED_STEPS = 3, 10, 3
 JOIN_TIMEOUT_S = 300     # per job
 GROUP_TIMEOUT_S = 600    # a collective's wait: rank 0's fp64 reference of a long training step runs meanwhile
@@ -54,20 +53,18 @@ GROUP_TIMEOUT_S = 600    # a collective's wait: rank 0's fp64 reference of a lon
 
 def unsupported(key: str, workload: Workload) -> str | None:
     """Why variant `key` cannot run `workload` over several GPUs here (None: it can), in PyTorch's words where it has
-    them. The workload's own limits (mask, q_len, rank, S) are the workload's (`Workload._check_context_parallel`)."""
-    if key in RING_VARIANTS:
+    them: what the variant's own file says (`Variant.context_parallel`), else by its SDPA backend. The workload's own
+    limits (mask, q_len, rank, S) are the workload's (`Workload._check_context_parallel`)."""
+    from attention_variants import VARIANTS
+
+    v = VARIANTS[key]
+    if v.context_parallel is not None:
+        return v.context_parallel(workload)
+    if v.sdpa_backend in RING_BACKENDS:
         return None
-    if key == "sdpa_math":
+    if v.sdpa_backend == "MATH":
         return (f"context parallel has ring handlers for SDPA's flash, memory-efficient and cuDNN ops, not math: "
                 f"PyTorch raises \"{NO_HANDLER}\"")
-    if key == "flex":
-        if workload.cp_rotate == "alltoall":
-            return f"PyTorch: \"{FLEX_ALLTOALL}\" (FlexAttention's context parallel gathers K/V)"
-        return ("FlexAttention's context parallel is another path (a sharded BlockMask through _ContextParallel's "
-                "module wrapper, all-gather only) that this app does not run yet")
-    if key == "sdpa_fa4":
-        return ("FA4 through SDPA is untried under context parallel here: its ring handler would call the flash op "
-                "that activate_flash_attention_impl replaces")
     return (f"context parallel patches torch.nn.functional.scaled_dot_product_attention: {key} does not call it, so "
             "nothing would be sharded")
 

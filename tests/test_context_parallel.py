@@ -11,6 +11,7 @@ import json
 import pytest
 import torch
 
+from attention_variants import flex
 from profiling import context_parallel as cp
 from profiling import session
 from profiling.explain.cp_rules import causal_imbalance, explain_cp, exposed_communication, rotation_memory
@@ -129,7 +130,7 @@ def test_what_context_parallel_cannot_take_is_refused_naming_the_field(changes, 
 def test_the_words_quoted_as_pytorch_s_are_in_the_running_torch_s_source():
     from torch.distributed.tensor.experimental._context_parallel import _attention
     source = inspect.getsource(_attention)
-    for quoted in (cp.NO_HANDLER, cp.FLEX_ALLTOALL, "attn_bias is not supported yet",
+    for quoted in (cp.NO_HANDLER, flex.FLEX_ALLTOALL, "attn_bias is not supported yet",
                    "is_causal requires the same query and context sequence lengths",
                    "Load balancing requires `is_causal=True`.", "seq_dim = 2"):
         assert quoted in source, quoted
@@ -140,7 +141,10 @@ def test_the_words_quoted_as_pytorch_s_are_in_the_running_torch_s_source():
 def test_variants_without_a_ring_handler_are_refused(key, says):
     reason = cp.unsupported(key, Workload.blog(gpus=2))
     assert reason is None if says is None else says in reason
-    assert cp.FLEX_ALLTOALL in cp.unsupported("flex", Workload.blog(gpus=2, cp_rotate="alltoall"))
+    assert flex.FLEX_ALLTOALL in cp.unsupported("flex", Workload.blog(gpus=2, cp_rotate="alltoall"))
+    assert "untried under context parallel" in cp.unsupported("sdpa_fa4", Workload.blog(gpus=2))
+    assert "attn_bias is not supported yet" in cp.unsupported("sdpa_docmask", Workload.blog(gpus=2))
+    assert "nested jagged" in cp.unsupported("sdpa_nested", Workload.blog(gpus=2))
 
 
 def test_a_variant_that_cannot_run_the_workload_on_one_device_is_refused_in_its_own_words(tmp_path):
