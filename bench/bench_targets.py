@@ -63,6 +63,24 @@ def bare_call(key: str, q, k, v, window: int | None):
     return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
+def parked_event_ms(timed, reps: int = 50, before=lambda: None, warmup: int = 5) -> float:
+    """Median of CUDA-event samples of `timed()`, each taken with the GPU parked first (the events time its work, not
+    the host's), after `before()` (untimed) and `warmup` samples thrown away."""
+    times = []
+    for i in range(reps + warmup):
+        before()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        torch.cuda._sleep(2_000_000)
+        start.record()
+        timed()
+        end.record()
+        torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
 def bare_ms(key: str, w: dict, backward: bool, window: int | None = None, reps: int = 50) -> float:
     """Median of CUDA-event samples, the forward (no_grad) or the backward alone (events around .backward())."""
     g = torch.Generator(device="cuda").manual_seed(1)
@@ -71,27 +89,17 @@ def bare_ms(key: str, w: dict, backward: bool, window: int | None = None, reps: 
                for _ in range(3))
     grad = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
     pin = sdpa_kernel(PINS[key]) if key in PINS else sdpa_kernel(list(PINS.values()))
-    times = []
     with pin, (torch.enable_grad() if backward else torch.no_grad()):
         call = bare_call(key, q, k, v, window)
-        for i in range(reps + 5):
-            if backward:
-                for t in (q, k, v):
-                    t.grad = None
-                out = call()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            torch.cuda._sleep(2_000_000)  # the GPU parked: the events time its work, not the host's
-            start.record()
-            if backward:
-                out.backward(grad)
-            else:
-                call()
-            end.record()
-            torch.cuda.synchronize()
-            if i >= 5:
-                times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        if not backward:
+            return parked_event_ms(call, reps)
+        held = {}
+
+        def forward():  # untimed: the graph the timed backward walks
+            for t in (q, k, v):
+                t.grad = None
+            held["out"] = call()
+        return parked_event_ms(lambda: held["out"].backward(grad), reps, before=forward)
 
 
 def app_ms(key: str, w: dict, backward: bool, window: int | None = None) -> tuple[float | None, str]:
@@ -188,19 +196,8 @@ def engine_bare_ms(key: str, w: dict, reps: int = 50) -> float:
     q = torch.randn(b, h, lq, d, generator=g, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(b, hkv, s, d, generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     call = engine_call(key, w, q, k, v)
-    times = []
     with torch.no_grad():
-        for i in range(reps + 5):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            torch.cuda._sleep(2_000_000)  # the GPU parked: the events time its work, not the host's
-            start.record()
-            call()
-            end.record()
-            torch.cuda.synchronize()
-            if i >= 5:
-                times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        return parked_event_ms(call, reps)
 
 
 ENGINE_CASES = (

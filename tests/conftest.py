@@ -234,3 +234,16 @@ def check_headline(answer: dict) -> str:
         if side in facts:
             assert text.ms(facts[side]["value"]) in title, title
     return title
+
+
+def assert_refused_by_link_and_command_line(field: str, spelled: str, *more: str, source: str = "h200-torch2.11"):
+    """`field` spelled as `spelled` is dropped from a link (its problem named first) and stops the command line."""
+    import argparse
+
+    from profiling.request import Request
+    request, problems = Request.from_query({field: spelled}, "cpu", source)
+    assert getattr(request.workload, field) is None and problems[0][0] == f"{field}={spelled}"
+    parser = argparse.ArgumentParser()
+    Request.add_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["naive", "flex", f"--{field.replace('_', '-')}", spelled, *more])

@@ -12,6 +12,7 @@ import sys
 import types
 
 import pytest
+from conftest import assert_refused_by_link_and_command_line
 import torch
 from explain_helpers import RUNS
 
@@ -271,12 +272,7 @@ def test_a_bad_fp8_request_is_refused_naming_the_field(fields, field, says):
 
 @pytest.mark.parametrize("spelled", ["FP8", "e4m3", "1"])
 def test_a_bad_kv_dtype_is_refused_from_a_link_and_the_command_line(spelled):
-    request, problems = Request.from_query({"kv_dtype": spelled}, "cpu", RECORDING)
-    assert request.workload.kv_dtype is None and problems[0][0] == f"kv_dtype={spelled}"
-    parser = argparse.ArgumentParser()
-    Request.add_arguments(parser)
-    with pytest.raises(SystemExit):
-        parser.parse_args(["naive", "flex", "--kv-dtype", spelled, "--q-len", "1"])
+    assert_refused_by_link_and_command_line("kv_dtype", spelled, "--q-len", "1")
 
 
 @pytest.mark.parametrize("fields", [{"dtype": "fp8"}, {"kv_dtype": "fp8", "q_len": 1}], ids=["qkv", "kv cache"])

@@ -4,9 +4,9 @@ gradients too; those that cannot apply it refuse it in one line; a bad value is 
 recording, which holds no softcapped run, says so rather than answer with another run."""
 from __future__ import annotations
 
-import argparse
 
 import pytest
+from conftest import assert_refused_by_link_and_command_line
 import torch
 
 from attention_variants import VARIANTS
@@ -140,12 +140,7 @@ def test_a_bad_softcap_is_refused_naming_the_field_from_the_api(value, says):
 
 @pytest.mark.parametrize("text", ["abc", "-1", "0", "nan", "inf", "1_0", "５０", "1e9"])
 def test_a_bad_softcap_is_refused_from_a_link_and_the_command_line(text):
-    request, problems = Request.from_query({"softcap": text}, "cpu", RECORDING)
-    assert request.workload.softcap is None and problems[0][0] == f"softcap={text}"
-    parser = argparse.ArgumentParser()
-    Request.add_arguments(parser)
-    with pytest.raises(SystemExit):
-        parser.parse_args(["naive", "flex", "--softcap", text])
+    assert_refused_by_link_and_command_line("softcap", text)
 
 
 def test_a_softcap_reads_back_from_every_door():
