@@ -11,6 +11,7 @@ import os
 import stat
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from . import scratch, startup, text
@@ -261,11 +262,19 @@ def cmd_record(args) -> int:
     for name in parts:
         if name not in PARTS:
             raise Refusal("--part", name, f"choose one or more of {', '.join(PARTS)}")
+    if args.start and len(parts) != 1:
+        raise Refusal("--start", str(args.start), "goes on within one part: name exactly one --part")
+    if args.start and not 0 <= args.start <= len(PARTS[parts[0]][0]):
+        n = len(PARTS[parts[0]][0])
+        raise Refusal("--start", str(args.start), f"the part {parts[0]} has workloads 0 to {n - 1} ({n}: its sweeps only)")
+    if args.until is not None and not args.until > 0:
+        raise Refusal("--until", str(args.until), "a number of seconds above 0")
     if not torch.cuda.is_available():  # before anything is created
         raise Refusal("device", "cpu", "record measures on the GPU: it needs a CUDA GPU, and none is visible")
     out = _writable_folder("--out", args.out)
+    deadline = time.monotonic() + args.until if args.until else None
     for name in parts:
-        record_part(out, name)
+        record_part(out, name, start=args.start, deadline=deadline)
     return 0
 
 
@@ -317,6 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="the recording's folder (profiling/recorded/<gpu>-torch<version>)")
     p.add_argument("--part", nargs="+", metavar="PART",
                    help=f"the parts to record (default: all): {', '.join(PARTS)}")
+    p.add_argument("--start", type=int, default=0, metavar="N",
+                   help="begin the (one) part at its workload N, keeping the runs it held of those before (default 0; the number of "
+                        "its workloads: its sweeps only)")
+    p.add_argument("--until", type=float, metavar="SECONDS",
+                   help="begin no workload after this many seconds that would not fit in them (what the last took): "
+                        "the part stops between two workloads and says the --start that goes on")
     p.set_defaults(func=cmd_record)
     return parser
 

@@ -50,9 +50,14 @@ def backward_view(run: Run) -> Run:
     return dataclasses.replace(run, workload=w, timing=run.backward_timing)
 
 
-def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=print, kept: list[Run] = ()) -> list[Run]:
+def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=print, kept: list[Run] = (),
+           deadline: float | None = None) -> list[Run]:
     """Measure every variant on every workload, each workload one session (the variants' timings interleaved, the
-    compiled ones prepared last); keep each run and its gzipped Chrome trace, after the runs `kept`."""
+    compiled ones prepared last); keep each run and its gzipped Chrome trace beside the runs `kept`, each workload's
+    runs in place of any `kept` held of it. With a `deadline` (time.monotonic()), a workload is begun only while
+    the one before it would still fit: the rest keep their runs, and `record.stopped` names the first not begun."""
+    import time
+
     from attention_variants import VARIANTS
     from .session import measure
 
@@ -60,17 +65,28 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
     (out_dir / "traces").mkdir(parents=True, exist_ok=True)
     runs = list(kept)
     keys = list(variants or VARIANTS)
-    for workload in workloads:
+    record.stopped = None
+    last_s = 0.0
+    for i, workload in enumerate(workloads):
+        if deadline is not None and time.monotonic() + 1.2 * last_s > deadline:
+            record.stopped = i
+            progress(f"stopped before {workload.words()} ({i} of {len(workloads)} done): the time left is less "
+                     f"than the last workload took ({last_s:.0f} s)")
+            break
+        t0 = time.monotonic()
+        new = []
         for run in measure(workload, keys, trace_dir=out_dir / "raw"):
             if run.trace_path:
                 target = out_dir / "traces" / (Path(run.trace_path).name + ".gz")
                 with open(run.trace_path, "rb") as src, gzip.open(target, "wb") as dst:
                     shutil.copyfileobj(src, dst)
                 run.trace_path = str(target.relative_to(out_dir))
-            runs += [run, backward_view(run)] if workload.passes == "fwd+bwd" else [run]
+            new += [run, backward_view(run)] if workload.passes == "fwd+bwd" else [run]
             gpu = text.ms(run.gpu_ms) if run.gpu_ms else run.status
             progress(f"{workload.words():60s} {run.variant:15s} {gpu}")
+        runs = [r for r in runs if _step_of(r.workload) != _step_of(workload)] + new
         write_stored(out_dir / RUNS_FILE, runs)  # after each workload: a recording cut short keeps what it measured
+        last_s = time.monotonic() - t0
     shutil.rmtree(out_dir / "raw", ignore_errors=True)
     write_stored(out_dir / RUNS_FILE, runs)
     return runs
@@ -114,10 +130,12 @@ DECODE_FAMILIES = (
 )
 
 
-def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print, kept: list[Sweep] = ()) -> list[Sweep]:
+def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print, kept: list[Sweep] = (),
+                  deadline: float | None = None) -> list[Sweep]:
     """Each family over its axis' values, every variant stopping at its first point that does not fit; written to
-    out_dir/sweeps.json.gz after each family, after the sweeps `kept` (no traces: a sweep keeps numbers and kernel
-    names)."""
+    out_dir/sweeps.json.gz after each family, each in place of a sweep `kept` held of the same family (no traces: a
+    sweep keeps numbers and kernel names). With a `deadline` (time.monotonic()), a family is begun only while the
+    one before it would still fit; the rest keep what was held, and `record_sweeps.stopped` counts those begun."""
     import time
 
     from attention_variants import VARIANTS
@@ -126,7 +144,13 @@ def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print, kept: lis
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sweeps = list(kept)
-    for base, keys, lengths, axis in families:
+    record_sweeps.stopped = None
+    last_s = 0.0
+    for i, (base, keys, lengths, axis) in enumerate(families):
+        if deadline is not None and time.monotonic() + 1.2 * last_s > deadline:
+            record_sweeps.stopped = i
+            progress(f"stopped before the sweep {base.family(axis)}: the time left is less than the last took")
+            break
         t0 = time.perf_counter()
         result = sweep_all(base, keys or list(VARIANTS), lengths, axis=axis,
                            progress=lambda f, m: progress(f"{time.perf_counter() - t0:6.1f} s  {m}")
@@ -135,8 +159,10 @@ def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print, kept: lis
         for run in result.runs:
             progress(f"  {text.point(axis, result.value(run)):9s} {run.variant:15s} {run.status:13s} "
                      + (text.ms(run.gpu_ms) if run.gpu_ms else (run.reason or "")[:60]))
-        sweeps.append(result)
+        own = (base.problem(free=(axis,)), axis)
+        sweeps = [s for s in sweeps if (s.workload.problem(free=(s.axis,)), s.axis) != own] + [result]
         write_stored(out_dir / SWEEPS_FILE, sweeps)
+        last_s = time.perf_counter() - t0
     return sweeps
 
 
@@ -178,32 +204,42 @@ def _step_of(workload: Workload) -> tuple:
     return (workload.replace(passes="fwd+bwd") if workload.passes == "bwd" else workload).problem()
 
 
-def record_part(out_dir, name: str, progress=print, variants=None) -> tuple[list[Run], list[Sweep]]:
+def record_part(out_dir, name: str, progress=print, variants=None, start: int = 0,
+                deadline: float | None = None) -> tuple[list[Run], list[Sweep]]:
     """Record the part `name` of PARTS into the recording in `out_dir`, in place of any runs and sweeps it held of
     the same workloads, beside all the rest: its runs (every variant unless `variants` or PART_VARIANTS name some,
-    traces kept), then its sweeps."""
+    traces kept) from its workload `start` on, then its sweeps. With a `deadline` (time.monotonic()) a part that
+    runs out of time stops between two workloads, keeps what it held of the rest, records no sweep, and says the
+    --start that goes on from there (a lent GPU's call is 10 minutes)."""
     import time
 
     if name not in PARTS:
         raise ValueError(f"part={name!r} is not a part of the recording: choose one of {', '.join(PARTS)}")
     workloads, families = PARTS[name]
+    if not 0 <= start <= len(workloads):
+        raise ValueError(f"start={start} is outside the part {name!r}: its workloads are 0 to {len(workloads)}")
     variants = variants or PART_VARIANTS.get(name)
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
-    held = read_stored(out_dir / RUNS_FILE)
-    replaced = {_step_of(w) for w in workloads}
-    kept = [r for r in map(Run.from_dict, held) if _step_of(r.workload) not in replaced]
-    runs = record(out_dir, workloads, variants, progress=progress, kept=kept) if workloads else kept
+    held = [Run.from_dict(r) for r in read_stored(out_dir / RUNS_FILE)]
+    todo = workloads[start:]
+    runs = record(out_dir, todo, variants, progress=progress, kept=held, deadline=deadline) if todo else held
+    stopped = record.stopped if todo else None
     held_traces = {Path(r.trace_path).name for r in runs if r.trace_path}
     for trace in (out_dir / "traces").glob("*.gz") if (out_dir / "traces").is_dir() else ():
         if trace.name not in held_traces:  # a replaced run's trace
             trace.unlink()
-    swept = read_stored(out_dir / SWEEPS_FILE)
-    own = {(base.problem(free=(axis,)), axis) for base, _, _, axis in families}
-    kept_sweeps = [s for s in map(Sweep.from_dict, swept) if (s.workload.problem(free=(s.axis,)), s.axis) not in own]
+    held_sweeps = [Sweep.from_dict(s) for s in read_stored(out_dir / SWEEPS_FILE)]
+    if stopped is not None:
+        progress(f"part {name}: stopped at its deadline; go on with --part {name} --start {start + stopped}")
+        return runs, held_sweeps
     if variants:
         families = tuple((base, [k for k in (keys or variants) if k in variants], values, axis)
                          for base, keys, values, axis in families)
-    sweeps = record_sweeps(out_dir, families, progress=progress, kept=kept_sweeps) if families else kept_sweeps
+    sweeps = record_sweeps(out_dir, families, progress=progress, kept=held_sweeps, deadline=deadline) \
+        if families else held_sweeps
+    if families and record_sweeps.stopped is not None:
+        progress(f"part {name}: stopped at its deadline before {len(families) - record_sweeps.stopped} of its "
+                 f"sweeps; go on with --part {name} --start {len(workloads)}")
     progress(f"part {name}: {len(runs)} runs, {len(sweeps)} sweeps in the recording, {time.perf_counter() - t0:.0f} s")
     return runs, sweeps

@@ -172,6 +172,9 @@ BAD = [
     (["record", "--out", "{tmp}/recording"], "record measures on the GPU: it needs a CUDA GPU"),
     (["record", "--out", "{tmp}/recording", "--part", "decode"], "record measures on the GPU: it needs a CUDA GPU"),
     (["record", "--out", "{tmp}/recording", "--part", "sweep"], "--part='sweep' is not allowed: choose one or more of"),
+    (["record", "--out", "{tmp}/recording", "--part", "decode", "--start", "99"], "--start='99' is not allowed: the part decode has workloads 0 to"),
+    (["record", "--out", "{tmp}/recording", "--part", "decode", "matrix", "--start", "1"], "--start='1' is not allowed: goes on within one part"),
+    (["record", "--out", "{tmp}/recording", "--until", "-5"], "--until='-5.0' is not allowed: a number of seconds above 0"),
     (["sweep", "naive", "sdpa_math", "--axis", "batch", "--seq", "128,256"], "a sweep over the batch takes one S"),
     (["sweep", "naive", "sdpa_math", "--batches", "1,2"], "batches are the points of a sweep with --axis batch"),
 ]

@@ -1,6 +1,7 @@
 """What a recording holds, looked up by nearness, against the real H200 recording; and what `record` and
 `record_sweeps` write, read back as written (a tiny CPU recording made here)."""
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -336,3 +337,32 @@ def test_the_readme_names_the_recorded_sweeps_and_their_ranges():
     assert set(re.findall(r"to S=(\d[\d,]*\d)", said)) == {text.count(s.seq_lens[-1]) for s in sweeps
                                                       if s.axis != "batch" and not s.workload.q_len
                                                       and not s.workload.window}
+
+
+def test_a_part_stopped_at_its_deadline_keeps_what_it_held_and_goes_on_from_where_it_stopped(tmp_path, monkeypatch):
+    """A lent GPU's call is 10 minutes: a part given a deadline stops between two workloads, the workloads it did
+    not reach keep the runs the recording held of them (none is lost), no sweep is recorded, and --start goes on."""
+    import time
+
+    first, second = TINY, TINY.replace(seq_len=96)
+    monkeypatch.setitem(recording.PARTS, "decode", ((first, second), ((first, ("naive",), [64, 128], "seq_len"),)))
+    out = tmp_path / "rec"
+    quiet = lambda m: None  # noqa: E731
+    recording.record_part(out, "decode", progress=quiet, variants=["naive"])
+    before = {(r["workload"]["seq_len"], json.dumps(r["timing"])) for r in read_stored(out / RUNS_FILE)}
+    said = []
+    clock = iter([0.0, 0.0, 50.0, 1000.0])  # the first workload begins, ends 50 s later; the second would not fit
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock, 1000.0))
+    recording.record_part(out, "decode", progress=said.append, variants=["naive"], deadline=100.0)
+    monkeypatch.undo()
+    runs = read_stored(out / RUNS_FILE)
+    assert sorted(r["workload"]["seq_len"] for r in runs) == [64, 96]
+    kept = {(r["workload"]["seq_len"], json.dumps(r["timing"])) for r in runs if r["workload"]["seq_len"] == 96}
+    assert kept <= before  # the second workload's runs are the ones held before, untouched
+    assert any("go on with --part decode --start 1" in m for m in said)
+    assert len(read_stored(out / SWEEPS_FILE)) == 1  # the first recording's sweep, not recorded again
+    monkeypatch.setitem(recording.PARTS, "decode", ((first, second), ((first, ("naive",), [64, 128], "seq_len"),)))
+    recording.record_part(out, "decode", progress=said.append, variants=["naive"], start=1)
+    runs = read_stored(out / RUNS_FILE)
+    assert sorted(r["workload"]["seq_len"] for r in runs) == [64, 96]
+    assert not {(r["workload"]["seq_len"], json.dumps(r["timing"])) for r in runs if r["workload"]["seq_len"] == 96} & before

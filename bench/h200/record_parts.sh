@@ -1,22 +1,24 @@
-# On the lent H200: record the named parts of the recording (python -m profiling record --part ...) into a copy of
+# On the lent GPU: record the named parts of the recording (python -m profiling record --part ...) into a copy of
 # profiling/recorded/h200-torch2.11, each in place, and bring the folder back as $OUT/rec.tar.gz (untar it over the
-# recording here). A part is skipped when less than its time is left of the call's 10 minutes (BUDGET s, 560 unless
-# set: less when the call ran something first).
-#   bash bench/h200/record_parts.sh decode cold
-# The serving engines (fa3, cudnn_fe, flashinfer) are recorded with the rest where .whl/engines.tar.xz travels
-# (bench/h200/engines_setup.sh); FlashAttention-4 where fa4_parts.sh installed it first. A part is one session:
-# record it with every library it names installed, or its absent variants are kept as refused.
+# recording here). The parts share the call's 10 minutes (BUDGET s, 560 unless set: less when the call ran something
+# first): each is told its deadline (--until) and stops between two workloads when the next would not fit, saying
+# the --start that goes on; PART@N begins the part at its workload N (a later call going on).
+#   bash bench/h200/record_parts.sh decode cold matrix@9
+# FlashAttention-4 and the serving engines (fa3, cudnn_fe, flashinfer) are recorded with the rest where
+# site_parts.sh installed them first (or .whl/engines.tar.xz travels: bench/h200/engines_setup.sh). A part is one
+# session: record it with every library it names installed, or its absent variants are kept as refused.
 export PYTHONUNBUFFERED=1
 [ -f .whl/engines.tar.xz ] && . bench/h200/engines_setup.sh .whl
 set -o pipefail
 rec=/tmp/rec
 [ -d $rec ] || cp -r profiling/recorded/h200-torch2.11 $rec
-declare -A need=([matrix]=200 [cold]=200 [graph]=200 [sweeps]=220 [decode]=220 [decode_timing]=120 [packed]=90 [packed_unequal]=60 [packed_timing]=150 [unequal_timing]=40)
-for part in "$@"; do
+for arg in "$@"; do
+  part=${arg%@*}; start=0; [ "$arg" != "$part" ] && start=${arg#*@}
   left=$((${BUDGET:-560} - SECONDS))
-  if [ "$left" -lt "${need[$part]:-200}" ]; then echo "skipped $part: ${left} s left"; continue; fi
-  timeout $((left - 20)) python3 -m profiling record --out $rec --part "$part" > "$OUT/record_$part.log" 2>&1
-  echo "$part: rc=$? after $SECONDS s"; grep -E "^part |Traceback|Error" "$OUT/record_$part.log" | head -5
+  if [ "$left" -lt 60 ]; then echo "skipped $arg: ${left} s left"; continue; fi
+  timeout $((left - 5)) python3 -m profiling record --out $rec --part "$part" --start "$start" --until $((left - 45)) \
+    > "$OUT/record_$part.log" 2>&1
+  echo "$arg: rc=$? after $SECONDS s"; grep -E "^part |stopped|Traceback|Error" "$OUT/record_$part.log" | head -5
 done
-(cd $rec && tar czf "$OUT/rec.tar.gz" runs.json.gz sweeps.json.gz traces)
+(cd $rec && tar czf "$OUT/rec.tar.gz" $(ls runs.json.gz sweeps.json.gz counters.json.gz 2>/dev/null) traces)
 ls -la "$OUT"
