@@ -426,7 +426,7 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
         if workload.device == "cuda" and env.copy_bytes_per_s is None:  # measured once per process, under the lock
             with spent("copy ceiling"):
                 env = dataclasses.replace(env, copy_bytes_per_s=timing.copy_ceiling())
-        subjects = [_Subject(v, Run(variant=v.key, workload=v.effective(workload), environment=env, session=session,
+        subjects = [_Subject(v, Run(variant=v.key, workload=v.runs_on(workload), environment=env, session=session,
                                     estimated_extra_bytes=None if reasons.get(v.key) else call_bytes(v, workload, env)))
                     for v in variants]  # one that cannot run is not priced (its memory model may not hold for it)
         n = len(subjects)

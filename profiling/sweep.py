@@ -38,7 +38,7 @@ def fitting(variants: list[Variant], workload: Workload, env: Environment, free:
         if refusal is None:
             fit.append(v)
             continue
-        runs = v.effective(workload)  # a twin's run is of its quantised workload
+        runs = v.runs_on(workload)  # a twin's run is of its quantised workload
         scratch = v.scratch_bytes(runs, env)
         refused.append(Run(v.key, runs, env, status=DOES_NOT_FIT, reason=refusal.limit,
                            estimated_extra_bytes=call_bytes(v, workload, env), needed_bytes=refusal.needed,
