@@ -16,7 +16,10 @@ from .base import Variant
 from .guesses import Expected, Guess, guess_for
 
 FAMILIES = (naive, sdpa, flex, fa4, fa3, cudnn_frontend, flashinfer, packed)  # the table's order: the page's menus, the command line's list
-VARIANTS: dict[str, Variant] = {v.key: v for family in FAMILIES for v in family.VARIANTS}
+# Each variant that takes fp8 inputs is followed by its fp8 twins (`Variant.twins`: the same call on a 16-bit
+# workload with its quantisation applied), so one comparison sets a kernel in fp8 beside itself in 16 bits.
+VARIANTS: dict[str, Variant] = {v.key: v for family in FAMILIES for base in family.VARIANTS
+                                for v in (base, *base.twins())}
 KEYS = tuple(VARIANTS)
 assert all(v.guess for v in VARIANTS.values()), "each variant carries the guess a reader would make (Variant.guess)"
 

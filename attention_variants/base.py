@@ -7,12 +7,13 @@ registry in `__init__` collects them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, ContextManager, Mapping, TYPE_CHECKING
 
 from profiling import scores
 from profiling.environment import Environment
-from profiling.workload import QUANTISED, Inputs, Workload
+from profiling.workload import QUANTISED, QUANTISING, Inputs, Refusal, Workload
 
 from .guesses import GuessRow
 
@@ -37,6 +38,10 @@ WORD_TOPICS = {
     "split": "how its decode kernel splits the keys and merges the parts, where `split_kv` names its kernels (a "
              "clause the note ends with what the merge takes)",
 }
+
+
+# How a twin's label names its quantisation (`Variant.twins`), after its base's label.
+TWIN_WORDS = {"qkv": "fp8 e4m3", "kv": "fp8 KV cache"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,38 @@ class Variant:
     split_kv: tuple[str, str] | None = None          # pieces of (its decode kernel's, its merge kernel's) names, lower
                                                      # case: a decode step that launches the merge split the keys
     guess: GuessRow | None = None                    # what reading its code suggests (guesses.guess_for reads it)
+    twin_of: Variant | None = None                   # an fp8 twin (`twins`): the variant it runs, on the 16-bit
+    quantises: str | None = None                     # workload it is given with `quantises` (QUANTISED) in fp8
+
+    def twins(self) -> tuple["Variant", ...]:
+        """Its fp8 twins, one for each quantisation it takes (`fp8`), made by one rule: the same variant, given a
+        16-bit workload, run on that workload with the quantisation applied (`effective`), so one comparison sets
+        it in fp8 beside itself (or any variant) in 16 bits on the same drawn values."""
+        return tuple(dataclasses.replace(self, key=f"{self.key}_fp8", label=f"{self.label}, {TWIN_WORDS[what]}",
+                                         fp8=(), twin_of=self, quantises=what) for what in self.fp8)
+
+    def effective(self, workload: Workload) -> Workload:
+        """The workload it runs when given `workload`: a twin's with its quantisation applied (`Workload.quantise`),
+        any other variant's unchanged. Idempotent: a twin's run's own workload is its effective one already."""
+        return workload.quantise(self.quantises) if self.quantises else workload
+
+    def runs_on(self, workload: Workload) -> Workload:
+        """`effective`, as an estimate reads it (the budget, the guess): the given workload where the twin's
+        quantisation refuses it (`supports` says so, and it is never run)."""
+        try:
+            return self.effective(workload)
+        except Refusal:
+            return workload
+
+    @property
+    def help(self) -> str:
+        """What a menu's tooltip says of it: for a twin, what it is; "" for the others."""
+        if not self.quantises:
+            return ""
+        name, value = QUANTISING[self.quantises]
+        return (f"{self.twin_of.label} given {QUANTISED[self.quantises]}: the 16-bit workload's values quantised "
+                f"per tensor ({name}={value}), so it can stand beside {self.twin_of.key} or any 16-bit variant on "
+                "the same drawn values")
 
     def packing(self, workload: Workload) -> str:
         """How this variant lays out `workload`'s sequences (PACKINGS)."""
@@ -125,6 +162,8 @@ class Variant:
     def supports(self, workload: Workload, env: Environment) -> str | None:
         """None when this variant can run here, else the reason it cannot: on a CPU where it is GPU-only, fp8 inputs it
         does not take (`fp8`), a score transform it does not apply (`score_mods`), then its own check."""
+        if self.quantises:
+            return self._twin_refusal(workload, env)
         if self.gpu_only and workload.device != "cuda":
             return f"{self.label} runs on NVIDIA GPUs only"
         quantised = workload.quantised
@@ -142,6 +181,26 @@ class Variant:
                 return (f"{self.calls} has no {mod.field} ({mod.said} before the mask): leave {mod.field} empty, or "
                         f"choose a variant that applies it ({takers})")
         return self.check(workload, env)
+
+    def _twin_refusal(self, workload: Workload, env: Environment) -> str | None:
+        """A twin's `supports`: it quantises a 16-bit workload itself, so one quantised already, or one its
+        quantisation cannot apply to, is refused naming the field; else its base's reason on the effective
+        workload."""
+        base, (name, value) = self.twin_of, QUANTISING[self.quantises]
+        if workload.quantised:
+            field_, said = QUANTISING[workload.quantised]
+            return (f"{self.key} quantises a 16-bit workload itself ({name}={value} on its side only), and "
+                    f"{field_}={said} here quantises it already: choose {base.key} on this fp8 workload, or "
+                    f"leave {field_} empty" + (" (dtype bf16)" if field_ == "dtype" else ""))
+        try:
+            effective = self.effective(workload)
+        except Refusal as error:  # the field's own reason, less its advice to leave the field empty: the twin sets it
+            limit = error.limit.split(f", or leave {name} empty")[0].rstrip(". ")
+            return f"{self.key} runs {base.key} with {name}={value} on its side, which this workload cannot take: {limit}"
+        if effective.unquantised != workload:  # its fp8 values would not be this workload's drawn values
+            return (f"{self.key} quantises the values a {effective.drawn} workload draws, not those of dtype="
+                    f"{workload.dtype} beside it: choose dtype {effective.drawn}")
+        return base.supports(effective, env)
 
     def applies(self, mod: scores.ScoreMod) -> bool:
         """Whether it applies the score transform `mod` (`score_mods`)."""

@@ -77,6 +77,7 @@ def guess_for(key: str, workload: Workload) -> Guess:
     from . import VARIANTS
 
     variant = VARIANTS[key]
+    workload = variant.runs_on(workload)  # a twin's guess is of the workload it runs (its precision fp8)
     row, scores = variant.guess, not variant.fused  # the S×S scores go through memory unless it is fused
     cpu = workload.device == "cpu"
     padding = workload.lengths is not None and not workload.causal  # a padded batch's key-padding mask

@@ -5,6 +5,7 @@ rows, the gradients on every row (dk and dv need them all).
 """
 from __future__ import annotations
 
+import copy
 from typing import Callable
 
 import torch
@@ -130,15 +131,12 @@ class Reference:
         packed = w.lengths is not None
         self.rows = None if packed else checked_rows(w.queries, w.seq_len)
         exact = x.exact()
-
-        def outputs(inputs: Inputs, dtype: torch.dtype) -> torch.Tensor:
-            return _packed_attention(inputs, dtype, check) if packed else attention(inputs, dtype, self.rows, check)
         drawn = exact.q.dtype
-        self.out = outputs(exact, torch.float64)
-        self.naive_error = (outputs(exact, drawn).double() - self.out).abs().max().item()
+        self.out = self._outputs(exact, torch.float64, check)
+        self.naive_error = (self._outputs(exact, drawn, check).double() - self.out).abs().max().item()
         self.quantisation_error = None
         if x.quantised is not None:
-            self.quantisation_error = (outputs(x.dequantised(), torch.float64) - self.out).abs().max().item()
+            self.quantisation_error = self._quantisation_error(x, check)
         self.grads = self.naive_grads = None
         if w.training:
             grads = (lambda dtype: _packed_gradients(exact, dtype, check)) if packed else \
@@ -146,6 +144,25 @@ class Reference:
             self.grads = grads(torch.float64)
             self.naive_grads = {name: (g.double() - self.grads[name]).abs().max().item()
                                 for name, g in grads(drawn).items()}
+
+    def _outputs(self, inputs: Inputs, dtype: torch.dtype, check: Callable[[], None]) -> torch.Tensor:
+        if inputs.workload.lengths is not None:
+            return _packed_attention(inputs, dtype, check)
+        return attention(inputs, dtype, self.rows, check)
+
+    def _quantisation_error(self, x: Inputs, check: Callable[[], None]) -> float:
+        """fp64 on `x`'s dequantised inputs against the truth: the part of an fp8 answer's error the quantisation
+        alone explains."""
+        return (self._outputs(x.dequantised(), torch.float64, check) - self.out).abs().max().item()
+
+    def quantised(self, x: Inputs, check: Callable[[], None] = _never_stop) -> "Reference":
+        """This reference for `x`, these inputs' drawn values quantised (`Inputs.quantised_as`: a variant's fp8 twin
+        beside it): the same fp64 truth and plain attention (the drawn values are the same), made once for both,
+        and the quantisation's own part, computed for `x`."""
+        assert self.x.quantised is None and x.quantised is not None
+        twin = copy.copy(self)
+        twin.x, twin.quantisation_error = x, self._quantisation_error(x, check)
+        return twin
 
     def of(self, out: torch.Tensor, grads: dict[str, torch.Tensor] | None = None,
            packing: str = "padded") -> Accuracy:

@@ -41,7 +41,9 @@ def forward_bytes(workload: Workload, scratch_bytes: int, packing: str = "padded
 
 
 def call_bytes(variant, workload: Workload, env) -> int:
-    """One call of `variant` (an attention_variants.Variant): its peak beyond q, k and v, in its own layout."""
+    """One call of `variant` (an attention_variants.Variant): its peak beyond q, k and v, in its own layout, on the
+    workload it runs (`Variant.effective`: a twin's quantised)."""
+    workload = variant.runs_on(workload)
     return forward_bytes(workload, variant.scratch_bytes(workload, env), variant.packing(workload))
 
 
@@ -333,6 +335,7 @@ compile_clock = CompileClock()
 
 
 def _measure_seconds(w: Workload, variant, cost: DeviceCost, env) -> float:
+    w = variant.runs_on(w)  # a twin's time is its quantised workload's
     forward = _forward_seconds(w, variant, cost, env)
     compile_s = cost.compile_s if variant.compiled else 0.0
     if variant.jit_s:
@@ -455,6 +458,9 @@ def predicted_seconds(workload: Workload, variants, env=None, *, reference_ready
     the plan's) costs nothing: it is refused before its first call."""
     cost = _device_cost(workload.device, env)
     total = 0.0 if reference_ready else _reference_seconds(workload, cost) + cost.per_comparison_s
+    if not reference_ready:  # each twin's quantisation adds its own fp64 pass on its dequantised inputs
+        quantised = {v.runs_on(workload) for v in variants} - {workload}
+        total += sum(_reference_seconds(q, cost) - _reference_seconds(q.unquantised, cost) for q in quantised)
     if reasons is None and env is not None:
         from attention_variants import reasons as why_not
         reasons = why_not(variants, workload, env)
@@ -490,7 +496,9 @@ def check_time(workload: Workload, variants, env, budget_s: float, *, reference_
 
 def memory_refusal(variant, workload: Workload, env, available: int) -> Refusal | None:
     """Why measuring `variant` (a Variant) on `workload` from nothing would not fit in `available` bytes, or None.
-    The one memory rule: the plan of a comparison and each point of a sweep ask it."""
+    The one memory rule: the plan of a comparison and each point of a sweep ask it; a twin's on the workload it runs
+    (`Variant.effective`)."""
+    workload = variant.runs_on(workload)
     scratch = variant.scratch_bytes(workload, env)
     needed = measure_bytes(workload, scratch, compiled=variant.compiled, setup_bytes=variant.setup_bytes(workload, env),
                            timing_bytes=timing_bytes(workload, scratch, env))

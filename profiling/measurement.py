@@ -134,22 +134,45 @@ def _no_progress(fraction: float, message: str) -> None:
 
 # -- the workload's shared state: inputs and the fp64 reference --------------------------------------
 class _WorkloadCache:
-    """Inputs and reference of the last workload, so every variant sees the same tensors and mask."""
+    """Inputs and reference of the last workload's drawn values, so every variant sees the same tensors and mask. A
+    pair whose workloads differ only in what is quantised (a variant beside its fp8 twin) shares them: the values are
+    drawn once (the 16-bit workload's, `Workload.unquantised`), the quantised inputs made from them
+    (`Inputs.quantised_as`), and the fp64 truth computed once, each quantised side adding its own part
+    (`Reference.quantised`)."""
 
     def __init__(self):
-        self.workload: Workload | None = None
-        self.inputs: Inputs | None = None
-        self.reference: Reference | None = None
+        self.clear()
 
     def get(self, workload: Workload) -> "_WorkloadCache":
-        if workload != self.workload:
+        drawn = workload.unquantised
+        if drawn != self.workload:
             self.clear()
-            self.inputs = workload.make_inputs()
-            self.workload = workload
+            self.inputs = drawn.make_inputs()
+            self.workload = drawn
         return self
+
+    def inputs_for(self, workload: Workload) -> Inputs:
+        """The inputs of `workload`: the drawn ones, or those values quantised as it says (made once)."""
+        if workload == self.workload:
+            return self.inputs
+        if workload not in self.quantised:
+            self.quantised[workload] = self.inputs.quantised_as(workload)
+        return self.quantised[workload]
+
+    def reference_for(self, workload: Workload, check: Callable[[], None]) -> Reference:
+        """The fp64 reference of `workload`'s inputs, made once per drawn values (and once per quantisation)."""
+        if self.reference is None:
+            self.reference = Reference(self.inputs, check)
+        if workload == self.workload:
+            return self.reference
+        if workload not in self.references:
+            self.references[workload] = self.reference.quantised(self.inputs_for(workload), check)
+        return self.references[workload]
 
     def clear(self) -> None:
         self.workload = self.inputs = self.reference = None
+        self.quantised: dict[Workload, Inputs] = {}
+        self.references: dict[Workload, Reference] = {}
 
 
 _cache = _WorkloadCache()
@@ -252,7 +275,8 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress, check: C
     device = workload.device
     with spent("inputs"):
         state = _cache.get(workload)
-    x = state.inputs.with_grad() if workload.training else state.inputs
+        inputs = state.inputs_for(workload)
+    x = inputs.with_grad() if workload.training else inputs
     subject.inputs, subject.phases = x, _phases(variant, x)
     if x.quantised is not None:
         run.quantise_ms = x.quantised.ms
@@ -282,13 +306,12 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress, check: C
         check()
         progress(0.5, f"{variant.key}: accuracy against fp64")
         with spent("accuracy"):
-            if state.reference is None:
-                state.reference = Reference(state.inputs, check)
+            reference = state.reference_for(workload, check)
             grads = dict(zip(("dq", "dk", "dv"), (t.grad for t in variant.leaves(x)))) if workload.training else None
-            run.accuracy = state.reference.of(out, grads, variant.packing(workload))
+            run.accuracy = reference.of(out, grads, variant.packing(workload))
             del out, grads
             if variant.top_left is not None and workload.lower_right:
-                _top_left(subject, state.reference)
+                _top_left(subject, reference)
         with spent("warm-up"):
             t0 = time.perf_counter()
             for _ in range(WARMUP_CALLS - 1):
@@ -403,7 +426,7 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
         if workload.device == "cuda" and env.copy_bytes_per_s is None:  # measured once per process, under the lock
             with spent("copy ceiling"):
                 env = dataclasses.replace(env, copy_bytes_per_s=timing.copy_ceiling())
-        subjects = [_Subject(v, Run(variant=v.key, workload=workload, environment=env, session=session,
+        subjects = [_Subject(v, Run(variant=v.key, workload=v.runs_on(workload), environment=env, session=session,
                                     estimated_extra_bytes=None if reasons.get(v.key) else call_bytes(v, workload, env)))
                     for v in variants]  # one that cannot run is not priced (its memory model may not hold for it)
         n = len(subjects)

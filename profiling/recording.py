@@ -84,7 +84,8 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
             new += [run, backward_view(run)] if workload.passes == "fwd+bwd" else [run]
             gpu = text.ms(run.gpu_ms) if run.gpu_ms else run.status
             progress(f"{workload.words():60s} {run.variant:15s} {gpu}")
-        runs = [r for r in runs if _step_of(r.workload) != _step_of(workload)] + new
+        runs = [r for r in runs  # a run of this workload by a variant recorded here: replaced
+                if _step_of(_asked(r)) != _step_of(workload) or (variants and r.variant not in keys)] + new
         write_stored(out_dir / RUNS_FILE, runs)  # after each workload: a recording cut short keeps what it measured
         last_s = time.monotonic() - t0
     shutil.rmtree(out_dir / "raw", ignore_errors=True)
@@ -94,7 +95,7 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
 
 # -- recording sweeps on a GPU -----------------------------------------------------------------------
 DOUBLING = [2**i for i in range(7, 18)]   # 128 … 131072
-FUSED = ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn", "sdpa_auto", "flex", "fa4", "fa3", "cudnn_fe")
+FUSED = ("sdpa_efficient", "sdpa_flash", "sdpa_cudnn", "sdpa_auto", "flex", "fa4", "fa3", "fa3_fp8", "cudnn_fe")
 WINDOWED = ("sdpa_auto", "sdpa_cudnn", "flex", "fa4", "cudnn_fe")  # a dense window mask against block-sparse kernels
 # The recorded sweeps: the blog's workload for every variant, warm and cold (where the L2 stops holding the
 # working set: 64 MiB at S=1024), a long-context one for the fused, a training step, and a sliding window of 1024
@@ -123,7 +124,8 @@ DECODE_MATRIX = (
     DECODE.replace(kv_heads=None), DECODE.replace(kv_heads=1),
     DECODE.replace(page_size=16), DECODE.replace(page_size=128), SPECULATIVE.replace(page_size=16),
 )
-DECODERS = ("sdpa_flash", "sdpa_cudnn", "sdpa_auto", "flex", "fa4", "fa3", "cudnn_fe", "flashinfer")
+DECODERS = ("sdpa_flash", "sdpa_cudnn", "sdpa_auto", "flex", "fa4", "fa3", "fa3_fp8", "cudnn_fe", "flashinfer",
+            "flashinfer_fp8")
 DECODE_FAMILIES = (
     (DECODE.replace(batch=1), DECODERS, [1024, 4096, 16384, 65536, 131072], "seq_len"),  # one sequence, longer
     (DECODE, DECODERS, [1, 4, 16, 64], "batch"),                                          # more sequences
@@ -159,8 +161,9 @@ def record_sweeps(out_dir, families=RECORDED_FAMILIES, progress=print, kept: lis
         for run in result.runs:
             progress(f"  {text.point(axis, result.value(run)):9s} {run.variant:15s} {run.status:13s} "
                      + (text.ms(run.gpu_ms) if run.gpu_ms else (run.reason or "")[:60]))
-        own = (base.problem(free=(axis,)), axis)
-        sweeps = [s for s in sweeps if (s.workload.problem(free=(s.axis,)), s.axis) != own] + [result]
+        own = (base.problem(free=(axis,)), axis)  # a held sweep of this family whose variants the new one covers
+        sweeps = [s for s in sweeps if (s.workload.problem(free=(s.axis,)), s.axis) != own
+                  or (keys and not set(s.variants) <= set(keys))] + [result]
         write_stored(out_dir / SWEEPS_FILE, sweeps)
         last_s = time.perf_counter() - t0
     return sweeps
@@ -180,6 +183,19 @@ UNEQUAL = tuple(PACKED.replace(lengths=(8192 - 3 * n, n, n, n)) for n in (1536, 
 PACKERS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_auto", "sdpa_docmask", "naive_docmask", "sdpa_nested",
            "varlen", "flex", "fa4", "fa3", "cudnn_fe")
 
+# -- fp8 beside bf16 (the part 'fp8'), about 3 minutes on the H200 (estimated) -------------------------------------
+# Each kernel that takes fp8 beside its own fp8 twin (`Variant.twins`: the same call on the same drawn values, quantised
+# on its side) and the bf16 kernels a reader weighs it against: the blog's forward, a long prefill (one sequence of
+# 16k, D=128) and the GQA decode step, runs; and sweeps over S of the blog's forward and of one decode sequence.
+FP8_PREFILL = (BLOG.replace(batch=1, seq_len=16384, head_dim=128),)
+FP8_MATRIX = (BLOG, *FP8_PREFILL, DECODE)
+FP8_TAKERS = ("fa3", "fa3_fp8", "flashinfer", "flashinfer_fp8")  # (tests check: every taker and its twins)
+FP8_FAMILIES = (
+    (BLOG, ("fa3", "fa3_fp8", "cudnn_fe", "sdpa_cudnn", "sdpa_flash"), DOUBLING[:9], "seq_len"),   # 128 … 32768
+    (DECODE.replace(batch=1), ("flashinfer", "flashinfer_fp8", "fa3", "fa3_fp8", "sdpa_flash"),
+     [1024, 4096, 16384, 65536, 131072], "seq_len"),
+)
+
 # -- the recording's parts: each recorded in place ------------------------------------------------------------------
 # `python -m profiling record --out DIR --part NAME ...` measures the named parts (all by default) and keeps every
 # other run and sweep DIR held: a part recorded again replaces its own runs and sweeps, never doubles them. Each part
@@ -195,13 +211,23 @@ PARTS = {
     "packed_unequal": (UNEQUAL, ()),                         # 0.6 min
     "packed_timing": (timed(PACKED_MATRIX), ()),             # 1.8 min
     "unequal_timing": (timed(UNEQUAL), ()),                  # ~1 min (estimated)
+    "fp8": (FP8_MATRIX, FP8_FAMILIES),                       # ~3 min (estimated)
 }
 PART_VARIANTS = {name: PACKERS for name in ("packed", "packed_unequal", "packed_timing", "unequal_timing")}
+PART_VARIANTS["fp8"] = FP8_TAKERS + ("cudnn_fe", "sdpa_cudnn", "sdpa_flash")
 
 
 def _step_of(workload: Workload) -> tuple:
     """A run's problem with a backward view keyed as the training step it was cut from (recorded with it)."""
     return (workload.replace(passes="fwd+bwd") if workload.passes == "bwd" else workload).problem()
+
+
+def _asked(run: Run) -> Workload:
+    """The workload a run was measured for: an fp8 twin's is the 16-bit one it quantised (`Variant.effective`)."""
+    from attention_variants import VARIANTS
+
+    twin = run.variant in VARIANTS and VARIANTS[run.variant].quantises
+    return run.workload.unquantised if twin else run.workload
 
 
 def record_part(out_dir, name: str, progress=print, variants=None, start: int = 0,

@@ -12,7 +12,7 @@ from pathlib import Path
 from . import startup, text
 from .budget import call_bytes
 from .results import RUNS_FILE, SWEEPS_FILE, UNSUPPORTED, Run, Sweep, read_stored
-from .workload import FIELDS, Workload
+from .workload import FIELDS, Refusal, Workload
 
 RECORDED_DIR = Path(__file__).parent / "recorded"
 
@@ -84,9 +84,21 @@ def _index(name: str) -> dict[tuple[Workload, str], Run]:
     return _indexes(name)[0]
 
 
+def _recorded_as(variant: str, workload: Workload) -> Workload | None:
+    """The problem a run of `variant` given `workload` is recorded under: the workload it ran (`Variant.effective`:
+    a twin's quantised), or None where it cannot run it at all (a twin whose quantisation the workload refuses)."""
+    from attention_variants import VARIANTS
+
+    try:
+        return _problem(VARIANTS[variant].effective(workload) if variant in VARIANTS else workload)
+    except Refusal:
+        return None
+
+
 def find_recorded(name: str, variant: str, workload: Workload) -> Run | None:
-    """A copy of the recorded run of `variant` on the same problem as `workload` (any device), or None."""
-    run = _index(name).get((_problem(workload), variant))
+    """A copy of the recorded run of `variant` given `workload`'s problem (any device), or None; a twin's is found
+    under the workload it ran (`_recorded_as`)."""
+    run = _index(name).get((_recorded_as(variant, workload), variant))
     return copy.deepcopy(run) if run is not None else None
 
 
@@ -123,8 +135,8 @@ def unrecorded_message(name: str, workload: Workload, variants=()) -> str | None
     (with none given: any run of it); else what is missing and the nearest recorded workloads, in words."""
     wanted = _problem(workload)
     held = _held(name).get(wanted)
-    missing = [v for v in variants if v not in (held or ())]
-    if held is not None and not missing:
+    missing = [v for v in variants if v not in _held(name).get(_recorded_as(v, workload), ())]
+    if not missing and (variants or held is not None):
         return None
     gpu = text.machine(recorded_runs(name)[0].environment)
     anywhere = set().union(*_held(name).values())

@@ -177,7 +177,7 @@ def guess_card(side: str, variant, guess, cannot_run: str | None = None, cpu: bo
     if backward:
         said = (f"- {unit} per step: **{len(g.kernels)}**: forward {len(forward)} ({', '.join(forward)}); backward "
                 f"{len(backward)} ({', '.join(backward)})")
-    lines = [f"**{side} · {variant.label}** — *“{g.summary}”*", said,
+    lines = [f"**{side} · {variant.label}** — *“{g.summary}”*", *([f"- {variant.help}"] if variant.help else []), said,
              f"- precision: {g.precision}",
              text.score_grid(f"- S×S scores through memory: {'yes' if g.materialises_scores else 'no'}",
                              *((workload.queries, workload.seq_len) if workload else (1, 1))),

@@ -389,9 +389,20 @@ def _environment(spelled: str) -> Environment:
 
 @dataclass
 class Comparison:
-    """A vs B on one workload: the two runs."""
+    """A vs B on one workload: the two runs. A side may be a variant's fp8 twin: its run's workload is then the asked
+    one quantised (`Variant.effective`), the two differing in dtype or kv_dtype alone, on the same drawn values."""
     a: Run
     b: Run
+
+    @property
+    def workload(self) -> Workload:
+        """The workload asked: both sides', or, where a side quantised it, the 16-bit one whose values both drew."""
+        w = self.a.workload
+        return w if w == self.b.workload else w.unquantised
+
+    def quantised_sides(self) -> dict[str, Workload]:
+        """"A", "B" -> the workload that side ran, where it quantised the asked one itself (an fp8 twin)."""
+        return {name: r.workload for name, r in (("A", self.a), ("B", self.b)) if r.workload != self.workload}
 
     def to_dict(self) -> dict:
         return {"a": self.a.to_dict(), "b": self.b.to_dict()}

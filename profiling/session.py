@@ -65,7 +65,8 @@ class Answer:
         """One line of what this answer is of: where it ran, live or which recording, the problem and its pass."""
         r = self.result
         if isinstance(r, Comparison):
-            return text.measured(self.request.live, self.request.source, r.a.environment, r.a.workload)
+            return text.measured(self.request.live, self.request.source, r.a.environment, r.workload,
+                                 quantised=r.quantised_sides())
         reached = sorted({r.value(run) for run in r.runs})  # a sweep stopped early: the lengths it reached, not its plan
         return text.measured(self.request.live, self.request.source, r.environment, r.workload, r.axis, reached)
 

@@ -38,10 +38,11 @@ def fitting(variants: list[Variant], workload: Workload, env: Environment, free:
         if refusal is None:
             fit.append(v)
             continue
-        scratch = v.scratch_bytes(workload, env)
-        refused.append(Run(v.key, workload, env, status=DOES_NOT_FIT, reason=refusal.limit,
+        runs = v.runs_on(workload)  # a twin's run is of its quantised workload
+        scratch = v.scratch_bytes(runs, env)
+        refused.append(Run(v.key, runs, env, status=DOES_NOT_FIT, reason=refusal.limit,
                            estimated_extra_bytes=call_bytes(v, workload, env), needed_bytes=refusal.needed,
-                           available_bytes=refusal.available, reference_bytes=reference_bytes(workload, scratch)))
+                           available_bytes=refusal.available, reference_bytes=reference_bytes(runs, scratch)))
     return fit, refused
 
 

@@ -12,6 +12,8 @@ import functools
 import re
 from typing import TYPE_CHECKING, Mapping
 
+from .workload import QUANTISED
+
 if TYPE_CHECKING:
     from .results import HostOp, Kernel, Quantity
 
@@ -158,14 +160,23 @@ def on_device(env) -> str:
     return f"on the {machine(env)}"
 
 
-def measured(live: bool, source: str, env, workload, axis: str | None = None, points=()) -> str:
+def measured(live: bool, source: str, env, workload, axis: str | None = None, points=(), quantised=None) -> str:
     """What an answer is of, in one line that travels with it (the page, the present view, an embed, a PNG, the JSON,
     a link's preview): where it ran and whether it is replayed, then the problem with its pass always said:
     'Recorded on NVIDIA H200 · torch 2.11.0 (recording h200-torch2.11) · B=8, H=16, S=1024, D=64, bf16, causal,
-    forward'. A sweep's (its `axis` and `points`) ends '… · S from 128 to 16,384 (8 points)'."""
+    forward'. A sweep's (its `axis` and `points`) ends '… · S from 128 to 16,384 (8 points)'. A side that quantised
+    the problem itself (`quantised`: "A", "B" -> its workload) is named after it: '… · A in fp8 (q, k and v in e4m3,
+    quantised from the same drawn values)'."""
     where = f"{env.device_name} · torch {env.torch_version.split('+')[0]}"
     return (f"Measured live on {where}" if live else f"Recorded on {where} (recording {source})") + \
-        f" · {problem(workload, axis, points)}"
+        f" · {problem(workload, axis, points)}" + quantised_sides(quantised or {})
+
+
+def quantised_sides(quantised) -> str:
+    """' · A in fp8 (q, k and v in e4m3, quantised from the same drawn values)' for each side ("A", "B" -> the
+    workload it ran) that quantised the problem itself (an fp8 twin); '' for none."""
+    return "".join(f" · {side} in fp8 ({QUANTISED[w.quantised]}, quantised from the same drawn values)"
+                   for side, w in quantised.items())
 
 
 def problem(workload, axis: str | None = None, points=()) -> str:

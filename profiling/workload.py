@@ -26,6 +26,9 @@ DRAWN = {"fp8": "bf16"}
 # What is quantised (`Workload.quantised`), in words: every input (dtype fp8), or the KV cache beside 16-bit queries
 # (kv_dtype fp8: a decode step's cache, as serving engines keep it).
 QUANTISED = {"qkv": "q, k and v in e4m3", "kv": "an e4m3 KV cache"}
+# The field (and its value) that makes each quantisation of a 16-bit workload (`Workload.quantise`): the one route to
+# an fp8 workload, whether a request sets the field or a variant's fp8 twin applies it to its side alone.
+QUANTISING = {"qkv": ("dtype", "fp8"), "kv": ("kv_dtype", "fp8")}
 
 
 class Refusal(ValueError):
@@ -540,6 +543,17 @@ class Workload:
         """What is quantised to fp8 (QUANTISED): "qkv" (dtype fp8), "kv" (kv_dtype fp8: the cache only), or None."""
         return "qkv" if self.dtype == "fp8" else "kv" if self.kv_dtype == "fp8" else None
 
+    def quantise(self, what: str) -> "Workload":
+        """This workload with `what` (QUANTISED) in fp8: its field set as QUANTISING says (a Refusal where the
+        workload cannot take it). The same seeded values are drawn (`make_inputs`), then quantised."""
+        name, value = QUANTISING[what]
+        return self.replace(**{name: value})
+
+    @property
+    def unquantised(self) -> "Workload":
+        """The 16-bit workload whose drawn values this one quantises (itself where nothing is quantised)."""
+        return self.replace(dtype=self.drawn, kv_dtype=None) if self.quantised else self
+
     @property
     def queries(self) -> int:
         """Query positions per sequence: q_len, else S."""
@@ -806,11 +820,9 @@ class Workload:
             if self.training else None
         if grad_out is not None and self.lengths is not None:  # a padded row's loss is masked out: no gradient
             grad_out.masked_fill_(~self.real_positions()[:, None, :, None], 0)
-        quantised = Quantised.of(self, q, k, v) if self.quantised else None
-        if quantised is not None:
-            q, k, v = (quantised.fp8.get(name, t) for name, t in (("q", q), ("k", k), ("v", v)))
-        pages = self._paged(k, v, generator) if self.page_size else None
-        return Inputs(self, q, k, v, allowed, bias, grad_out, *(pages or (None, None, None)), quantised=quantised)
+        table = self._page_table(generator) if self.page_size else None
+        drawn_inputs = Inputs(self.unquantised, q, k, v, allowed, bias, grad_out, page_table=table)
+        return drawn_inputs.quantised_as(self) if self.quantised else drawn_inputs.paged()
 
     def real_positions(self) -> "torch.Tensor":
         """[B, S] bool, True where a batch row holds a token of its document (the documents padded at the end)."""
@@ -841,20 +853,27 @@ class Workload:
             allowed &= offset < self.window
         return allowed
 
-    def _paged(self, k: torch.Tensor, v: torch.Tensor, generator: torch.Generator):
-        """The same k and v in a paged cache, as a server holds it after sequences came and went: a pool of B·S/P pages
-        of [P, Hkv, D] (vLLM's and FlashAttention's layout), the pages of every sequence at seeded, shuffled places,
-        and the page table [B, S/P] (int32) that says where each logical page lies. A kernel that reads it gathers."""
+    def _page_table(self, generator: torch.Generator) -> "torch.Tensor":
+        """Where a paged cache's pages lie, as a server holds it after sequences came and went: [B, S/P] int32, the
+        physical page of each logical page, every sequence's pages at seeded, shuffled places of a pool of B·S/P."""
+        import torch
+
+        n = self.batch * self.pages
+        return torch.randperm(n, generator=generator, device=self.device).view(self.batch, self.pages) \
+            .to(torch.int32)
+
+    def pools(self, k: torch.Tensor, v: torch.Tensor, table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """k and v in a paged cache's pools of [P, Hkv, D] pages (vLLM's and FlashAttention's layout), each logical
+        page where `table` puts it. A kernel that reads it gathers."""
         import torch
 
         b, kv, n, ps, d = self.batch, self.kv_head_count, self.pages, self.page_size, self.head_dim
-        table = torch.randperm(b * n, generator=generator, device=self.device).view(b, n)    # logical -> physical
         pools = []
         for t in (k, v):
             pool = torch.empty(b * n, ps, kv, d, device=self.device, dtype=t.dtype)
-            pool[table.flatten()] = t.view(b, kv, n, ps, d).permute(0, 2, 3, 1, 4).reshape(b * n, ps, kv, d)
+            pool[table.flatten().long()] = t.view(b, kv, n, ps, d).permute(0, 2, 3, 1, 4).reshape(b * n, ps, kv, d)
             pools.append(pool)
-        return pools[0], pools[1], table.to(torch.int32)
+        return pools[0], pools[1]
 
 
 # The fields a request sets (every field but the device, which the source decides, and the seed).
@@ -1038,6 +1057,25 @@ class Inputs:
         computes on; q as drawn where only the cache is quantised."""
         qz = self.quantised
         return self._with({name: qz.dequantised(name) for name in qz.fp8})
+
+    def paged(self) -> "Inputs":
+        """These inputs with k and v also in the pools of their page table (`Workload.pools`); themselves without
+        one."""
+        if self.page_table is None or self.k_pages is not None:
+            return self
+        k_pages, v_pages = self.workload.pools(self.k, self.v, self.page_table)
+        return dataclasses.replace(self, k_pages=k_pages, v_pages=v_pages)
+
+    def quantised_as(self, w: Workload) -> "Inputs":
+        """These drawn 16-bit inputs quantised as `w` says (`w.unquantised` is their workload): the same values, the
+        same masks, gradient and page table, q, k and v (or k and v) in fp8 with their scales, the quantisation
+        timed (`Quantised.of`). The one route to fp8 inputs: a workload of dtype or kv_dtype fp8 draws its 16-bit
+        values and comes here, and an fp8 twin beside its 16-bit partner quantises the partner's drawn values."""
+        assert self.quantised is None and w.unquantised == self.workload, (w, self.workload)
+        quantised = Quantised.of(w, self.q, self.k, self.v)
+        q, k, v = (quantised.fp8.get(name, t) for name, t in (("q", self.q), ("k", self.k), ("v", self.v)))
+        return Inputs(w, q, k, v, self.allowed, self.bias, self.grad_out, page_table=self.page_table,
+                      quantised=quantised).paged()
 
     def descales(self) -> dict[str, "torch.Tensor"]:
         """The fp32 0-d scale of each quantised input by name ("q", "k", "v"): what a kernel multiplies back."""

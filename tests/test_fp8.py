@@ -198,7 +198,7 @@ def test_an_fp8_side_beside_a_refusal_still_states_its_error():
 
 
 # -- refusals, from each variant's declaration ----------------------------------------------------------
-@pytest.mark.parametrize("key", [k for k in VARIANTS if k != "fa3"])
+@pytest.mark.parametrize("key", [k for k in VARIANTS if k != "fa3" and not VARIANTS[k].quantises])
 def test_every_variant_but_fa3_refuses_fp8_inputs_from_its_declaration(key):
     reason = VARIANTS[key].supports(Workload.blog(dtype="fp8", head_dim=128), H200)
     v = VARIANTS[key]
@@ -208,7 +208,7 @@ def test_every_variant_but_fa3_refuses_fp8_inputs_from_its_declaration(key):
     assert reason.startswith(v.no_fp8 or f"{v.calls} takes no fp8 inputs here"), reason
 
 
-@pytest.mark.parametrize("key", [k for k in VARIANTS if k != "flashinfer"])
+@pytest.mark.parametrize("key", [k for k in VARIANTS if k != "flashinfer" and not VARIANTS[k].quantises])
 def test_every_variant_but_flashinfer_refuses_an_fp8_cache_from_its_declaration(key):
     w = Workload.blog(batch=8, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1, kv_dtype="fp8")
     reason = VARIANTS[key].supports(w, H200)

@@ -16,6 +16,7 @@ import test_environment
 import test_explain_recorded
 import test_explain_rules
 import test_fp8
+import test_fp8_twin
 import test_measurement_cpu
 import test_memory_estimate
 import test_sweep
@@ -32,7 +33,7 @@ import torch
 from attention_variants import fa3, flex
 from attention_variants.base import Variant
 from profiling import scores
-from profiling import accuracy, budget, dispatch, environment, explain, gpu_paths, replay, stats, text, timing, trace
+from profiling import accuracy, budget, dispatch, environment, explain, gpu_paths, measurement, replay, stats, text, timing, trace
 from profiling.explain import blog_rules, curves, facts, guess_rules, ledger, mask_rules, verdict
 from profiling.results import Run
 from profiling.workload import PASS_FLOPS, Inputs, Workload
@@ -117,6 +118,14 @@ def _without(rule):
 
 def _call(test, *args):
     return lambda mp: test(*args)
+
+
+def _twin(check):
+    """A check of test_fp8_twin, with its CPU stand-in and twin registered for the check's duration."""
+    def run(mp):
+        twins = test_fp8_twin.register(mp)
+        return check(*([twins, mp] if "monkeypatch" in check.__code__.co_varnames else [twins]))
+    return run
 
 
 FAULTS = [
@@ -244,6 +253,15 @@ FAULTS = [
           lambda mp: mp.setattr(Inputs, "dequantised", lambda self: self.exact()),
           _call(test_fp8.test_the_accuracy_splits_into_the_quantisation_s_part_re_derived_from_the_formula,
                 test_fp8.SMALL)),
+    Fault("fp8 twin: its quantisation not applied (its run and inputs the 16-bit workload's)",
+          lambda mp: mp.setattr(Variant, "effective", lambda self, w: w),
+          _twin(test_fp8_twin.test_a_twin_beside_its_base_runs_live_on_one_draw_and_the_headline_states_both_errors)),
+    Fault("fp8 twin: its inputs drawn anew instead of quantised from its partner's",
+          lambda mp: mp.setattr(measurement._WorkloadCache, "inputs_for", lambda self, w: w.make_inputs()),
+          _twin(test_fp8_twin.test_a_twin_beside_its_base_runs_live_on_one_draw_and_the_headline_states_both_errors)),
+    Fault("fp8 twin: its scales ignored and the gate blind to it (the answer off by orders of magnitude, and fast)",
+          lambda mp: mp.setattr(verdict, "wrong_answer", lambda run: None),
+          _twin(test_fp8_twin.test_a_twin_that_ignores_its_scales_is_caught_by_the_correctness_gate)),
     Fault("a slope stated over noise", lambda mp: (mp.setattr(curves, "MIN_R2", -1.0),
                                                   mp.setattr(curves, "_apart", lambda first, last: True)),
           _call(test_sweep.test_no_exponent_is_supported_over_noisy_points)),

@@ -240,9 +240,18 @@ def test_a_part_recorded_twice_replaces_its_own_runs_and_sweeps_and_keeps_the_re
 
 
 def test_the_parts_are_the_whole_recording_plan():
-    """Every workload and family of the plan is in exactly one part, so `record` with no --part records it all."""
-    workloads = [w for ws, _ in recording.PARTS.values() for w in ws]
-    families = [f[0].problem() + (f[3],) for _, fs in recording.PARTS.values() for f in fs]
+    """Every workload and family of the plan is in exactly one part, so `record` with no --part records it all; the
+    part 'fp8' records some variants again beside the others (its own runs and sweeps replaced, no one else's): every
+    variant that takes fp8 with its twins, on workloads of the plan."""
+    whole = {k: p for k, p in recording.PARTS.items() if k != "fp8"}
+    workloads = [w for ws, _ in whole.values() for w in ws]
+    families = [f[0].problem() + (f[3],) for _, fs in whole.values() for f in fs]
+    from attention_variants import VARIANTS
+    takers = {k for v in VARIANTS.values() if v.fp8 for k in (v.key, *(t.key for t in v.twins()))}
+    assert takers <= set(recording.PART_VARIANTS["fp8"]) and set(recording.FP8_TAKERS) == takers
+    fp8_workloads, fp8_families = recording.PARTS["fp8"]
+    assert set(fp8_workloads) - set(recording.FP8_PREFILL) <= set(workloads)
+    assert all(set(keys) <= set(recording.PART_VARIANTS["fp8"]) for _, keys, _, _ in fp8_families)
     assert sorted(map(str, workloads)) == sorted(map(str, recording.GPU_MATRIX + recording.DECODE_MATRIX
                                                    + recording.timed(recording.DECODE_MATRIX)
                                                    + recording.PACKED_MATRIX + recording.UNEQUAL

@@ -153,7 +153,7 @@ def test_the_model_needs_a_variant_s_traits_not_its_registry():
     flash = VARIANTS["sdpa_flash"]
     alike = SimpleNamespace(key="alike", fused=True, compiled=False, jit_s=None, sdpa_backend=flash.sdpa_backend,
                             scratch_bytes=flash.scratch_bytes, supports=flash.supports,
-                            forward_flops=flash.forward_flops)
+                            forward_flops=flash.forward_flops, runs_on=flash.runs_on)
     assert predicted_seconds(w, [alike], CPU) == predicted_seconds(w, [flash], CPU)
 
 

@@ -232,7 +232,6 @@ def _wrong(a: Run, b: Run, v: Verdict, name: dict, on: str, figures: str, fact) 
     """The headline of a pair with a wrong answer: who is wrong, its error and plain attention's, the limit and why;
     no order, whatever the times say."""
     runs, said_ = {"a": a, "b": b}, []
-    dtype = a.workload.dtype
     more = {"factor": constant(WRONG_FACTOR, "x", repr(WRONG_FACTOR)),
             "passed": constant(FLASH_TESTS_FACTOR, "x", repr(FLASH_TESTS_FACTOR))}
     for w in v.wrong:
@@ -248,7 +247,7 @@ def _wrong(a: Run, b: Run, v: Verdict, name: dict, on: str, figures: str, fact) 
                      f"{{{w}_plain}}")
         elif more[f"{w}_plain"].value < gate.floor:
             more["floor"] = constant(gate.floor, "error", repr(gate.floor))
-            basis = f"{{factor}} {{floor}}, TF32's rounding, as plain attention in {dtype} is off by only {{{w}_plain}}"
+            basis = f"{{factor}} {{floor}}, TF32's rounding, as plain attention in {runs[w].workload.dtype} is off by only {{{w}_plain}}"
         else:
             basis = f"{{factor}} plain attention's in {runs[w].workload.drawn}, {{{w}_plain}}"
         said_.append(f"{name[w]}'s {gate.what} is off from fp64 by up to {{{w}_error}}, past {{{w}_limit}} ({basis})")
@@ -416,9 +415,12 @@ def ranking_notes(a: Run, b: Run) -> list[Note]:
         body = body[0].upper() + body[1:]
         contradicts = guess(slow).speed_rank < guess(fast).speed_rank
         off = 1 - 1 / facts["ratio"].value
+        errors, more = quantised_errors({"a": a, "b": b}, {"a": label(a), "b": label(b)},  # fp8: its error beside
+                                        lambda run, path, unit, who: measured(run, path, unit, who))
+        facts |= more
         notes.append(note("speed", "verdict",
                           (f"Guessed {label(slow)} faster; {label(fast)} is, by {{ratio}}" if contradicts else
-                           f"Why {label(fast)} is {{ratio}} faster"),
+                           f"Why {label(fast)} is {{ratio}} faster") + (f".{errors}" if errors else ""),
                           body, weight=min(0.95, off + 0.2) if contradicts else 0.8 * off, facts=facts,
                           evidence=[f"guessed speed rank (1 = fastest): {label(a)} {ga.speed_rank}, "
                                     f"{label(b)} {gb.speed_rank}", f"figure compared: {v.what}"]))
