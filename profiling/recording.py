@@ -50,9 +50,11 @@ def backward_view(run: Run) -> Run:
     return dataclasses.replace(run, workload=w, timing=run.backward_timing)
 
 
-def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=print, kept: list[Run] = ()) -> list[Run]:
+def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=print, kept: list[Run] = (),
+           energy: bool = True) -> list[Run]:
     """Measure every variant on every workload, each workload one session (the variants' timings interleaved, the
-    compiled ones prepared last); keep each run and its gzipped Chrome trace, after the runs `kept`."""
+    compiled ones prepared last; with `energy`, each one's energy per call); keep each run and its gzipped Chrome
+    trace, after the runs `kept`."""
     from attention_variants import VARIANTS
     from .session import measure
 
@@ -61,7 +63,7 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
     runs = list(kept)
     keys = list(variants or VARIANTS)
     for workload in workloads:
-        for run in measure(workload, keys, trace_dir=out_dir / "raw"):
+        for run in measure(workload, keys, trace_dir=out_dir / "raw", energy=energy):
             if run.trace_path:
                 target = out_dir / "traces" / (Path(run.trace_path).name + ".gz")
                 with open(run.trace_path, "rb") as src, gzip.open(target, "wb") as dst:
@@ -178,7 +180,8 @@ def _step_of(workload: Workload) -> tuple:
     return (workload.replace(passes="fwd+bwd") if workload.passes == "bwd" else workload).problem()
 
 
-def record_part(out_dir, name: str, progress=print, variants=None) -> tuple[list[Run], list[Sweep]]:
+def record_part(out_dir, name: str, progress=print, variants=None,
+                energy: bool = True) -> tuple[list[Run], list[Sweep]]:
     """Record the part `name` of PARTS into the recording in `out_dir`, in place of any runs and sweeps it held of
     the same workloads, beside all the rest: its runs (every variant unless `variants` or PART_VARIANTS name some,
     traces kept), then its sweeps."""
@@ -193,7 +196,7 @@ def record_part(out_dir, name: str, progress=print, variants=None) -> tuple[list
     held = read_stored(out_dir / RUNS_FILE)
     replaced = {_step_of(w) for w in workloads}
     kept = [r for r in map(Run.from_dict, held) if _step_of(r.workload) not in replaced]
-    runs = record(out_dir, workloads, variants, progress=progress, kept=kept) if workloads else kept
+    runs = record(out_dir, workloads, variants, progress=progress, kept=kept, energy=energy) if workloads else kept
     held_traces = {Path(r.trace_path).name for r in runs if r.trace_path}
     for trace in (out_dir / "traces").glob("*.gz") if (out_dir / "traces").is_dir() else ():
         if trace.name not in held_traces:  # a replaced run's trace
