@@ -278,3 +278,11 @@ def test_a_live_gpu_comparison_prices_its_energy_loops_and_a_sweep_does_not():
         pytest.approx(2 * (timing.ENERGY_LOOP_S + 0.1))
     assert budget.energy_seconds(Workload.cpu_default()) == 0.0
     assert [text.joules(j) for j in (0.704 / 16, 0.9999, 4.1e-5)] == ["44.0 mJ", "1.00 J", "41.0 µJ"]
+
+
+def test_the_command_line_measures_energy_by_default_and_no_energy_switches_it_off():
+    from profiling.__main__ import build_parser
+    parse = build_parser().parse_args
+    assert parse(["record", "--out", "x"]).energy and not parse(["record", "--out", "x", "--no-energy"]).energy
+    assert parse(["compare", "naive", "sdpa_flash"]).energy and \
+        not parse(["compare", "naive", "sdpa_flash", "--no-energy"]).energy
