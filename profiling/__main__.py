@@ -169,7 +169,8 @@ def cmd_compare(args) -> int:
     request = Request.from_args(args, device)
     json_path = _writable_file("--json", args.json) if args.json else None
     trace_dir = _writable_folder("--trace-dir", args.trace_dir) if args.trace_dir else None
-    answer = session.compare(request, budget_s=_budget_of(args, request), progress=_progress(args), trace_dir=trace_dir)
+    answer = session.compare(request, budget_s=_budget_of(args, request), progress=_progress(args), trace_dir=trace_dir,
+                             energy=args.energy)
     c = answer.result
     print(f"{c.a.environment.summary()} ({'live' if request.live else 'recorded: ' + request.source})\n"
           f"workload: {request.workload.words()}")
@@ -274,8 +275,14 @@ def cmd_record(args) -> int:
     out = _writable_folder("--out", args.out)
     deadline = time.monotonic() + args.until if args.until else None
     for name in parts:
-        record_part(out, name, start=args.start, deadline=deadline)
+        record_part(out, name, start=args.start, deadline=deadline, energy=args.energy)
     return 0
+
+
+def _energy_argument(p: argparse.ArgumentParser, of: str) -> None:
+    p.add_argument("--no-energy", dest="energy", action="store_false",
+                   help=f"skip the energy per call of {of}: NVML's energy counter read around a loop of a second or "
+                        "more a variant (on by default)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -301,6 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "compare":
             p.add_argument("--trace-dir", help="keep the Chrome traces in this folder (created if missing); a replay "
                                                 "writes the recorded runs' traces there")
+            _energy_argument(p, "a live GPU comparison")
             p.set_defaults(func=cmd_compare)
         else:
             p.add_argument("--seq", dest="seq_lens", metavar="S,S,...",
@@ -332,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--until", type=float, metavar="SECONDS",
                    help="begin no workload after this many seconds that would not fit in them (what the last took): "
                         "the part stops between two workloads and says the --start that goes on")
+    _energy_argument(p, "each recorded run (not the sweeps)")
     p.set_defaults(func=cmd_record)
     return parser
 

@@ -202,7 +202,8 @@ class DeviceCost:
     fp64_kv_s: float                     # the same for the accuracy check (K and V copied per head, to fp64)
     per_measure_s: float                 # profiler session, trace export and parse, accuracy differences
     training_measure_s: float            # the same of a training step (gradients checked, autograd's saved bytes)
-    per_comparison_s: float              # first-call costs of a process (CUPTI's start on a GPU)
+    per_comparison_s: float              # first-call costs of a process (CUPTI's start on a GPU; the roofs' copy
+                                         # and matmul rates, measured once per process: ~0.1-0.3 s a dtype)
     compile_s: float                     # flex's first torch.compile in a process (a later shape's takes less)
 
 
@@ -450,12 +451,21 @@ def load_slowdown(load: float | None) -> float:
     return max(1.0, (load + threads) / cores)
 
 
+def energy_seconds(workload: Workload) -> float:
+    """What measuring a variant's energy per call adds on a GPU (measurement's `energy`): its loop of
+    timing.ENERGY_LOOP_S at least, and the call it ends inside (a tenth of a second is priced for it); nothing on a
+    CPU, which has no such counter."""
+    from .timing import ENERGY_LOOP_S  # timing's policy (it imports torch: here, not at the top)
+    return ENERGY_LOOP_S + 0.1 if workload.device == "cuda" else 0.0
+
+
 def predicted_seconds(workload: Workload, variants, env=None, *, reference_ready: bool = False,
-                      reasons: dict[str, str | None] | None = None, load: float | None = None) -> float:
+                      reasons: dict[str, str | None] | None = None, load: float | None = None,
+                      energy: bool = False) -> float:
     """Wall time a live measurement of `variants` (Variants) on `workload` should take on `env`'s device: warm-up,
-    timing and profiled window of each, plus the reference once (unless already computed); on a CPU, times
-    `load_slowdown` of `load` (the machine's load now where not given). A variant that cannot run there (`reasons`,
-    the plan's) costs nothing: it is refused before its first call."""
+    timing and profiled window of each, with `energy` its energy loop (`energy_seconds`), plus the reference once
+    (unless already computed); on a CPU, times `load_slowdown` of `load` (the machine's load now where not given). A
+    variant that cannot run there (`reasons`, the plan's) costs nothing: it is refused before its first call."""
     cost = _device_cost(workload.device, env)
     total = 0.0 if reference_ready else _reference_seconds(workload, cost) + cost.per_comparison_s
     if not reference_ready:  # each twin's quantisation adds its own fp64 pass on its dequantised inputs
@@ -466,19 +476,20 @@ def predicted_seconds(workload: Workload, variants, env=None, *, reference_ready
         reasons = why_not(variants, workload, env)
     for variant in variants:
         if not (reasons or {}).get(variant.key):
-            total += _measure_seconds(workload, variant, cost, env)
+            total += _measure_seconds(workload, variant, cost, env) + (energy_seconds(workload) if energy else 0.0)
     if workload.device != "cpu":
         return total
     return total * load_slowdown(machine_load() if load is None else load)
 
 
 def check_time(workload: Workload, variants, env, budget_s: float, *, reference_ready: bool = False,
-               reasons: dict[str, str | None] | None = None) -> float:
-    """The predicted seconds of measuring `variants` on `workload`; a Refusal of kind "time" past `budget_s`."""
+               reasons: dict[str, str | None] | None = None, energy: bool = False) -> float:
+    """The predicted seconds of measuring `variants` on `workload` (with `energy`: their energy loops); a Refusal of
+    kind "time" past `budget_s`."""
     variants = list(variants)
     load = machine_load() if workload.device == "cpu" else None
     seconds = predicted_seconds(workload, variants, env, reference_ready=reference_ready, reasons=reasons,
-                                load=load or 0.0)
+                                load=load or 0.0, energy=energy)
     if seconds > budget_s:
         names = " vs ".join(v.key for v in variants)
         speed = cpu_16bit_speed().get(workload.dtype, 1.0) if workload.device == "cpu" else 1.0

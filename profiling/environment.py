@@ -82,7 +82,9 @@ class Environment:
     copy_bytes_per_s: float | None = None  # a large device-to-device copy's bytes read + written per second, measured
                                            # once per process (timing.copy_ceiling): what memory traffic is set against
     matmul_flops_per_s: dict[str, float] | None = None  # a large matmul's FLOPs per second by dtype, measured once per
-                                                        # process: the roofline's compute roof (none measures it yet)
+                                                        # process (timing.matmul_rate): the roofline's compute roof
+    matmul_tf32: bool | None = None    # the fp32 rate's product ran with TF32 allowed (torch's setting); None: no fp32
+                                       # rate measured
 
     @property
     def torch_release(self) -> tuple[int, int]:
@@ -130,7 +132,7 @@ class Clocks:
     memory_mhz: int | None
 
 
-# -- NVML or nvidia-smi: the clocks and the MIG mode, for the GPU torch calls `index` ------------------------------
+# -- NVML or nvidia-smi: the clocks and the MIG mode (NVML alone: the energy counter), for the GPU torch calls `index`
 _SMI_QUERY = "pci.bus_id,clocks.sm,clocks.mem,clocks.max.sm,mig.mode.current"
 _SMI_TIMEOUT_S = 5.0
 
@@ -188,6 +190,45 @@ def _nvml_library():
         return None
 
 
+def _nvml_handle(library, pci: tuple[int, int, int]):
+    """NVML's handle of the GPU at PCI address `pci`; None where NVML does not know it."""
+    import ctypes
+
+    handle = ctypes.c_void_p()
+    if library.nvmlDeviceGetHandleByPciBusId_v2(f"{pci[0]:08x}:{pci[1]:02x}:{pci[2]:02x}.0".encode(),
+                                                ctypes.byref(handle)) != 0:
+        return None
+    return handle
+
+
+class NoEnergy(Exception):
+    """NVML gives no energy counter for the GPU; the message says why, in one line."""
+
+
+def energy_mj(index: int = 0) -> int:
+    """NVML's total-energy counter of the GPU torch calls `index` (`nvmlDeviceGetTotalEnergyConsumption`: mJ since
+    the driver loaded; Volta and later), read through the same library as the clocks. NoEnergy where NVML is absent,
+    does not know the GPU, or does not give the counter."""
+    import ctypes
+
+    library = _nvml_library()
+    if library is None:
+        raise NoEnergy("NVML is absent (libnvidia-ml.so.1 did not load or start): no energy counter to read")
+    try:
+        pci = _device_pci(index)
+    except Exception:
+        pci = None
+    handle = _nvml_handle(library, pci) if pci is not None else None
+    if handle is None:
+        raise NoEnergy("NVML does not know this GPU by its PCI address: no energy counter to read")
+    value = ctypes.c_ulonglong()
+    code = library.nvmlDeviceGetTotalEnergyConsumption(handle, ctypes.byref(value))
+    if code != 0:
+        raise NoEnergy(f"NVML gives no energy counter for this GPU (nvmlDeviceGetTotalEnergyConsumption returned "
+                       f"error {code})")
+    return value.value
+
+
 def _nvml(pci: tuple[int, int, int], static: bool = True) -> dict | None:
     """The same figures through NVML's library: no process to start (without `static`, the clocks alone: a clock
     read took ~4 ms on a lent H100's host, the GPU parked all the while). None where it is absent or does not
@@ -195,11 +236,8 @@ def _nvml(pci: tuple[int, int, int], static: bool = True) -> dict | None:
     import ctypes
 
     library = _nvml_library()
-    if library is None:
-        return None
-    handle = ctypes.c_void_p()
-    if library.nvmlDeviceGetHandleByPciBusId_v2(f"{pci[0]:08x}:{pci[1]:02x}:{pci[2]:02x}.0".encode(),
-                                                ctypes.byref(handle)) != 0:
+    handle = _nvml_handle(library, pci) if library is not None else None
+    if handle is None:
         return None
 
     def read(function, *args) -> int | None:

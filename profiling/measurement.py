@@ -1,5 +1,6 @@
 """Measure variants on one workload: first call and warm-up, accuracy, timing (warm, then the workload's own mode:
-cold L2 or a CUDA graph), host figures, memory and a profiled window -> `Run`s (plain data). Nothing here plans,
+cold L2 or a CUDA graph), energy per call where asked, host figures, memory and a profiled window -> `Run`s (plain
+data). Nothing here plans,
 explains, formats or draws. This module runs the steps in order; `timing` times the calls and takes the host
 figures, `capture` the memory and the profiled window.
 
@@ -189,6 +190,7 @@ class _Subject:
     inputs: Inputs | None = None
     estimate_s: float = 0.0
     issue_s: float | None = None
+    graph: tuple | None = None    # graph timing: the captured graph and its calls, until the energy loop has run
     finished: bool = False
 
     @property
@@ -404,12 +406,30 @@ def _out_of_memory(run: Run, error: torch.OutOfMemoryError) -> None:
         setattr(run, name, value)
 
 
+def _roofs(env: Environment, workloads: list[Workload]) -> Environment:
+    """`env` with the GPU's roofs this process measured: the copy ceiling, and the matmul rate in the runs' dtypes
+    (an fp8 run's: the drawn dtype's and fp8's); each measured once per process (timing's caches)."""
+    if env.copy_bytes_per_s is None:
+        with spent("copy ceiling"):
+            env = dataclasses.replace(env, copy_bytes_per_s=timing.copy_ceiling())
+    dtypes = [d for d in dict.fromkeys(d for w in workloads for d in (w.drawn, w.dtype))
+              if d not in (env.matmul_flops_per_s or {})]
+    if dtypes:
+        with spent("matmul rate"):
+            rates = {d: rate for d in dtypes if (rate := timing.matmul_rate(d))}
+        if rates:
+            env = dataclasses.replace(env, matmul_flops_per_s={**(env.matmul_flops_per_s or {}), **rates},
+                                      matmul_tf32=timing.matmul_tf32() if "fp32" in rates else env.matmul_tf32)
+    return env
+
+
 def measure_runs(variants: list[Variant], workload: Workload, *, env: Environment | None = None,
                  trace_dir: str | Path | None = None, progress: Progress = _no_progress,
                  guard: Guard | None = None, labels: list[str] | None = None,
-                 reasons: dict[str, str | None] | None = None) -> list[Run]:
+                 reasons: dict[str, str | None] | None = None, energy: bool = False) -> list[Run]:
     """Measure `variants` on the same inputs as one session, under the process-wide lock: each prepared in turn
-    (compiled ones last), then timed in interleaved rounds, their host figures taken, and each profiled. A variant
+    (compiled ones last), then timed in interleaved rounds, with `energy` (a GPU) their energy per call over a loop
+    of a second or more each, their host figures taken, and each profiled. A variant
     that cannot run (`reasons`: the plan's, by key) comes back with status "unsupported" and the reason; once
     `guard` stops it, the runs not yet done come back "stopped" with what they had measured. Whether the request
     fits in memory and time is the plan's to decide before this is called (`session.plan`)."""
@@ -423,9 +443,8 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
     session = uuid.uuid4().hex[:12]
     with _LOCK:
         started = time.perf_counter()
-        if workload.device == "cuda" and env.copy_bytes_per_s is None:  # measured once per process, under the lock
-            with spent("copy ceiling"):
-                env = dataclasses.replace(env, copy_bytes_per_s=timing.copy_ceiling())
+        if workload.device == "cuda":  # measured once per process, under the lock
+            env = _roofs(env, [v.runs_on(workload) for v in variants])  # a twin's: fp8 beside its bf16
         subjects = [_Subject(v, Run(variant=v.key, workload=v.runs_on(workload), environment=env, session=session,
                                     estimated_extra_bytes=None if reasons.get(v.key) else call_bytes(v, workload, env)))
                     for v in variants]  # one that cannot run is not priced (its memory model may not hold for it)
@@ -456,6 +475,13 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
                 for s in going:
                     s.run.clocks_before, s.run.clocks_after = before, after
                 going = [s for s in going if s.going]  # a capture refused stops here
+                if energy and going:
+                    progress(PHASES["timing"][0] + PHASES["timing"][1], "energy per call of " + " and ".join(
+                        f"{names[subjects.index(s)]}{s.variant.key}" for s in going))
+                    with spent("energy"):
+                        timing.energy(going, guard.check, guard.left_s)
+                for s in subjects:
+                    s.graph = None  # the graphs' memory is not the profiled calls'
             elif going:
                 with spent("timing rounds"):
                     timing.time_cpu(going, guard.check)
@@ -483,7 +509,7 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
                     _out_of_memory(s.run, error)
         wall_s = time.perf_counter() - started
         for s in subjects:
-            s.phases, s.inputs = [], None
+            s.phases, s.inputs, s.graph = [], None, None
             s.run.wall_s = wall_s
         progress(1.0, "done")
         return [s.run for s in subjects]

@@ -51,10 +51,10 @@ def backward_view(run: Run) -> Run:
 
 
 def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=print, kept: list[Run] = (),
-           deadline: float | None = None) -> list[Run]:
+           deadline: float | None = None, energy: bool = True) -> list[Run]:
     """Measure every variant on every workload, each workload one session (the variants' timings interleaved, the
-    compiled ones prepared last); keep each run and its gzipped Chrome trace beside the runs `kept`, each workload's
-    runs in place of any `kept` held of it. With a `deadline` (time.monotonic()), a workload is begun only while
+    compiled ones prepared last; with `energy`, each one's energy per call); keep each run and its gzipped Chrome
+    trace beside the runs `kept`, each workload's runs in place of any `kept` held of it. With a `deadline` (time.monotonic()), a workload is begun only while
     the one before it would still fit: the rest keep their runs, and `record.stopped` names the first not begun."""
     import time
 
@@ -75,7 +75,7 @@ def record(out_dir: str | Path, workloads=GPU_MATRIX, variants=None, progress=pr
             break
         t0 = time.monotonic()
         new = []
-        for run in measure(workload, keys, trace_dir=out_dir / "raw"):
+        for run in measure(workload, keys, trace_dir=out_dir / "raw", energy=energy):
             if run.trace_path:
                 target = out_dir / "traces" / (Path(run.trace_path).name + ".gz")
                 with open(run.trace_path, "rb") as src, gzip.open(target, "wb") as dst:
@@ -231,7 +231,7 @@ def _asked(run: Run) -> Workload:
 
 
 def record_part(out_dir, name: str, progress=print, variants=None, start: int = 0,
-                deadline: float | None = None) -> tuple[list[Run], list[Sweep]]:
+                deadline: float | None = None, energy: bool = True) -> tuple[list[Run], list[Sweep]]:
     """Record the part `name` of PARTS into the recording in `out_dir`, in place of any runs and sweeps it held of
     the same workloads, beside all the rest: its runs (every variant unless `variants` or PART_VARIANTS name some,
     traces kept) from its workload `start` on, then its sweeps. With a `deadline` (time.monotonic()) a part that
@@ -249,7 +249,8 @@ def record_part(out_dir, name: str, progress=print, variants=None, start: int = 
     t0 = time.perf_counter()
     held = [Run.from_dict(r) for r in read_stored(out_dir / RUNS_FILE)]
     todo = workloads[start:]
-    runs = record(out_dir, todo, variants, progress=progress, kept=held, deadline=deadline) if todo else held
+    runs = record(out_dir, todo, variants, progress=progress, kept=held, deadline=deadline, energy=energy) \
+        if todo else held
     stopped = record.stopped if todo else None
     held_traces = {Path(r.trace_path).name for r in runs if r.trace_path}
     for trace in (out_dir / "traces").glob("*.gz") if (out_dir / "traces").is_dir() else ():

@@ -150,7 +150,16 @@ def summary_line(run: Run) -> str:
             parts.append(f"max err {text.error(run.accuracy.max_abs_error)}")
     if run.tflops:
         parts.append(text.rate(run.tflops, run.peak_share))
+    if run.energy is not None or run.energy_refused:
+        parts.append(_energy_words(run))
     return " · ".join(parts)
+
+
+def _energy_words(run: Run) -> str:
+    """The run's energy per call, or why it was not measured."""
+    if run.energy is not None:
+        return f"energy {text.energy(run.energy, run.call)}"
+    return f"energy not measured: {run.energy_refused}"
 
 
 def _size(n_bytes: int | None) -> str:
@@ -289,6 +298,8 @@ def run_card(side: str, run: Run, label: str) -> str:
                 for name, e in a.grads.items()))
     if run.tflops:
         lines.append(f"- {text.rate(run.tflops, run.peak_share)}")
+    if run.energy is not None or run.energy_refused:
+        lines.append(f"- {_energy_words(run)} (NVML's counter: the whole GPU)")
     if run.first_call_ms is not None:
         lines.append(f"- first call: {text.seconds(run.first_call_ms / 1000)} (compilation, plans, lazy init)")
     if run.concurrent_work:
@@ -330,6 +341,10 @@ def comparison_table(comparison: Comparison) -> str:
     else:
         rows.append(output_error)
     a, b = comparison.a, comparison.b
+    if any(r.energy is not None or r.energy_refused for r in (a, b)):
+        rows += [(f"energy per {call} (whole GPU)",
+                  lambda r: text.joules(r.energy.joules_per_call) if r.energy else "not measured"),
+                 ("mean power over its loop", lambda r: text.watts(r.energy.watts) if r.energy else "—")]
     lines = [f"| | A · `{a.variant}` | B · `{b.variant}` |", "|---|---:|---:|"]
     lines += [f"| {name} | {cell(a, value)} | {cell(b, value)} |" for name, value in rows]
     return "\n".join(lines)

@@ -131,6 +131,31 @@ class Timing:
 
 
 @dataclass
+class Energy:
+    """What the whole GPU drew over a loop of one call: NVML's total-energy counter (mJ since the driver loaded) read
+    before and after the loop, the GPU synchronised at both ends (timing.energy)."""
+    start_mj: int
+    end_mj: int
+    seconds: float                            # the loop's wall time
+    calls: int                                # calls made in it (a graph's replays times its calls)
+    loop: str                                 # its calls, how: "calls back to back", "calls replayed in the
+                                              # timing's CUDA graph (8 a replay)"
+
+    @property
+    def joules(self) -> float:
+        return (self.end_mj - self.start_mj) / 1000.0
+
+    @property
+    def joules_per_call(self) -> float:
+        return self.joules / self.calls
+
+    @property
+    def watts(self) -> float:
+        """The mean power over the loop."""
+        return self.joules / self.seconds
+
+
+@dataclass
 class Accuracy:
     max_abs_error: float                      # against an fp64 reference
     relative_error: float                     # ||out - ref|| / ||ref||
@@ -251,6 +276,8 @@ class Run:
                                               # stopped); wall_s is the time it had run
     reference_bytes: int | None = None        # the part of needed_bytes that is the fp64 accuracy check
     accuracy: Accuracy | None = None
+    energy: Energy | None = None              # GPU: the energy a loop of the call drew (None: not measured) ...
+    energy_refused: str | None = None         # ... or why it was not, in one line (None: not asked, or measured)
     profiled_forwards: int = 0
     wall_s: float | None = None               # what measuring it cost, start to end
     trace_path: str | None = None             # Chrome trace (opens in Perfetto)
@@ -348,6 +375,8 @@ class Run:
         data["environment"] = self.environment.to_dict()
         data |= {"phase": self.phase, "bound": self.bound, "kernels_per_forward": self.kernels_per_forward,
                  "tflops": self.tflops, "peak_share": self.peak_share, "warm_call_ms": self.warm_call_ms}
+        if self.energy is not None:
+            data["energy"] |= {"joules_per_call": self.energy.joules_per_call, "watts": self.energy.watts}
         return data
 
     @classmethod
@@ -361,9 +390,9 @@ class Run:
             data |= out_of_memory_figures(data.get("reason") or "")
         for key, kind in (("timing", Timing), ("host_cost", Timing), ("back_to_back", Timing), ("accuracy", Accuracy),
                           ("forward_timing", Timing), ("backward_timing", Timing), ("warm_timing", Timing),
-                          ("clocks_before", Clocks), ("clocks_after", Clocks)):
+                          ("clocks_before", Clocks), ("clocks_after", Clocks), ("energy", Energy)):
             if data.get(key) is not None:
-                data[key] = kind(**data[key])
+                data[key] = kind(**{k: v for k, v in data[key].items() if k in _FIELDS_OF[kind]})
         return cls(**data)
 
     def light(self) -> "Run":
@@ -373,6 +402,8 @@ class Run:
 
 
 _RUN_FIELDS = {f.name for f in fields(Run)}
+_FIELDS_OF = {kind: {f.name for f in fields(kind)} for kind in (Timing, Accuracy, Clocks, Energy)}  # a client's
+# derived figures (Energy's joules_per_call and watts) are derived again, not read
 
 
 # A recording's runs share a few dozen workloads and one machine: each made (and checked) once, by its JSON. Both are

@@ -9,9 +9,9 @@ streams through HBM, which a warm loop does when part of its bytes stay in the L
 
 The roofs: memory at the device-to-device copy rate the run's process measured (`Environment.copy_bytes_per_s`), else
 the datasheet's HBM figure; compute at a matmul rate the process measured in the run's dtype
-(`Environment.matmul_flops_per_s`), else the datasheet's peak, drawn thin and named as the datasheet's. TODO(issue 56):
-no process measures a matmul rate yet (a bf16 8192³ product, timed once per process beside timing.copy_ceiling, on a
-GPU); until one does every compute roof is the datasheet's.
+(`Environment.matmul_flops_per_s`: an 8192³ product, timed once per process beside the copy, timing.matmul_rate; fp32's
+named with its TF32 setting), else the datasheet's peak. A measured roof has the datasheet's figure drawn thin beside
+it, named as the datasheet's. Recordings made before the matmul was measured have the datasheet's compute roof alone.
 """
 from __future__ import annotations
 
@@ -102,7 +102,8 @@ def roofs(env: Environment, dtype: str) -> Roofs:
     peak_sheet = Roof("compute", peak * 1e12, False, f"{dtype} peak") if peak else None
     copy = Roof("memory", env.copy_bytes_per_s, True, "copy") if env.copy_bytes_per_s else None
     rate = (env.matmul_flops_per_s or {}).get(dtype)
-    matmul = Roof("compute", rate, True, f"{dtype} matmul") if rate else None
+    tf32 = {True: " (TF32 allowed)", False: " (TF32 off)"}.get(env.matmul_tf32, "") if dtype == "fp32" else ""
+    matmul = Roof("compute", rate, True, f"{dtype} matmul{tf32}") if rate else None
     return Roofs(copy or hbm_sheet, matmul or peak_sheet,
                  tuple(r for r, m in ((hbm_sheet, copy), (peak_sheet, matmul)) if r and m))
 
@@ -156,17 +157,22 @@ def caption(runs: Iterable[Run]) -> str:
     """What the roofline shows and what was measured, one paragraph; the L2's part said only where a point shows it."""
     runs = list(runs)
     r = roofs_of(runs)
-    copies = len({run.environment.copy_bytes_per_s for run in runs if run.environment.copy_bytes_per_s})
-    where = "the run’s process" if copies == 1 else f"each of the {copies} processes the runs came from (the median)"
+    def where(figures: set) -> str:
+        return "the run’s process" if len(figures) == 1 else \
+            f"each of the {len(figures)} processes the runs came from (the median)"
+    copies = {run.environment.copy_bytes_per_s for run in runs if run.environment.copy_bytes_per_s}
+    rates = {(run.environment.matmul_flops_per_s or {}).get(run.workload.dtype) for run in runs} - {None}
     pts = [p for run in runs for p in points(run)]
     said = ["x: the pass's FLOPs over the least bytes it must move (each input and output once); y: those FLOPs over "
             "the median GPU time."]
     if r.memory is not None:
-        said.append(f"Memory roof: {'a device-to-device copy measured in ' + where if r.memory.measured else 'the datasheet’s HBM figure (no copy rate was measured)'}, "
+        said.append(f"Memory roof: {'a device-to-device copy measured in ' + where(copies) if r.memory.measured else 'the datasheet’s HBM figure (no copy rate was measured)'}, "
                     f"{text.bandwidth(r.memory.value / 1e6)}.")
     if r.compute is not None:
-        said.append(f"Compute roof: {'a matmul measured in the run’s process' if r.compute.measured else 'the datasheet’s dense peak (no matmul rate was measured)'}, "
-                    f"{r.compute.value / 1e12:.0f} TFLOP/s in {runs[0].workload.dtype}.")
+        what = (f"a large {r.compute.what} measured on this GPU in {where(rates)}" if r.compute.measured else
+                "the datasheet’s dense peak (no matmul rate was measured)")
+        thin = "; the datasheet’s peak drawn thin beside it" if any(b.kind == "compute" for b in r.beside) else ""
+        said.append(f"Compute roof: {what}, {r.compute.value / 1e12:.0f} TFLOP/s in {runs[0].workload.dtype}{thin}.")
     if any(p.cold for p in pts):
         said.append("Filled: warm (back to back); hollow: cold (the L2 flushed before every call).")
     above = above_memory_roof(pts, r)

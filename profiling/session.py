@@ -51,6 +51,8 @@ class Plan:
     budget_s: float | None = None
     reasons: dict[str, str | None] = field(default_factory=dict)  # live: why each variant cannot run here (None:
                                                                   # it can), decided once, read by all that follow
+    energy: bool = False                       # a live GPU comparison: each variant's energy per call measured (and
+                                               # its loop priced in predicted_s)
 
 
 @dataclass
@@ -78,9 +80,10 @@ class Answer:
                 **self.explanation.to_dict()}
 
 
-def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False) -> Plan:
+def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False, energy: bool = True) -> Plan:
     """Whether `request` can be served, and how; a Refusal if not. A live request is checked against the memory
-    free now and, given `budget_s`, the wall time it may hold the machine."""
+    free now and, given `budget_s`, the wall time it may hold the machine. A live comparison on a GPU measures each
+    variant's energy per call unless `energy` is off (a sweep never does: a second a variant and point)."""
     variants = (VARIANTS[request.a], VARIANTS[request.b])
     w = request.workload
     if sweep and w.lengths is not None:  # every point would be the same documents: S and B follow from them
@@ -140,9 +143,10 @@ def plan(request: Request, *, budget_s: float | None = None, sweep: bool = False
         refusal = memory_refusal(v, w, env, free) if reasons[v.key] is None else None
         if refusal and not sweep:  # a sweep keeps a point that does not fit as data
             raise refusal
-    predicted = check_time(w, variants, env, budget_s, reasons=reasons) if budget_s is not None else \
-        predicted_seconds(w, variants, env, reasons=reasons)
-    return Plan(request, variants, env, lengths, predicted, budget_s, reasons)
+    energy = energy and not sweep and w.device == "cuda"
+    predicted = check_time(w, variants, env, budget_s, reasons=reasons, energy=energy) if budget_s is not None else \
+        predicted_seconds(w, variants, env, reasons=reasons, energy=energy)
+    return Plan(request, variants, env, lengths, predicted, budget_s, reasons, energy)
 
 
 @dataclass(frozen=True)
@@ -193,15 +197,15 @@ def default_lengths(variants, base: Workload, env: Environment, budget_s: float 
 
 
 def compare(request: Request, *, budget_s: float | None = None, progress: Progress = _no_progress,
-            cancelled: Callable[[], bool] = _never, trace_dir=None) -> Answer:
-    """A vs B on the request's workload, measured live (within `budget_s`, stopping cleanly when `cancelled`)
-    or replayed from the recording; explained."""
+            cancelled: Callable[[], bool] = _never, trace_dir=None, energy: bool = True) -> Answer:
+    """A vs B on the request's workload, measured live (within `budget_s`, stopping cleanly when `cancelled`; on a
+    GPU with each one's energy per call unless `energy` is off) or replayed from the recording; explained."""
     with spent("plan"):
-        p = plan(request, budget_s=budget_s)
+        p = plan(request, budget_s=budget_s, energy=energy)
     if request.live:
         runs = measure_runs(list(p.variants), request.workload, env=p.environment, trace_dir=trace_dir,
                             progress=progress, guard=Guard.within(budget_s, cancelled), labels=["A", "B"],
-                            reasons=p.reasons)
+                            reasons=p.reasons, energy=p.energy)
         comparison = Comparison(*runs)
     else:
         with spent("replay lookup"):
@@ -228,11 +232,12 @@ def sweep(request: Request, *, budget_s: float | None = None, progress: Progress
 
 
 def measure(workload: Workload, keys, *, trace_dir=None, progress: Progress = _no_progress,
-            guard: Guard | None = None) -> list[Run]:
+            guard: Guard | None = None, energy: bool = False) -> list[Run]:
     """The door of the recordings, the benches and the warm-up: every variant of `keys` on `workload`, measured live
     as one session (their timings interleaved), each planned as a request is: one that cannot run, or does not fit
     the memory free now, comes back as a run saying so, without a byte allocated for it. No time budget: a recording
-    runs as long as it needs (`guard`: when to stop, at the next safe point)."""
+    runs as long as it needs (`guard`: when to stop, at the next safe point). With `energy` (a recording's runs), each
+    variant's energy per call too."""
     env = detect(workload.device)
     variants = [VARIANTS[k] for k in keys]
     reasons = why_not(variants, workload, env)
@@ -240,7 +245,8 @@ def measure(workload: Workload, keys, *, trace_dir=None, progress: Progress = _n
     runs = {r.variant: r for r in refused}
     if going:
         runs |= {r.variant: r for r in measure_runs(going, workload, env=env, trace_dir=trace_dir,
-                                                    progress=progress, reasons=reasons, guard=guard)}
+                                                    progress=progress, reasons=reasons, guard=guard,
+                                                    energy=energy)}
     return [runs[k] for k in keys]
 
 

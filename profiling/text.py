@@ -122,9 +122,28 @@ def mhz(value: float) -> str:
     return f"{value:,.0f} MHz"
 
 
+def joules(value: float) -> str:
+    """An energy, three figures: 41.2 µJ, 3.87 mJ, 1.92 J, 1,922 J."""
+    for unit, scale in (("J", 1.0), ("mJ", 1e-3), ("µJ", 1e-6)):
+        if value >= 0.9995 * scale or unit == "µJ":  # 0.9999 J: '1.00 J', not '1e+03 mJ'
+            figure = value / scale
+            return f"{figure:,.0f} {unit}" if figure >= 999.5 else f"{figure:#.3g}".rstrip(".") + f" {unit}"
+
+
+def watts(value: float) -> str:
+    """A power: 681 W."""
+    return f"{value:,.0f} W"
+
+
+def energy(e, call: str = "call") -> str:
+    """An `Energy` in a phrase: '3.87 mJ per forward at 612 W (2,583 calls back to back over 1.00 s)'."""
+    return (f"{joules(e.joules_per_call)} per {call} at {watts(e.watts)} ({count(e.calls)} {e.loop} over "
+            f"{e.seconds:.2f} s)")
+
+
 FORMATS = {"ms": ms, "us": us, "s": seconds, "bytes": size, "share": share, "pct": percent, "x": times,
            "count": count, "power": power, "power_B": lambda e: power(e, "B"), "bytes_per_us": bandwidth,
-           "error": error, "mhz": mhz}
+           "error": error, "mhz": mhz, "J": joules, "W": watts}
 
 
 def quantity(q: "Quantity") -> str:

@@ -8,7 +8,8 @@ graph run carries both. The variants of one measurement take their samples in in
 machine hits them alike. What is timed comes prepared and warm from `measurement` (a `Timed`); its `check` is called
 at every safe point and raises to stop, keeping the samples taken.
 
-Beside the timings: the GPU's clocks read under load, and its device-to-device copy ceiling, measured once.
+Beside the timings: the GPU's clocks read under load, its device-to-device copy ceiling and its matmul rate by dtype,
+each measured once per process, and the energy a loop of a call draws (NVML's counter, read around it).
 """
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ import torch
 
 from attention_variants import Variant
 
-from .environment import Clocks, Environment, read_clocks
-from .results import UNSUPPORTED, Run, Timing
+from .environment import Clocks, Environment, NoEnergy, energy_mj, read_clocks
+from .results import UNSUPPORTED, Energy, Run, Timing
 
 TIMING_BUDGET_S = 0.06        # GPU, per variant: CUDA events are steady, this gives a stable median
 MIN_SAMPLES, MAX_SAMPLES = 8, 50  # 8 a side: the rank test can separate at p = 2/12870
@@ -92,6 +93,9 @@ CLOCK_PARK_S = 0.002          # the clocks' park beyond the read's own time: the
                               # before: 20 ms of GPU wait a measurement)
 COPY_BYTES = 512 * 2**20      # the copy ceiling's buffer: far past any L2
 COPY_REPEATS = 10
+MATMUL_N = 8192               # the matmul rate's square product: 2·8192³ = 1.1 TFLOP, ~1.4 ms in bf16 on an H100
+MATMUL_REPEATS = 5            # its median of this many, after one untimed product
+ENERGY_LOOP_S = 1.0           # the energy loop's least wall time: NVML's energy counter moves every 20-100 ms
 
 
 class Timed(Protocol):
@@ -100,6 +104,8 @@ class Timed(Protocol):
     phases: list[Callable[[], None]]  # one call: the forward, or a training step's forward then backward
     estimate_s: float                 # a warm call's wall time, from the warm-up
     issue_s: float | None             # the host's time to issue one call, its events included: `time_gpu` measures it
+    graph: "tuple[torch.cuda.CUDAGraph, int] | None"  # graph timing: the graph `time_graph` captured and its calls,
+                                                      # kept for the energy loop; the measurement lets it go
 
     def call(self) -> None: ...
 
@@ -428,7 +434,8 @@ def time_graph(subjects: list[Timed], check: Callable[[], None]) -> None:
     replayed behind a parked GPU, round by round: a call's time is the replay's events over N. A training step's
     forward and backward are timed apart by events inside the graph; a backward view needs them (without them a
     step is timed whole, and a backward is refused). A variant the capture refuses comes back unsupported, in
-    PyTorch's words. The warm figures must be in (`Run.warm_call_ms`)."""
+    PyTorch's words. The warm figures must be in (`Run.warm_call_ms`). Each graph is kept on its subject (`graph`),
+    for the energy loop to replay."""
     plans = {}
     for s in subjects:
         per_call_s = max(s.run.warm_call_ms / 1000.0, 1e-7)
@@ -473,7 +480,7 @@ def time_graph(subjects: list[Timed], check: Callable[[], None]) -> None:
             run.forward_timing, run.backward_timing = (Timing.of(list(p), method) for p in zip(*parts))
         run.timing = run.backward_timing if run.workload.passes == "bwd" else Timing.of(whole, method)
         _mark_gaps(run, park.ran_out)
-        del graph
+        s.graph = (graph, calls)
     torch.cuda.synchronize()
 
 
@@ -659,3 +666,112 @@ def _best_copy_s(n: int) -> float:
         end.synchronize()
         best = min(best, start.elapsed_time(end) / 1000.0)
     return best
+
+
+def matmul_tf32() -> bool:
+    """Whether torch lets an fp32 product run on TF32 tensor cores (`torch.backends.cuda.matmul.allow_tf32`, which
+    `torch.set_float32_matmul_precision` sets): the fp32 matmul rate is of what the setting leaves."""
+    return bool(torch.backends.cuda.matmul.allow_tf32)
+
+
+def matmul_rate(dtype: str) -> float | None:
+    """FLOPs per second of a MATMUL_N³ square product in `dtype` on the GPU (2·n³ FLOPs over the median of
+    MATMUL_REPEATS timed by CUDA events): the roofline's compute roof, measured once per process and dtype (fp32's
+    per TF32 setting too: `matmul_tf32`). fp8 is e4m3 through torch._scaled_mm with unit scales, on a GPU of compute
+    capability 8.9 or more (none before: None). None where memory is too short for the three matrices."""
+    if dtype == "fp8" and torch.cuda.get_device_capability() < (8, 9):
+        return None
+    return _matmul_rate(dtype, matmul_tf32() if dtype == "fp32" else None)
+
+
+@functools.cache
+def _matmul_rate(dtype: str, tf32: bool | None) -> float | None:
+    n = MATMUL_N
+    from .workload import DTYPE_BYTES
+    free, _ = torch.cuda.mem_get_info()
+    if 3 * n * n * max(DTYPE_BYTES[dtype], 2) > free // 2:  # fp8's output is bf16
+        return None
+    try:
+        return 2 * n**3 / statistics.median(_product_seconds(dtype, n, MATMUL_REPEATS))
+    except torch.OutOfMemoryError:
+        return None
+    finally:
+        torch.cuda.empty_cache()
+
+
+def _product_seconds(dtype: str, n: int, repeats: int) -> list[float]:
+    """`repeats` n×n products in `dtype`, each timed by CUDA events, after one untimed (its one-off costs)."""
+    from .workload import DTYPES
+    if dtype == "fp8":
+        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()  # _scaled_mm's second operand: column-major
+        one = torch.ones((), device="cuda")
+
+        def product():
+            return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    else:
+        a, b = (torch.randn(n, n, device="cuda", dtype=getattr(torch, DTYPES[dtype])) for _ in range(2))
+
+        def product():
+            return a @ b
+    product()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        product()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1000.0)
+    return times
+
+
+# -- energy: NVML's counter read around a loop of the call ---------------------------------------------------------
+def energy(subjects: list[Timed], check: Callable[[], None],
+           left_s: Callable[[], float | None] = lambda: None) -> None:
+    """Each variant's energy per call (`Run.energy`), or why none was measured in one line (`Run.energy_refused`):
+    NVML's total-energy counter read before and after a loop of the same call lasting ENERGY_LOOP_S at least, the GPU
+    synchronised before and after. The loop replays the CUDA graph the timing captured (graph timing), else makes
+    the calls back to back. Refused on a MIG slice (NVML's counter is the whole GPU's), where NVML gives no counter,
+    where the budget left (`left_s`) is shorter than a loop, and where the counter did not move over the loop."""
+    for s in subjects:
+        check()
+        s.run.energy, s.run.energy_refused = _energy_of(s, left_s())
+
+
+def _loop_step(s: Timed) -> tuple[Callable[[], None], int, str]:
+    """What the energy loop repeats, the calls each makes, and the loop in words: a replay of the graph the timing
+    captured (its calls), else one call, back to back."""
+    if s.graph is not None:
+        graph, calls = s.graph
+        return graph.replay, calls, f"calls replayed in the timing's CUDA graph ({calls} a replay)"
+    return s.call, 1, "calls back to back"
+
+
+def _energy_of(s: Timed, left_s: float | None) -> tuple[Energy | None, str | None]:
+    env, seconds = s.run.environment, ENERGY_LOOP_S
+    if env.mig:
+        return None, ("a MIG slice: NVML's energy counter is the whole GPU's, the other slices' work in it too, so "
+                      "none of it can be told to be this call's")
+    if left_s is not None and left_s < 2 * seconds:
+        return None, (f"the time budget had {left_s:.1f} s left, short of a loop of {seconds:g} s or more beside "
+                      "what follows it")
+    index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    try:
+        energy_mj(index)
+    except NoEnergy as absent:
+        return None, str(absent)
+    step, per_step, loop = _loop_step(s)
+    with s.context():
+        torch.cuda.synchronize()
+        start_mj, t0, calls = energy_mj(index), time.perf_counter(), 0
+        while time.perf_counter() - t0 < seconds:
+            step()
+            calls += per_step
+        torch.cuda.synchronize()
+        took, end_mj = time.perf_counter() - t0, energy_mj(index)
+    if end_mj <= start_mj:
+        return None, (f"NVML's energy counter did not move over {calls:,} {loop} in {took:.2f} s (it read "
+                      f"{start_mj:,} mJ before and {end_mj:,} mJ after)")
+    return Energy(start_mj, end_mj, took, calls, loop), None

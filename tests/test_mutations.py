@@ -12,6 +12,7 @@ import pytest
 
 import test_cost_model_gpu
 import test_dispatch
+import test_energy
 import test_environment
 import test_explain_recorded
 import test_explain_rules
@@ -67,6 +68,7 @@ _REAL_PASS_TIMINGS = timing._pass_timings
 _REAL_SHARE_OF = facts.share_of
 _REAL_PROBLEM = replay._problem
 _REAL_LIMIT = facts.WrongAnswer.limit
+_REAL_LOOP_STEP = timing._loop_step
 
 
 def _kv_heads_not_looked_up(mp):
@@ -271,6 +273,10 @@ FAULTS = [
     Fault("roofline: the bytes moved counted twice",
           lambda mp: mp.setattr(Workload, "moved_bytes", lambda w, *a, **k: 2 * _REAL_MOVED(w, *a, **k)),
           _call(test_roofline.test_the_blog_runs_point_is_its_flops_over_its_bytes_and_its_time_re_derived_by_hand)),
+    Fault("energy: a graph loop's joules divided by its replays, not its calls",
+          lambda mp: mp.setattr(timing, "_loop_step", lambda s: (lambda r: (r[0], 1, r[2]))(_REAL_LOOP_STEP(s))),
+          lambda mp: test_energy.test_a_graph_run_s_loop_replays_its_graph_and_counts_its_calls_not_its_replays(
+              *test_energy.fake_gpu_and_nvml(mp), mp)),
 ]
 
 

@@ -14,8 +14,8 @@ from typing import Iterable
 
 from .. import text
 from ..results import Comparison, Note, Run, Sweep
-from . import (backward_rules, blog_rules, decode_rules, environment_rules, guess_rules, ledger, mask_rules,
-               packed_rules, sweep_notes, timing_rules, verdict)
+from . import (backward_rules, blog_rules, decode_rules, energy_rules, environment_rules, guess_rules, ledger,
+               mask_rules, packed_rules, sweep_notes, timing_rules, verdict)
 from .facts import Peers, Rule, peers_for
 
 TOP = 3  # notes shown before "more"
@@ -43,7 +43,7 @@ RULES: tuple[Rule, ...] = (
     packed_rules.padding_waste, packed_rules.mask_build, packed_rules.packed_kernel, packed_rules.packed_host,
     # the environment
     environment_rules.pinned_refused, environment_rules.rank3_path, environment_rules.auto_choice,
-    environment_rules.cpu_dispatch,
+    environment_rules.cpu_dispatch, energy_rules.not_measured,
     # the blog's A100
     blog_rules.against_blog, blog_rules.kernel_generation, blog_rules.nvjet_gemms, blog_rules.ranking_vs_blog,
 )
@@ -91,7 +91,7 @@ def explain(comparison: Comparison) -> Explanation:
     for n in b_notes:
         n.side = "b"
         notes.append(n)
-    for n in verdict.ranking_notes(a, b):
+    for n in verdict.ranking_notes(a, b) + energy_notes(a, b):
         n.side = "pair"
         notes.append(n)
     order = {rule.__name__: i for i, rule in enumerate(RULES)}
@@ -102,6 +102,16 @@ def explain(comparison: Comparison) -> Explanation:
     for n in [headline, *notes]:
         n.title, n.body = (text.score_grid(t, w.queries, w.seq_len) for t in (n.title, n.body))
     return Explanation(headline, notes)
+
+
+def energy_notes(a: Run, b: Run) -> list[Note]:
+    """Where the run the verdict ranks faster drew more joules a call than the other."""
+    v = verdict.decision(a, b)
+    if v.kind != "ranked" or a.variant == b.variant:
+        return []
+    fast, slow = (a, b) if v.faster == "a" else (b, a)
+    found = energy_rules.faster_not_cheaper(fast, slow, v.path, {id(a): "a", id(b): "b"})
+    return [found] if found else []
 
 
 def explain_sweep(result: Sweep) -> Explanation:
