@@ -214,7 +214,7 @@ PARTS = {
     "fp8": (FP8_MATRIX, FP8_FAMILIES),                       # ~3 min (estimated)
 }
 PART_VARIANTS = {name: PACKERS for name in ("packed", "packed_unequal", "packed_timing", "unequal_timing")}
-PART_VARIANTS["fp8"] = FP8_TAKERS + ("cudnn_fe", "sdpa_cudnn", "sdpa_flash")
+PART_VARIANTS["fp8"] = FP8_TAKERS + ("fa4", "cudnn_fe", "sdpa_cudnn", "sdpa_flash")  # FA3 beside FA4 on the long prefill
 
 
 def _step_of(workload: Workload) -> tuple:
