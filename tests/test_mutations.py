@@ -11,6 +11,7 @@ from typing import Callable
 import pytest
 
 import test_cost_model_gpu
+import test_counters
 import test_dispatch
 import test_environment
 import test_explain_recorded
@@ -34,6 +35,7 @@ from attention_variants.base import Variant
 from profiling import scores
 from profiling import accuracy, budget, dispatch, environment, explain, gpu_paths, replay, stats, text, timing, trace
 from profiling.explain import blog_rules, curves, facts, guess_rules, ledger, mask_rules, verdict
+from profiling.counters import Counters
 from profiling.results import Run
 from profiling.workload import PASS_FLOPS, Inputs, Workload
 
@@ -253,6 +255,10 @@ FAULTS = [
     Fault("roofline: the bytes moved counted twice",
           lambda mp: mp.setattr(Workload, "moved_bytes", lambda w, *a, **k: 2 * _REAL_MOVED(w, *a, **k)),
           _call(test_roofline.test_the_blog_runs_point_is_its_flops_over_its_bytes_and_its_time_re_derived_by_hand)),
+    Fault("counters: the DRAM note's bytes read with the bytes written added to them",
+          lambda mp: mp.setattr(Counters, "dram_read_bytes",
+                                property(lambda c: c._sum("dram_read") + c._sum("dram_write"))),
+          _call(test_counters.test_the_dram_note_is_the_counted_bytes_against_q_k_v_in_and_out_out_re_derived_by_hand)),
 ]
 
 
