@@ -318,9 +318,13 @@ def test_the_pages_event_keeps_the_answer_it_returns_and_show_renders_that_resul
     timeline, timeline_file, card_a = rest[:3]
     assert timeline["visible"] and timeline_file["visible"] and timeline_file["value"]["path"].endswith(".png")
     assert card_a.startswith("### A · Naive (masked_fill) `naive`")
-    roof, roof_line, roof_file = rest[-3:]  # the roofline under the chart, its PNG beside the chart's
+    roof, roof_line, roof_file = rest[-6:-3]  # the roofline under the chart, its PNG beside the chart's
     assert roof["visible"] and roof["value"]["plot"].startswith("data:image/png;base64,") and roof_line == ""
     assert roof_file["visible"] and roof_file["value"]["path"].endswith(".png")
+    stage_roof, fold, folded = rest[-3:]  # the stage's own roofline; the embed's fold holds the page's figure
+    assert stage_roof["visible"] and stage_roof["value"]["plot"].startswith("data:image/png;base64,")
+    assert stage_roof["value"]["plot"] != roof["value"]["plot"]
+    assert fold["visible"] and folded["visible"] and folded["value"]["plot"] == roof["value"]["plot"]
 
 
 def test_a_replay_shown_again_is_served_the_charts_drawn_the_first_time_and_another_answer_draws_its_own(
@@ -731,9 +735,9 @@ def test_the_workload_gpu_and_source_travel_with_the_answer_to_every_surface(mon
     shown = app.show(kept_id, fake_request())
     monkeypatch.undo()
     assert reports._md(line) in shown[5]  # the present view's answer
-    # the chart's PNG and the timeline's say the line; the roofline's says it, then what its roofs are
+    # the chart's PNG, the timeline's and the stage's two say the line; the roofline's says it, then what its roofs are
     roofs = [c for c in captured.values() if c != line]
-    assert len(captured) >= 3 and len(roofs) == 1 and roofs[0].startswith(line + ". x: the pass's FLOPs"), captured
+    assert len(captured) >= 4 and len(roofs) == 1 and roofs[0].startswith(line + ". x: the pass's FLOPs"), captured
     json_file = next(o.value["path"] for o in shown if isinstance(o, gr.DownloadButton) and o.value
                      and o.value["path"].endswith(".json"))
     assert json.loads(Path(json_file).read_text())["measured"] == line
