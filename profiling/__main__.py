@@ -295,7 +295,8 @@ def cmd_counters(args) -> int:
     from .counters import read
 
     if _live_device(args) != "cuda":
-        raise Refusal("device", "cpu", "counters are read by Nsight Compute on a CUDA GPU, and none is visible")
+        raise Refusal("device", "cpu", "counters are read by Nsight Compute on a CUDA GPU, and none is visible (a "
+                                       "replay shows the recording's where it holds them: compare --source NAME)")
     for key in args.variants:
         if key not in KEYS:
             raise Refusal("variant", key, f"choose among {', '.join(KEYS)}")

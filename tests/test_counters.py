@@ -5,6 +5,8 @@ units, a row per kernel), and its figures for cuDNN's kernel are those the issue
 10.05 MB written)."""
 from __future__ import annotations
 
+import dataclasses
+import json
 import subprocess
 
 import pytest
@@ -118,6 +120,18 @@ def test_a_refusal_is_kept_in_one_line_never_raised(monkeypatch):
     assert counters.read(BLOG, "naive").refusal == "no ncu on this machine's PATH"
 
 
+def test_the_runner_s_refusal_is_the_line_the_launcher_keeps(capsys):
+    """`counters-one` for a variant that cannot run here says why on stderr, in the line `read` keeps as the refusal
+    (before CUDA is touched: this CPU runs it)."""
+    from profiling.__main__ import main
+
+    workload = Workload.cpu_default()
+    assert main(["counters-one", "--workload-json", json.dumps(dataclasses.asdict(workload)), "--variant", "fa3"]) == 2
+    said = capsys.readouterr().err
+    line = counters.refusal_line(said)
+    assert line == said.strip() and line.startswith(f"counters-one: fa3 cannot run {workload.words()}: ")
+
+
 def test_a_metric_ncu_does_not_know_is_dropped_and_the_call_read_again(monkeypatch):
     monkeypatch.setattr(counters, "ncu_version", lambda ncu="ncu": "Version 2025.3.0.0")
     gmma = METRICS["gmma"]
@@ -169,6 +183,17 @@ def test_the_dram_note_is_the_counted_bytes_against_q_k_v_in_and_out_out_re_deri
     assert f"the L2 kept {text.size(tensor - 10_051_584)} of the output" in note.body
     assert "its inputs read once" in note.body.lower()
     assert note.title.startswith(f"DRAM by the counters: {text.size(read)} read and {text.size(10_051_584)} written")
+
+
+def test_a_training_step_s_bytes_are_said_pass_by_pass_as_the_model_counts_them():
+    """A step's model reads q, K and V in both passes and the forward's out in the backward: 2·3 + 2 tensors in, 4 out."""
+    run = recorded("sdpa_cudnn", passes="fwd+bwd")
+    run.counters = Counters(run.workload, "sdpa_cudnn", parse_raw_csv(CUDNN_CSV), CUDNN_CSV)
+    note = apply(counter_rules.dram_bytes, run)
+    tensor = 8 * 16 * 1024 * 64 * 2
+    assert (note.facts["in"].value, note.facts["out"].value) == (8 * tensor, 4 * tensor)
+    assert ("(q, K and V in the forward; q, K, V, out and dout in the backward)" in note.body
+            and "(out in the forward; dq, dK and dV in the backward)" in note.body), note.body
 
 
 def test_reading_more_than_the_model_is_said_as_rereads():

@@ -23,22 +23,27 @@ def _counted(run: Run) -> bool:
     return on_gpu(run) and c is not None and not c.refusal and bool(c.kernels) and run.phase == run.call
 
 
-def _sides(run: Run) -> tuple[list[str], list[str]]:
-    """The tensors the call reads and those it writes, by name, each once (a step reads q, K and V in both passes)."""
+def _sides(run: Run) -> tuple[str, str]:
+    """The tensors the call reads and those it writes (`Workload.outputs`), in words, each as often as the bytes model
+    counts it: a forward's once; a step's pass by pass (its backward reads q, K and V again, and the out its forward
+    wrote)."""
+    phases = ("forward", "backward") if run.call == "step" else (run.call,)
     reads, writes = [], []
-    for phase in (("forward", "backward") if run.call == "step" else (run.call,)):
-        names = [n for n, _ in run.workload.tensors(phase, packing(run), sparse(run))]
-        cut = -1 if phase == "forward" else -3
-        reads += names[:cut]
-        writes += names[cut:]
-    writes = list(dict.fromkeys(writes))
-    return [n for n in dict.fromkeys(reads) if n not in writes], writes
+    for phase in phases:
+        laid = (phase, packing(run), sparse(run))
+        out = [n for n, _ in run.workload.outputs(*laid)]
+        reads.append(text.tensor_list([n for n, _ in run.workload.tensors(*laid)][:-len(out)]))
+        writes.append(text.tensor_list(out))
+    if len(phases) == 1:
+        return f"{reads[0]}, each once", writes[0]
+    return ("; ".join(f"{r} in the {p}" for r, p in zip(reads, phases)),
+            "; ".join(f"{w} in the {p}" for w, p in zip(writes, phases)))
 
 
 def dram_bytes(run: Run, peers: Peers) -> Note | None:
     """The DRAM bytes ncu counted over the call against the bytes it must move: read against its inputs, written against
-    its outputs. Fewer written: the L2 still held part of the output when the call ended (it is written back later,
-    outside the count); more read: data read again (intermediates written and read back, as an unfused call's scores,
+    its outputs. Fewer written: the L2 still held part of the output when the kernel that wrote it ended (written
+    back later, outside ncu's count of that kernel); more read: data read again (intermediates written and read back, as an unfused call's scores,
     or tiles the L2 let go)."""
     c = run.counters
     if not _counted(run) or c.dram_read_bytes is None or c.dram_write_bytes is None:
@@ -62,7 +67,8 @@ def dram_bytes(run: Run, peers: Peers) -> Note | None:
     write_gap = difference(facts["wrote"], facts["out"])
     if -write_gap.value > AGREE * facts["out"].value:
         facts["kept"] = difference(facts["out"], facts["wrote"])
-        clauses.append("the L2 kept {kept} of the output: still there when the call ended, written back after it")
+        clauses.append("the L2 kept {kept} of the output: still there when the kernel that wrote it ended (ncu "
+                       "counts kernel by kernel), written back after the count")
     elif write_gap.value > AGREE * facts["out"].value:
         facts["extra"] = write_gap
         clauses.append("{extra} more written than its output: intermediates that went out to DRAM")
@@ -73,8 +79,8 @@ def dram_bytes(run: Run, peers: Peers) -> Note | None:
                 "DRAM by the counters: {read} read and {wrote} written, against the {moved} a " + run.call
                 + " must move",
                 f"Nsight Compute counted one {run.call} (the caches flushed before each kernel): {{read}} read from "
-                f"DRAM against the {{in}} it must read ({text.tensor_list(reads)}, each once), {{wrote}} written "
-                f"against the {{out}} it must write ({text.tensor_list(writes)}). "
+                f"DRAM against the {{in}} it must read ({reads}), {{wrote}} written "
+                f"against the {{out}} it must write ({writes}). "
                 + text.as_sentence("; ".join(clauses)),
                 weight=0.1 if agree else 0.3, facts=facts)
 
