@@ -509,8 +509,8 @@ def test_a_live_presentation_link_stages_what_run_will_measure_before_anything_r
 
 def test_the_presentation_gives_the_one_reason_and_its_chart_is_all_in_large_type(monkeypatch):
     """The stage's words: the headline, what was measured and the top note with its body (titles alone gave no
-    reason); its chart as the page draws it, caption included, has no text under PRESENT_PT (18 px and more at its
-    PNG's own size: the caption was 9 pt, 12.5 px)."""
+    reason); its chart and its roofline as the page draws them, captions included, have no text under PRESENT_PT (18 px
+    and more at their PNGs' own size: the caption was 9 pt, 12.5 px)."""
     from matplotlib.text import Text
     request = Request.build(RECORDING, "naive", "sdpa_flash", {}, "cpu")
     answer = session.compare(request)
@@ -523,9 +523,11 @@ def test_the_presentation_gives_the_one_reason_and_its_chart_is_all_in_large_typ
     monkeypatch.setattr(figures, "png", lambda figure, real=figures.png: drawn.setdefault(id(figure), figure) and
                         real(figure))
     app.charts(handlers.RESULTS.get(kept_id))
-    (present,) = [f for f in drawn.values() if f.get_figwidth() == figures.PRESENT_WIDTH_IN]
-    sizes = [t.get_fontsize() for t in present.findobj(Text) if t.get_visible() and t.get_text().strip()]
-    assert min(sizes) >= figures.PRESENT_PT and min(sizes) * figures.DPI / 72 >= 18
+    stage = [f for f in drawn.values() if f.get_figwidth() == figures.PRESENT_WIDTH_IN]
+    assert len(stage) == 2  # the headline's figure and the roofline
+    for present in stage:
+        sizes = [t.get_fontsize() for t in present.findobj(Text) if t.get_visible() and t.get_text().strip()]
+        assert min(sizes) >= figures.PRESENT_PT and min(sizes) * figures.DPI / 72 >= 18
 
 
 def test_a_decode_steps_guess_speaks_of_its_lq_by_s_scores():
