@@ -231,6 +231,7 @@ class Charts:
     lanes: bytes | None      # one call of each on a timeline; None where a side has no trace
     timelines: tuple | None  # the two timelines the lanes draw
     roofline: bytes | None = None  # A and B against the GPU's roofs; None where there is none (`roofline_outputs` says why)
+    present_roofline: bytes | None = None  # the same in the stage's large type (`present_roofline_figure`)
 
 
 def charts(data: Kept) -> Charts:
@@ -245,12 +246,13 @@ def charts(data: Kept) -> Charts:
     present = drawn("present", lambda: figures.caption(figures.present_figure(comparison), measured, dark=None,
                                                        size=figures.PRESENT_PT))
     roof = drawn("roofline", lambda: roofline_figure(comparison, measured))
+    present_roof = drawn("present roofline", lambda: present_roofline_figure(comparison, measured))
     try:
         ta, tb = run_timeline(comparison.a), run_timeline(comparison.b)
     except ValueError:  # a side that did not run, or a trace pruned since
-        return Charts(chart, present, None, None, roof)
+        return Charts(chart, present, None, None, roof, present_roof)
     lanes = drawn("timeline", lambda: figures.caption(figures.timeline_figure(ta, tb, dark=None), measured, dark=None))
-    return Charts(chart, present, lanes, (ta, tb), roof)
+    return Charts(chart, present, lanes, (ta, tb), roof, present_roof)
 
 
 def roofline_figure(result, measured: str):
@@ -263,14 +265,25 @@ def roofline_figure(result, measured: str):
     return figures.caption(figure, f"{measured.rstrip('.')}. {roofline.caption(roofline.runs(result))}", dark=None)
 
 
-def roofline_outputs(result, drawn: bytes | None, path: Path) -> list:
-    """The roofline's plot, the line that says why there is none, and its PNG download."""
+def present_roofline_figure(result, measured: str):
+    """The stage's roofline: the same points and roofs in its large type, tall as its other figure, captioned as that
+    figure is with what was measured (the key names each roof, measured or the datasheet's); None where it has none."""
+    from profiling import figures
+
+    figure = figures.roofline_figure(result, dark=None, present=True)
+    return None if figure is None else figures.caption(figure, measured, dark=None, size=figures.PRESENT_PT)
+
+
+def roofline_outputs(result, drawn: bytes | None, path: Path, present: bytes | None) -> list:
+    """The roofline's plot, the line that says why there is none, and its PNG download; then the stage's (`present`)
+    and the embed's fold with the page's figure in it (shown only where there is one)."""
     from profiling import roofline
 
     if drawn is not None:
         path.write_bytes(drawn)
     return [shown(drawn), "" if drawn is not None else (roofline.refusal(roofline.runs(result)) or ""),
-            gr.DownloadButton(value=path if drawn is not None else None, visible=drawn is not None)]
+            gr.DownloadButton(value=path if drawn is not None else None, visible=drawn is not None),
+            shown(present), gr.Accordion(visible=drawn is not None), shown(drawn)]
 
 
 def show(result_id, http: gr.Request) -> list:
@@ -310,15 +323,27 @@ def show(result_id, http: gr.Request) -> list:
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True),
                 full_page_line(link),
                 *roofline_outputs(comparison, drawn.roofline,
-                                  folder / f"roofline_{comparison.a.variant}_vs_{comparison.b.variant}.png")]
+                                  folder / f"roofline_{comparison.a.variant}_vs_{comparison.b.variant}.png",
+                                  drawn.present_roofline)]
 
 
 def roofline_block(name: str) -> tuple:
-    """Under a tab's chart: the roofline and the line that says why there is none (the full page only: the present
-    view and the embed keep their own figures; its PNG download sits beside the chart's)."""
+    """Under a tab's chart: the roofline and the line that says why there is none (the full page's; its PNG download
+    sits beside the chart's), the stage's roofline (its large type, beside its other figure: `present_roofline_figure`)
+    and the embed's fold holding the page's figure (the README's 760×1400 frame holds the answer and the controls; a
+    reader who opens it scrolls the frame)."""
     hidden = ["not-in-present", "not-in-embed"]
-    return (gr.Plot(show_label=False, format="png", visible=False, elem_id=name, elem_classes=hidden),
+    page = (gr.Plot(show_label=False, format="png", visible=False, elem_id=name, elem_classes=hidden),
             gr.Markdown(elem_id=f"{name}-line", elem_classes=hidden))
+    stage = gr.Plot(show_label=False, format="png", visible=False,
+                    elem_id=f"{name.removesuffix('roofline')}present-roofline")
+    with gr.Accordion(EMBED_ROOFLINE, open=False, visible=False, elem_id=f"embed-{name}",
+                      elem_classes="only-in-embed") as fold:
+        folded = gr.Plot(show_label=False, format="png", visible=False, elem_id=f"embed-{name}-plot")
+    return (*page, stage, fold, folded)
+
+
+EMBED_ROOFLINE = "The roofline: each run against the GPU's roofs"
 
 
 def full_page_line(link: str) -> str:
@@ -349,7 +374,8 @@ def show_sweep(result_id, http: gr.Request) -> list:
                 gr.Dataframe(reports.sweep_table(result), visible=True),
                 gr.DownloadButton(value=files["json"], visible=True), gr.DownloadButton(value=files["png"], visible=True),
                 *roofline_outputs(result, drawn("roofline", lambda: roofline_figure(result, measured)),
-                                  folder / f"roofline_{result.a}_vs_{result.b}.png")]
+                                  folder / f"roofline_{result.a}_vs_{result.b}.png",
+                                  drawn("present roofline", lambda: present_roofline_figure(result, measured)))]
 
 
 STALE = "⚠️ **Controls changed since this result** — Run to update."
@@ -525,7 +551,7 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                 chart = gr.Plot(label="time per call, A vs B", show_label=False, format="png", visible=False,
                                 elem_id="chart")
                 present_chart = gr.Plot(show_label=False, format="png", visible=False, elem_id="present-chart")
-                roofline, roofline_line = roofline_block("roofline")
+                roofline, roofline_line, present_roofline, embed_box, embed_roofline = roofline_block("roofline")
             full_page = gr.Markdown(elem_id="full-page", elem_classes="only-in-embed")
             with gr.Accordion("One call on a timeline: CPU and GPU lanes", open=True,
                               elem_classes=["not-in-present", "not-in-embed"]):
@@ -574,7 +600,8 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                 sweep_chart = gr.Plot(show_label=False, format="png", visible=False, elem_id="sweep-chart")
                 sweep_present_chart = gr.Plot(show_label=False, format="png", visible=False,
                                               elem_id="sweep-present-chart")
-                sweep_roofline, sweep_roofline_line = roofline_block("sweep-roofline")
+                (sweep_roofline, sweep_roofline_line, sweep_present_roofline, sweep_embed_box,
+                 sweep_embed_roofline) = roofline_block("sweep-roofline")
             with gr.Group(elem_classes=["not-in-present", "not-in-embed"]):
                 sweep_link = gr.Textbox(label="Link to this sweep", buttons=["copy"], interactive=False,
                                         elem_id="sweep-link")
@@ -606,9 +633,10 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
 
     views = [link, views_line, stale, measured_on, verdict, present, chart, present_chart, timeline_caption, timeline,
              timeline_file, *side_a.outputs, *side_b.outputs, json_file, png_file, full_page,
-             roofline, roofline_line, roofline_file]
+             roofline, roofline_line, roofline_file, present_roofline, embed_box, embed_roofline]
     sweep_outputs = [sweep_link, sweep_views, sweep_verdict, sweep_present, sweep_chart, sweep_present_chart,
-                     sweep_table, sweep_json, sweep_png, sweep_roofline, sweep_roofline_line, sweep_roofline_file]
+                     sweep_table, sweep_json, sweep_png, sweep_roofline, sweep_roofline_line, sweep_roofline_file,
+                     sweep_present_roofline, sweep_embed_box, sweep_embed_roofline]
 
     # Events: every live measurement (a comparison or a sweep) shares one concurrency group of size 1, so runs
     # never overlap; replays have their own group, so they never wait behind a live run. The public endpoints

@@ -1,6 +1,6 @@
 """Command line: `python -m profiling list | compare A B [...] | sweep A B [...] | context-parallel A B --gpus N [...] |
-record --out DIR [--part ...]`. Every request goes through `profiling.session`, as the page's do. Help and the
-options' refusals come before torch is imported (the parser is made from the field specs alone): each command
+record --out DIR [--part ...] | counters A [B ...]`. Every request goes through `profiling.session`, as the page's do.
+Help and the options' refusals come before torch is imported (the parser is made from the field specs alone): each command
 imports what it measures with."""
 from __future__ import annotations
 
@@ -178,6 +178,8 @@ def cmd_compare(args) -> int:
     print(f"while it ran: {busy}\n" if busy else "")
     for run in (c.a, c.b):
         print(reports.summary_line(run))
+        if run.counters is not None:
+            print(reports.counters_text(run.counters))
         if run.ok:
             print(table_text(reports.kernel_table(run).drop(columns=["full name"])), "\n")
     print(reports.notes_text(answer.explanation), "\n")
@@ -285,9 +287,47 @@ def _energy_argument(p: argparse.ArgumentParser, of: str) -> None:
                         "more a variant (on by default)")
 
 
+def cmd_counters_one(args) -> int:
+    """The call ncu reads (`counters.call_once`): run under ncu by `counters.read`, never by hand."""
+    from .counters import call_once
+    from .workload import Workload
+
+    try:
+        workload = Workload(**json.loads(args.workload_json))
+    except (TypeError, ValueError) as error:
+        raise Refusal("--workload-json", args.workload_json, f"is not a workload ({error})") from None
+    why = call_once(workload, args.variant)
+    if why:
+        print(f"counters-one: {args.variant} cannot run {workload.words()}: {why}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_counters(args) -> int:
+    """Live counters: each variant's call under ncu on this GPU, summed over its kernels (`reports.counters_text`)."""
+    from attention_variants import KEYS
+
+    from . import reports
+    from .counters import read
+
+    if _live_device(args) != "cuda":
+        raise Refusal("device", "cpu", "counters are read by Nsight Compute on a CUDA GPU, and none is visible (a "
+                                       "replay shows the recording's where it holds them: compare --source NAME)")
+    for key in args.variants:
+        if key not in KEYS:
+            raise Refusal("variant", key, f"choose among {', '.join(KEYS)}")
+    fields = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name) is not None}
+    workload = Request.build(LIVE, args.variants[0], args.variants[0], fields, "cuda").workload
+    print(f"workload: {workload.words()} (live, under ncu)\n")
+    for key in args.variants:
+        print(reports.counters_text(read(workload, key)), "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m profiling", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{list,compare,sweep,context-parallel,record}")
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="{list,compare,sweep,context-parallel,record,counters}")
     p = sub.add_parser("list", help="the variants, and whether each can run here on the workload",
                        description="the variants, and whether each can run here on the workload")
     add_workload_arguments(p)
@@ -342,6 +382,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "the part stops between two workloads and says the --start that goes on")
     _energy_argument(p, "each recorded run (not the sweeps)")
     p.set_defaults(func=cmd_record)
+    help_text = ("on a GPU with Nsight Compute: one call of each variant under ncu, its DRAM bytes, L2 hit rate, "
+                 "achieved occupancy and tensor pipe, kernel by kernel (live only; a replay shows the recording's)")
+    p = sub.add_parser("counters", help=help_text, description=help_text)
+    p.add_argument("variants", nargs="+", metavar="VARIANT", help="the variants' keys (`list` names them)")
+    add_workload_arguments(p)
+    p.add_argument("--device", choices=["cuda"], help="the GPU (counters are read on one only)")
+    p.set_defaults(func=cmd_counters)
+    p = sub.add_parser("counters-one", help=argparse.SUPPRESS,
+                       description="the one call ncu reads: run by `counters` and `record --part counters` under ncu")
+    p.add_argument("--workload-json", required=True, help="the workload, as a run's JSON holds it")
+    p.add_argument("--variant", required=True, help="the variant's key")
+    p.set_defaults(func=cmd_counters_one)
     return parser
 
 

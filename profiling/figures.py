@@ -333,8 +333,8 @@ def _seq_label(s: float) -> str:
     return f"{s / 1024:g}k" if s >= 1024 else f"{s:g}"
 
 
-def _legend(axes, handles, colours: dict, **kwargs) -> None:
-    legend = axes.legend(handles=handles, fontsize=SMALL_PT, frameon=False, labelcolor=colours["fg"], **kwargs)
+def _legend(axes, handles, colours: dict, fontsize: float = SMALL_PT, **kwargs) -> None:
+    legend = axes.legend(handles=handles, fontsize=fontsize, frameon=False, labelcolor=colours["fg"], **kwargs)
     legend.set_zorder(5)
 
 
@@ -732,11 +732,12 @@ ROOF_COLOUR = "#6b7280"
 SIDE_COLOURS = {"A": DEVICE_TIME_COLOUR, "B": "#dd8452"}
 
 
-def roofline_figure(result: Comparison | Sweep, dark: bool | None = None) -> Figure | None:
+def roofline_figure(result: Comparison | Sweep, dark: bool | None = None, present: bool = False) -> Figure | None:
     """Each run at its arithmetic intensity and achieved TFLOP/s (`roofline.points`), log–log, under the GPU's roofs
     (`roofline.roofs`: measured drawn full, the datasheet's thin, each named with its figure in the key): A and B a
     point each, or a sweep's variants a path each over its axis with its first and last lengths written by them; warm
-    points filled, cold ones hollow. None where the runs have no roofline (`roofline.refusal` says why)."""
+    points filled, cold ones hollow. None where the runs have no roofline (`roofline.refusal` says why). `present`:
+    the stage's figure, tall and in its large type (PRESENT_PT), the key one entry a line."""
     from . import roofline
 
     sweep = isinstance(result, Sweep)
@@ -746,10 +747,15 @@ def roofline_figure(result: Comparison | Sweep, dark: bool | None = None) -> Fig
     env, workload = runs[0].environment, runs[0].workload
     roofs = roofline.roofs_of(runs)
     colours = theme(dark)
-    figure = Figure(figsize=(WIDTH_IN, 4.4), dpi=DPI, layout="constrained", facecolor=colours["bg"])
+    size = (PRESENT_WIDTH_IN, PRESENT_HEIGHT_IN) if present else (WIDTH_IN, 4.4)
+    small, body, title = (PRESENT_PT,) * 3 if present else (SMALL_PT, TEXT_PT, TITLE_PT)
+    figure = Figure(figsize=size, dpi=DPI, layout="constrained", facecolor=colours["bg"])
     axes = figure.subplots()
     handles, labels = [], []
-    if sweep:
+    if sweep and present:  # A and B in the stage's other figure's colours and names
+        paths = [(f"{side} · {variant}", colour, result.of(variant))
+                 for side, variant, colour in (("A", result.a, DEVICE_TIME_COLOUR), ("B", result.b, "#dd8452"))]
+    elif sweep:
         paths = [(variant, VARIANT_COLOURS[i % len(VARIANT_COLOURS)], result.of(variant))
                  for i, variant in enumerate(result.variants)]
     else:
@@ -773,7 +779,7 @@ def roofline_figure(result: Comparison | Sweep, dark: bool | None = None) -> Fig
                     labels.append(axes.annotate(_seq_label(result.value(run)) if result.axis == "seq_len" else
                                                 text.point(result.axis, result.value(run)), (p.intensity, p.tflops),
                                                 xytext=(6 * side, 0), textcoords="offset points", va="center",
-                                                ha="left" if side > 0 else "right", fontsize=SMALL_PT, color=colour))
+                                                ha="left" if side > 0 else "right", fontsize=small, color=colour))
         handles.append(Line2D([], [], color=colour, marker="o", linewidth=1.6 if sweep else 0,
                               label=name if ran else f"{name} ({of[0].status if of else 'no points'})"))
     if any(p.cold for p in everything):
@@ -804,14 +810,20 @@ def roofline_figure(result: Comparison | Sweep, dark: bool | None = None) -> Fig
     axes.set_xlim(low_x, high_x)
     axes.set_ylim(min(ys) / 4, top * 3)
     axes.grid(True, which="major", color=colours["grid"], linewidth=0.8)
-    axes.set_xlabel("arithmetic intensity: FLOPs per byte the pass must move", fontsize=TEXT_PT)
-    axes.set_ylabel("TFLOP/s achieved", fontsize=TEXT_PT)
+    axes.set_xlabel("FLOPs per byte it must move" if present else
+                    "arithmetic intensity: FLOPs per byte the pass must move", fontsize=body)
+    axes.set_ylabel("TFLOP/s achieved", fontsize=body)
     axes.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     axes.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
-    axes.set_title(f"against the roofs · {env.device_name}, {workload.dtype}", fontsize=TITLE_PT, loc="left",
-                   color=colours["fg"])
+    axes.set_title(f"against the roofs · {text.machine(env) if present else env.device_name}, {workload.dtype}",
+                   fontsize=title, loc="left", color=colours["fg"])
     style_axes(axes, colours)
-    _legend(axes, handles, colours, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    if present:  # the key's lines wrapped to the tall figure's width (a handle's width aside)
+        axes.tick_params(labelsize=PRESENT_PT, which="both")
+        for handle in handles:
+            handle.set_label(textwrap.fill(handle.get_label(), int(size[0] * 72 / (PRESENT_PT * 0.6)) - 6))
+    _legend(axes, handles, colours, loc="upper center", bbox_to_anchor=(0.5, -0.17 if present else -0.2),
+            ncol=1 if present else 2, fontsize=small)
     if labels:
         _unclutter(labels, _laid_out(figure), remove=True)
     return figure

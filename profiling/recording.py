@@ -212,9 +212,47 @@ PARTS = {
     "packed_timing": (timed(PACKED_MATRIX), ()),             # 1.8 min
     "unequal_timing": (timed(UNEQUAL), ()),                  # ~1 min (estimated)
     "fp8": (FP8_MATRIX, FP8_FAMILIES),                       # ~3 min (estimated)
+    "counters": ((), ()),                                    # ncu over one call of each of COUNTED (record_counters)
 }
 PART_VARIANTS = {name: PACKERS for name in ("packed", "packed_unequal", "packed_timing", "unequal_timing")}
 PART_VARIANTS["fp8"] = FP8_TAKERS + ("fa4", "cudnn_fe", "sdpa_cudnn", "sdpa_flash")  # FA3 beside FA4 on the long prefill
+
+
+# -- hardware counters (the part 'counters'): one call of each variant under Nsight Compute -------------------------
+# The blog's workload for every variant the recording holds there (None), and a decode step for its decoders: each
+# one process under ncu (counters.read), its counters kept in counters.json.gz beside the runs, or ncu's refusal.
+COUNTED = ((BLOG, None), (DECODE, DECODERS))
+
+
+def counted_variants(out_dir, workload: Workload, keys=None) -> list[str]:
+    """The variants to read on `workload`: those of `keys` (every variant: None) the recording in `out_dir` holds an
+    ok run of there, in recording order; where it holds none of that workload, every one of `keys`."""
+    from attention_variants import VARIANTS
+
+    keys = list(keys or VARIANTS)
+    held = [r["variant"] for r in read_stored(Path(out_dir) / RUNS_FILE)
+            if r.get("status") == "ok" and Run.from_dict(r).workload.problem() == workload.problem()]
+    return [k for k in dict.fromkeys(held) if k in keys] or keys
+
+
+def record_counters(out_dir, counted=COUNTED, progress=print, read=None) -> list:
+    """Read each variant of `counted` under ncu (`counters.read`, or `read`) and write them to out_dir/counters.json.gz
+    in place of those it held of the same workload and variant, beside the rest; written after each variant."""
+    from .counters import COUNTERS_FILE, Counters, read as ncu_read
+
+    read = read or ncu_read
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    held = [Counters.from_dict(d) for d in read_stored(out_dir / COUNTERS_FILE)]
+    for workload, keys in counted:
+        for key in counted_variants(out_dir, workload, keys):
+            got = read(workload, key)
+            held = [c for c in held if (c.workload.problem(), c.variant) != (workload.problem(), key)] + [got]
+            write_stored(out_dir / COUNTERS_FILE, held)
+            said = got.refusal or (f"{len(got.kernels)} kernels, DRAM read {text.size(got.dram_read_bytes or 0)}, "
+                                   f"written {text.size(got.dram_write_bytes or 0)}")
+            progress(f"{workload.words():60s} {key:15s} {said}")
+    return held
 
 
 def _step_of(workload: Workload) -> tuple:
@@ -236,11 +274,18 @@ def record_part(out_dir, name: str, progress=print, variants=None, start: int = 
     the same workloads, beside all the rest: its runs (every variant unless `variants` or PART_VARIANTS name some,
     traces kept) from its workload `start` on, then its sweeps. With a `deadline` (time.monotonic()) a part that
     runs out of time stops between two workloads, keeps what it held of the rest, records no sweep, and says the
-    --start that goes on from there (a lent GPU's call is 10 minutes)."""
+    --start that goes on from there (a lent GPU's call is 10 minutes). The part 'counters' writes counters.json.gz
+    (`record_counters`) and returns the runs and sweeps the recording holds, unchanged."""
     import time
 
     if name not in PARTS:
         raise ValueError(f"part={name!r} is not a part of the recording: choose one of {', '.join(PARTS)}")
+    if name == "counters":  # no runs or sweeps: counters.json.gz beside them
+        t0 = time.perf_counter()
+        held = record_counters(out_dir, progress=progress)
+        progress(f"part counters: {len(held)} calls read, {time.perf_counter() - t0:.0f} s")
+        return [Run.from_dict(d) for d in read_stored(Path(out_dir) / RUNS_FILE)], \
+            [Sweep.from_dict(d) for d in read_stored(Path(out_dir) / SWEEPS_FILE)]
     workloads, families = PARTS[name]
     if not 0 <= start <= len(workloads):
         raise ValueError(f"start={start} is outside the part {name!r}: its workloads are 0 to {len(workloads)}")

@@ -97,9 +97,35 @@ def _recorded_as(variant: str, workload: Workload) -> Workload | None:
 
 def find_recorded(name: str, variant: str, workload: Workload) -> Run | None:
     """A copy of the recorded run of `variant` given `workload`'s problem (any device), or None; a twin's is found
-    under the workload it ran (`_recorded_as`)."""
+    under the workload it ran (`_recorded_as`); with the recording's counters of that call where it holds them
+    (`find_counters`)."""
     run = _index(name).get((_recorded_as(variant, workload), variant))
-    return copy.deepcopy(run) if run is not None else None
+    if run is None:
+        return None
+    run = copy.deepcopy(run)
+    run.counters = find_counters(name, variant, run.workload)
+    return run
+
+
+# -- recorded hardware counters -------------------------------------------------------------------------
+@functools.cache
+def recorded_counters(name: str) -> tuple:
+    """Every call the recording `name` read under Nsight Compute (counters.json.gz, written by `record --part
+    counters`), loaded once; () where it holds none."""
+    from .counters import COUNTERS_FILE, Counters
+
+    folder = recordings().get(name)
+    return tuple(Counters.from_dict(d) for d in read_stored(folder / COUNTERS_FILE)) if folder else ()
+
+
+def find_counters(name: str, variant: str, workload: Workload):
+    """A copy of the counters the recording `name` read of `variant`'s call on `workload`'s problem, or None. How the
+    run was timed is set aside: ncu reads one call of its own (the caches flushed before each kernel), whatever the
+    timing of the run it is shown beside; ncu's refusals too are kept, and shown as such."""
+    wanted = workload.problem(free=("timing",))
+    found = next((c for c in recorded_counters(name)
+                  if c.variant == variant and c.workload.problem(free=("timing",)) == wanted), None)
+    return copy.deepcopy(found) if found is not None else None
 
 
 def _held(name: str) -> dict[Workload, set[str]]:

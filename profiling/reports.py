@@ -125,6 +125,19 @@ def device_time_label(run: Run) -> str:
     return "GPU" if run.workload.device == "cuda" else "wall"
 
 
+def counters_text(c) -> str:
+    """A call's counters for the command line: the summed line, then each kernel's figures (`counters.Counters`)."""
+    head = f"{c.variant}: {text.counters(c)}"
+    rows = [f"  {text.clip(k.name, 70):70s} " + " · ".join(
+        f"{words} {fmt(v)}" for words, v, fmt in (("read", k.value("dram_read"), text.size),
+                                                  ("written", k.value("dram_write"), text.size),
+                                                  ("L2 hit", k.value("l2_hit"), text.percent),
+                                                  ("occupancy", k.value("occupancy"), text.percent),
+                                                  ("tensor", k.tensor_pct, text.percent)) if v is not None)
+        for k in c.kernels]
+    return "\n".join([head, *rows])
+
+
 def summary_line(run: Run) -> str:
     """One line per run: the numbers a reader compares first."""
     if not run.ok:
@@ -300,6 +313,9 @@ def run_card(side: str, run: Run, label: str) -> str:
         lines.append(f"- {text.rate(run.tflops, run.peak_share)}")
     if run.energy is not None or run.energy_refused:
         lines.append(f"- {_energy_words(run)} (NVML's counter: the whole GPU)")
+    if run.counters is not None:
+        version = f", {run.counters.ncu_version}" if run.counters.ncu_version else ""
+        lines.append(f"- Nsight Compute (recorded{version}): {text.counters(run.counters)}")
     if run.first_call_ms is not None:
         lines.append(f"- first call: {text.seconds(run.first_call_ms / 1000)} (compilation, plans, lazy init)")
     if run.concurrent_work:

@@ -13,6 +13,7 @@ import re
 import statistics
 from dataclasses import asdict, dataclass, field, fields, replace
 
+from .counters import Counters
 from .environment import Clocks, Environment
 from .workload import Workload
 
@@ -281,6 +282,8 @@ class Run:
     profiled_forwards: int = 0
     wall_s: float | None = None               # what measuring it cost, start to end
     trace_path: str | None = None             # Chrome trace (opens in Perfetto)
+    counters: Counters | None = None          # one call under Nsight Compute: a replay's, where the recording holds
+                                              # them for this workload and variant (replay.find_recorded)
 
     @property
     def ok(self) -> bool:
@@ -373,6 +376,8 @@ class Run:
         """The run's fields, and for a client the figures derived from them (read back, they are derived again)."""
         data = asdict(self)
         data["environment"] = self.environment.to_dict()
+        if self.counters is not None:
+            data["counters"] = self.counters.to_dict()
         data |= {"phase": self.phase, "bound": self.bound, "kernels_per_forward": self.kernels_per_forward,
                  "tflops": self.tflops, "peak_share": self.peak_share, "warm_call_ms": self.warm_call_ms}
         if self.energy is not None:
@@ -393,6 +398,8 @@ class Run:
                           ("clocks_before", Clocks), ("clocks_after", Clocks), ("energy", Energy)):
             if data.get(key) is not None:
                 data[key] = kind(**{k: v for k, v in data[key].items() if k in _FIELDS_OF[kind]})
+        if data.get("counters") is not None:
+            data["counters"] = Counters.from_dict(data["counters"])
         return cls(**data)
 
     def light(self) -> "Run":

@@ -241,6 +241,24 @@ def tensor_list(names) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def counters(c) -> str:
+    """One call under Nsight Compute in one line (a `counters.Counters`): 'DRAM 48.0 MiB read, 9.6 MiB written · L2 hit
+    41% · achieved occupancy 12% · tensor pipe 38% (1 kernel; percentages weighted by each kernel's time)', or ncu's
+    refusal as it said it."""
+    if c.refusal:
+        return f"no counters: {c.refusal}"
+    parts = []
+    if c.dram_read_bytes is not None and c.dram_write_bytes is not None:
+        parts.append(f"DRAM {size(c.dram_read_bytes)} read, {size(c.dram_write_bytes)} written")
+    for words, value in (("L2 hit", c.l2_hit_pct), ("achieved occupancy", c.occupancy_pct),
+                         ("tensor pipe", c.tensor_pct)):
+        if value is not None:
+            parts.append(f"{words} {percent(value)}")
+    n = len(c.kernels)
+    weighted = "; percentages weighted by each kernel's time" if n > 1 else ""
+    return " · ".join(parts) + f" ({plural(n, 'kernel')}{weighted}; one call, caches flushed by ncu)"
+
+
 def plural(n: float, word: str, many: str | None = None) -> str:
     return f"{count(n)} {word if n == 1 else many or word + 's'}"
 

@@ -716,6 +716,17 @@ class Workload:
         each)."""
         return sum(n for _, n in self.tensors(phase, packing, sparse))
 
+    def outputs(self, phase: str, packing: str = "padded", sparse: bool = False) -> list[tuple[str, int]]:
+        """The `tensors` a call of `phase` writes: a forward's out, a backward's dq, dK and dV, a step's both (the rest
+        it reads)."""
+        if phase == "step":
+            return self.outputs("forward", packing, sparse) + self.outputs("backward", packing, sparse)
+        return self.tensors(phase, packing, sparse)[-1 if phase == "forward" else -3:]
+
+    def written_bytes(self, phase: str, packing: str = "padded", sparse: bool = False) -> int:
+        """The part of `moved_bytes` a call of `phase` writes (its `outputs`)."""
+        return sum(n for _, n in self.outputs(phase, packing, sparse))
+
     def working_set_bytes(self, phase: str, packing: str = "padded", sparse: bool = False) -> int:
         """The distinct `tensors` one call of `phase` touches: what a warm loop may find in L2 from the call before (a
         step's block mask: the backward's, which holds the forward's)."""

@@ -318,9 +318,13 @@ def test_the_pages_event_keeps_the_answer_it_returns_and_show_renders_that_resul
     timeline, timeline_file, card_a = rest[:3]
     assert timeline["visible"] and timeline_file["visible"] and timeline_file["value"]["path"].endswith(".png")
     assert card_a.startswith("### A · Naive (masked_fill) `naive`")
-    roof, roof_line, roof_file = rest[-3:]  # the roofline under the chart, its PNG beside the chart's
+    roof, roof_line, roof_file = rest[-6:-3]  # the roofline under the chart, its PNG beside the chart's
     assert roof["visible"] and roof["value"]["plot"].startswith("data:image/png;base64,") and roof_line == ""
     assert roof_file["visible"] and roof_file["value"]["path"].endswith(".png")
+    stage_roof, fold, folded = rest[-3:]  # the stage's own roofline; the embed's fold holds the page's figure
+    assert stage_roof["visible"] and stage_roof["value"]["plot"].startswith("data:image/png;base64,")
+    assert stage_roof["value"]["plot"] != roof["value"]["plot"]
+    assert fold["visible"] and folded["visible"] and folded["value"]["plot"] == roof["value"]["plot"]
 
 
 def test_a_replay_shown_again_is_served_the_charts_drawn_the_first_time_and_another_answer_draws_its_own(
@@ -505,8 +509,8 @@ def test_a_live_presentation_link_stages_what_run_will_measure_before_anything_r
 
 def test_the_presentation_gives_the_one_reason_and_its_chart_is_all_in_large_type(monkeypatch):
     """The stage's words: the headline, what was measured and the top note with its body (titles alone gave no
-    reason); its chart as the page draws it, caption included, has no text under PRESENT_PT (18 px and more at its
-    PNG's own size: the caption was 9 pt, 12.5 px)."""
+    reason); its chart and its roofline as the page draws them, captions included, have no text under PRESENT_PT (18 px
+    and more at their PNGs' own size: the caption was 9 pt, 12.5 px)."""
     from matplotlib.text import Text
     request = Request.build(RECORDING, "naive", "sdpa_flash", {}, "cpu")
     answer = session.compare(request)
@@ -519,9 +523,11 @@ def test_the_presentation_gives_the_one_reason_and_its_chart_is_all_in_large_typ
     monkeypatch.setattr(figures, "png", lambda figure, real=figures.png: drawn.setdefault(id(figure), figure) and
                         real(figure))
     app.charts(handlers.RESULTS.get(kept_id))
-    (present,) = [f for f in drawn.values() if f.get_figwidth() == figures.PRESENT_WIDTH_IN]
-    sizes = [t.get_fontsize() for t in present.findobj(Text) if t.get_visible() and t.get_text().strip()]
-    assert min(sizes) >= figures.PRESENT_PT and min(sizes) * figures.DPI / 72 >= 18
+    stage = [f for f in drawn.values() if f.get_figwidth() == figures.PRESENT_WIDTH_IN]
+    assert len(stage) == 2  # the headline's figure and the roofline
+    for present in stage:
+        sizes = [t.get_fontsize() for t in present.findobj(Text) if t.get_visible() and t.get_text().strip()]
+        assert min(sizes) >= figures.PRESENT_PT and min(sizes) * figures.DPI / 72 >= 18
 
 
 def test_a_decode_steps_guess_speaks_of_its_lq_by_s_scores():
@@ -731,9 +737,9 @@ def test_the_workload_gpu_and_source_travel_with_the_answer_to_every_surface(mon
     shown = app.show(kept_id, fake_request())
     monkeypatch.undo()
     assert reports._md(line) in shown[5]  # the present view's answer
-    # the chart's PNG and the timeline's say the line; the roofline's says it, then what its roofs are
+    # the chart's PNG, the timeline's and the stage's two say the line; the roofline's says it, then what its roofs are
     roofs = [c for c in captured.values() if c != line]
-    assert len(captured) >= 3 and len(roofs) == 1 and roofs[0].startswith(line + ". x: the pass's FLOPs"), captured
+    assert len(captured) >= 4 and len(roofs) == 1 and roofs[0].startswith(line + ". x: the pass's FLOPs"), captured
     json_file = next(o.value["path"] for o in shown if isinstance(o, gr.DownloadButton) and o.value
                      and o.value["path"].endswith(".json"))
     assert json.loads(Path(json_file).read_text())["measured"] == line

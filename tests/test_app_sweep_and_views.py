@@ -202,7 +202,7 @@ def test_the_pages_sweep_renders_every_point_its_link_and_its_files(app_url):
     shown = queued(app_url, fn_index("show_sweep"), [sweep_id], session)
     assert shown["success"], shown
     (link, views_line, verdict, present, chart, present_chart, table, json_file, png_file,
-     roof, roof_line, roof_file) = shown["output"]["data"]
+     roof, roof_line, roof_file, stage_roof, fold, folded) = shown["output"]["data"]
     query = dict(parse_qsl(urlsplit(link).query, keep_blank_values=True))
     asked = Request.build(RECORDING, "naive", "sdpa_flash", {}, "cpu", (2048, 16384)).to_query() | {"mode": "sweep"}
     assert query == asked  # the same sweep, on its tab; S stays the control's (the lengths are the sweep's own)
@@ -225,6 +225,10 @@ def test_the_pages_sweep_renders_every_point_its_link_and_its_files(app_url):
     # the roofline of a recorded GPU sweep: drawn, no line saying why not, its PNG downloadable
     assert roof["visible"] and roof["value"]["plot"].startswith("data:image/png;base64,") and not roof_line
     assert httpx.get(roof_file["value"]["url"], timeout=30).content[:8] == b"\x89PNG\r\n\x1a\n"
+    # the stage's roofline, its own large-type figure, and the embed's fold holding the page's
+    assert stage_roof["visible"] and stage_roof["value"]["plot"].startswith("data:image/png;base64,")
+    assert stage_roof["value"]["plot"] != roof["value"]["plot"]
+    assert fold["visible"] and folded["visible"] and folded["value"]["plot"] == roof["value"]["plot"]
 
 
 # -- links: a sweep, a view --------------------------------------------------------------------------------------

@@ -232,7 +232,10 @@ def test_on_a_phone_every_chart_is_whole_and_the_verdict_is_in_the_first_two_scr
     page.goto(served.url + LINK + "&view=present")
     page.wait_for_selector("#present h2")
     page.wait_for_selector("#present-chart img")  # shown: a column squeezed to no height once hid both
+    page.wait_for_selector("#present-roofline img")  # a phone scrolls: the roofline comes under the chart
     assert page.locator("#present h2").bounding_box()["height"] > 0
+    chart, roof = (page.locator(f"{f} img").bounding_box() for f in ("#present-chart", "#present-roofline"))
+    assert roof["y"] >= chart["y"] + chart["height"] and roof["x"] >= 0 and roof["x"] + roof["width"] <= 390
     lines = page.evaluate("""() => { const h = document.querySelector('#present h2'), lines = [];
         const walker = document.createTreeWalker(h, NodeFilter.SHOW_TEXT); let node, last = null;
         while ((node = walker.nextNode())) for (let i = 0; i < node.length; i++) {
@@ -490,23 +493,31 @@ def test_the_stage_view_fits_one_screen_with_every_text_at_18_px(served, browser
 
 def on_stage(page, size: str, mode: str) -> None:
     """The stage view at `size` once its chart and heading are drawn: it does not scroll; every text on screen,
-    the chart's own included, is 18 px or more; the heading, the chart, both pickers, Run and the presets in view."""
+    the chart's own included, is 18 px or more; the heading, the chart, both pickers, Run and the presets in view; on a
+    screen 1,800 px wide or more the roofline beside the chart (its text 18 px or more too), on a narrower one not."""
     from profiling.figures import DPI, PRESENT_PT
     chart = "#present-chart" if mode == "compare" else "#sweep-present-chart"
+    roof = "#present-roofline" if mode == "compare" else "#sweep-present-roofline"
     heading = "#present h2" if mode == "compare" else "#sweep-present h2"
     page.wait_for_selector(f"{chart} img", timeout=40_000)
+    beside = SIZES[size]["width"] >= 1800
+    if beside:
+        page.wait_for_selector(f"{roof} img", timeout=40_000)
+    assert page.locator(roof).is_visible() == beside, (size, roof)
     page.wait_for_function(f"document.querySelector('{heading}')?.innerText.includes('cuDNN')", timeout=10_000)
     height = SIZES[size]["height"]
     assert page.evaluate("document.documentElement.scrollHeight") <= height, "the stage view scrolls"
     smallest, where = page.evaluate(SMALLEST_TEXT)
     assert smallest >= 18, (smallest, where)
-    assert PRESENT_PT * DPI / 72 * page.evaluate(
-        f"(() => {{ const i = document.querySelector('{chart} img'); "
-        "return i.getBoundingClientRect().width / i.naturalWidth; })()") >= 18  # the chart's own text
-    assert page.evaluate(IN_VIEW, [heading, f"{chart} img", "#pick-a", "#pick-b", "#run", "#preset-0"])
+    for figure in (chart, roof) if beside else (chart,):
+        assert PRESENT_PT * DPI / 72 * page.evaluate(
+            f"(() => {{ const i = document.querySelector('{figure} img'); "
+            "return i.getBoundingClientRect().width / i.naturalWidth; })()") >= 18  # the figure's own text
+    figures = f"{chart} img" + (f", {roof} img" if beside else "")
+    assert page.evaluate(IN_VIEW, [heading, *figures.split(", "), "#pick-a", "#pick-b", "#run", "#preset-0"])
     # the headline, the chart and the one reason fill the screen: the box around them is 80% of it or more
     words = "#present" if mode == "compare" else "#sweep-present"
-    filled = page.evaluate(f"""() => {{ const boxes = [...document.querySelectorAll('{heading}, {chart} img, {words} p')]
+    filled = page.evaluate(f"""() => {{ const boxes = [...document.querySelectorAll('{heading}, {figures}, {words} p')]
         .map(e => e.getBoundingClientRect()).filter(b => b.height > 0);
         const x0 = Math.min(...boxes.map(b => b.left)), x1 = Math.max(...boxes.map(b => b.right));
         const y0 = Math.min(...boxes.map(b => b.top)), y1 = Math.max(...boxes.map(b => b.bottom));

@@ -167,6 +167,8 @@ def test_the_embed_puts_the_answer_first_and_holds_it_the_pickers_and_the_preset
     assert not surface.locator("#machine").is_visible()  # no header
     assert chart_text_px(surface, "#chart") >= 12
     assert not surface.locator("#timeline").is_visible() and not surface.locator("#a-table").is_visible()
+    # the roofline folded under the chart, within the frame (opened, the page's figure with its caption)
+    assert surface.locator("#embed-roofline").is_visible() and not surface.locator("#embed-roofline-plot").is_visible()
     assert "full page" in surface.locator("#full-page").inner_text()
     hrefs = surface.eval_on_selector_all("#full-page a", "links => links.map(a => a.href)")
     assert any("a=sdpa_flash&b=sdpa_cudnn" in h and "view=" not in h for h in hrefs)  # the details: the full page

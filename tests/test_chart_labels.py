@@ -105,19 +105,27 @@ def test_a_kernel_too_narrow_for_its_name_is_numbered_and_keyed():
     assert numbered  # the sample has such segments: the check is not vacuous
 
 
+@pytest.mark.parametrize("present", [False, True], ids=["page", "stage"])
 @pytest.mark.parametrize("comparison", SAMPLE[::3], ids=pair_id)
-def test_a_comparisons_roofline_never_overprints(comparison):
-    figure = figures.roofline_figure(comparison)
+def test_a_comparisons_roofline_never_overprints(comparison, present):
+    """The page's roofline and the stage's (tall, in its large type, the key one entry a line)."""
+    figure = figures.roofline_figure(comparison, present=present)
     if figure is None:  # neither side ran: no roofline, and the reason
         assert not comparison.a.ok and not comparison.b.ok and roofline.refusal([comparison.a, comparison.b])
         return
-    figures.caption(figure, "Recorded on NVIDIA H200 (torch 2.11) · workload " + comparison.a.workload.words())
+    figures.caption(figure, "Recorded on NVIDIA H200 (torch 2.11) · workload " + comparison.a.workload.words(),
+                    size=figures.PRESENT_PT if present else figures.SMALL_PT)
     assert not overprints(figure)
+    if present:
+        assert figure.get_size_inches().tolist() == [figures.PRESENT_WIDTH_IN, figures.PRESENT_HEIGHT_IN]
+        sizes = {t.get_fontsize() for t in figure.findobj(Text) if t.get_text().strip()}
+        assert sizes == {figures.PRESENT_PT}, sizes  # every word at the stage's size
 
 
+@pytest.mark.parametrize("present", [False, True], ids=["page", "stage"])
 @pytest.mark.parametrize("sweep", SWEEP_PAIRS[::4], ids=lambda s: f"{s.a}-{s.b}-{s.workload.family(s.axis)}")
-def test_a_sweeps_roofline_never_overprints_and_names_its_lengths(sweep):
-    figure = figures.roofline_figure(sweep)
+def test_a_sweeps_roofline_never_overprints_and_names_its_lengths(sweep, present):
+    figure = figures.roofline_figure(sweep, present=present)
     assert not overprints(figure)
     written = {t.get_text() for t in figure.axes[0].texts}
     assert written and written <= {figures._seq_label(v) for v in sweep.seq_lens} | \

@@ -11,6 +11,7 @@ from typing import Callable
 import pytest
 
 import test_cost_model_gpu
+import test_counters
 import test_dispatch
 import test_energy
 import test_environment
@@ -36,6 +37,7 @@ from attention_variants.base import Variant
 from profiling import scores
 from profiling import accuracy, budget, dispatch, environment, explain, gpu_paths, measurement, replay, stats, text, timing, trace
 from profiling.explain import blog_rules, curves, facts, guess_rules, ledger, mask_rules, verdict
+from profiling.counters import Counters
 from profiling.results import Run
 from profiling.workload import PASS_FLOPS, Inputs, Workload
 
@@ -277,6 +279,10 @@ FAULTS = [
           lambda mp: mp.setattr(timing, "_loop_step", lambda s: (lambda r: (r[0], 1, r[2]))(_REAL_LOOP_STEP(s))),
           lambda mp: test_energy.test_a_graph_run_s_loop_replays_its_graph_and_counts_its_calls_not_its_replays(
               *test_energy.fake_gpu_and_nvml(mp), mp)),
+    Fault("counters: the DRAM note's bytes read with the bytes written added to them",
+          lambda mp: mp.setattr(Counters, "dram_read_bytes",
+                                property(lambda c: c._sum("dram_read") + c._sum("dram_write"))),
+          _call(test_counters.test_the_dram_note_is_the_counted_bytes_against_q_k_v_in_and_out_out_re_derived_by_hand)),
 ]
 
 

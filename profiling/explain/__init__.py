@@ -14,8 +14,8 @@ from typing import Iterable
 
 from .. import text
 from ..results import Comparison, Note, Run, Sweep
-from . import (backward_rules, blog_rules, decode_rules, energy_rules, environment_rules, guess_rules, ledger,
-               mask_rules, packed_rules, sweep_notes, timing_rules, verdict)
+from . import (backward_rules, blog_rules, counter_rules, decode_rules, energy_rules, environment_rules, guess_rules,
+               ledger, mask_rules, packed_rules, sweep_notes, timing_rules, verdict)
 from .facts import Peers, Rule, peers_for
 
 TOP = 3  # notes shown before "more"
@@ -30,6 +30,8 @@ RULES: tuple[Rule, ...] = (
     # how it was timed: the L2, a CUDA graph, the bytes against the copy ceiling, the clocks
     timing_rules.l2_resident, timing_rules.cold_l2, timing_rules.graph_winner, timing_rules.memory_traffic,
     timing_rules.clocks,
+    # the recording's hardware counters of the call (Nsight Compute) against the bytes model and Kineto's occupancy
+    counter_rules.dram_bytes, counter_rules.occupancy_counted,
     # a training pass
     backward_rules.backward_ratio, backward_rules.fused_backward, backward_rules.saved_for_backward,
     backward_rules.gradient_accuracy,

@@ -293,6 +293,13 @@ def moved(run: Run, phase: str | None = None, who: str = "run") -> Quantity:
                     f"moved({who}, '{phase}')")
 
 
+def written(run: Run, phase: str | None = None, who: str = "run") -> Quantity:
+    """The part of `moved` the call writes (its outputs: `Workload.written_bytes`)."""
+    phase = phase or run.phase
+    return Quantity(run.workload.written_bytes(phase, packing(run), sparse(run)), "bytes",
+                    f"written({who}, '{phase}')")
+
+
 def working_set(run: Run, phase: str | None = None, who: str = "run") -> Quantity:
     phase = phase or run.phase
     return Quantity(run.workload.working_set_bytes(phase, packing(run), sparse(run)), "bytes",
@@ -495,6 +502,7 @@ def _launch_share(run: Run, phase: str, *refs: float) -> float:
 _FUNCTIONS = {"sum": lambda *xs: sum(xs), "ratio": lambda a, b: a / b, "diff": lambda a, b: a - b,
               "moved": lambda run, phase: float(moved(run, phase).value),
               "working_set": lambda run, phase: float(working_set(run, phase).value),
+              "written": lambda run, phase: float(written(run, phase).value),
               "share": _share, "launch_share": _launch_share,
               "product": lambda a, b: a * b, "max": lambda *xs: max(xs),
               "rows": lambda run: float(len(run.kernels_of())),
