@@ -1,6 +1,7 @@
 # On the lent GPU: record the named parts of the recording (python -m profiling record --part ...) into a copy of
-# profiling/recorded/h200-torch2.11, each in place, and bring the folder back as $OUT/rec.tar.gz (untar it over the
-# recording here). The parts share the call's 10 minutes (BUDGET s, 560 unless set: less when the call ran something
+# this GPU's recording, profiling/recorded/<h200|h100>-torch<version> (begun empty where there is none: never two GPUs
+# in one recording), each in place, and bring the folder back as $OUT/rec-<name>.tar.gz (untar it into that folder
+# here). The parts share the call's 10 minutes (BUDGET s, 560 unless set: less when the call ran something
 # first): each is told its deadline (--until) and stops between two workloads when the next would not fit, saying
 # the --start that goes on; PART@N begins the part at its workload N (a later call going on).
 #   bash bench/h200/record_parts.sh decode cold matrix@9
@@ -10,8 +11,12 @@
 export PYTHONUNBUFFERED=1
 [ -f .whl/engines.tar.xz ] && . bench/h200/engines_setup.sh .whl
 set -o pipefail
-rec=/tmp/rec
-[ -d $rec ] || cp -r profiling/recorded/h200-torch2.11 $rec
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu" in *H200*) kind=h200 ;; *H100*) kind=h100 ;; *) echo "no recording is kept for a $gpu"; exit 1 ;; esac
+name=$kind-torch$(python3 -c "import torch; print('.'.join(torch.__version__.split('+')[0].split('.')[:2]))")
+rec=/tmp/rec-$name
+[ -d $rec ] || { mkdir -p $rec; [ -d profiling/recorded/$name ] && cp -r profiling/recorded/$name/. $rec/; }
+echo "recording into $name ($gpu)"
 for arg in "$@"; do
   part=${arg%@*}; start=0; [ "$arg" != "$part" ] && start=${arg#*@}
   left=$((${BUDGET:-560} - SECONDS))
@@ -20,5 +25,5 @@ for arg in "$@"; do
     > "$OUT/record_$part.log" 2>&1
   echo "$arg: rc=$? after $SECONDS s"; grep -E "^part |stopped|Traceback|Error" "$OUT/record_$part.log" | head -5
 done
-(cd $rec && tar czf "$OUT/rec.tar.gz" $(ls runs.json.gz sweeps.json.gz counters.json.gz 2>/dev/null) traces)
+(cd $rec && tar czf "$OUT/rec-$name.tar.gz" $(ls runs.json.gz sweeps.json.gz counters.json.gz traces 2>/dev/null))
 ls -la "$OUT"
