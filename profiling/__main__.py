@@ -288,15 +288,15 @@ def _energy_argument(p: argparse.ArgumentParser, of: str) -> None:
 
 
 def cmd_counters_one(args) -> int:
-    """The call ncu reads (`counters.call_once`): run under ncu by `counters.read`, never by hand."""
-    from .counters import call_once
+    """The call ncu reads (`measurement.counted_call`): run under ncu by `counters.read`, never by hand."""
+    from .measurement import counted_call
     from .workload import Workload
 
     try:
         workload = Workload(**json.loads(args.workload_json))
     except (TypeError, ValueError) as error:
         raise Refusal("--workload-json", args.workload_json, f"is not a workload ({error})") from None
-    why = call_once(workload, args.variant)
+    why = counted_call(workload, args.variant)
     if why:
         print(f"counters-one: {args.variant} cannot run {workload.words()}: {why}", file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """Hardware counters of one call, read by Nsight Compute (`ncu`): DRAM bytes read and written, the L2's hit rate,
 achieved occupancy and the tensor pipe's activity, kernel by kernel, with ncu's CSV kept as it printed it.
 
-Three pieces: `call_once` (the runner: `python -m profiling counters-one`, one variant on one workload, built as a
+Three pieces: the runner (`measurement.counted_call`: `python -m profiling counters-one`, one variant on one workload, built as a
 session builds them, warmed up untimed, then one call between `torch.cuda.profiler.start()` and `stop()`); `read`
 (the launcher: that runner under `ncu --profile-from-start off --csv --page raw`, its CSV parsed by `parse_raw_csv`);
 and `Counters`, what a recording keeps (counters.json.gz, `recording.record_counters`) and a replay shows beside the
@@ -23,7 +23,6 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field, fields
 
-from .budget import WARMUP_CALLS  # untimed calls before the one read (compiles, plans, caches), as a session makes
 from .workload import Workload
 
 COUNTERS_FILE = "counters.json.gz"
@@ -164,39 +163,6 @@ class Counters:
         known = {f.name for f in fields(cls)}
         return cls(**{**{k: v for k, v in data.items() if k in known}, "workload": Workload(**data["workload"]),
                       "kernels": [KernelCounters(**k) for k in data.get("kernels", [])]})
-
-
-# -- the runner: one call, between the CUDA profiler's start and stop ---------------------------------------------
-def call_once(workload: Workload, key: str) -> str | None:
-    """Build `workload`'s inputs and `key`'s call as a session does (`measurement`: the same inputs, the variant's
-    setup and pin, no autograd for a forward), call it WARMUP_CALLS times untimed, then once between
-    `torch.cuda.profiler.start()` and `stop()`: the call ncu reads. None, or why the variant cannot run here."""
-    import torch
-
-    from attention_variants import VARIANTS, reasons
-    from .environment import detect
-    from .measurement import _phases  # the calls of one pass, as a session makes them
-
-    variant = VARIANTS[key]
-    why = reasons([variant], workload, detect(workload.device))[key]
-    if why:
-        return why
-    x = workload.make_inputs()
-    x = x.with_grad() if workload.training else x
-    if variant.setup is not None:
-        variant.setup(x)
-    phases = _phases(variant, x)
-    with variant.pin(), (torch.no_grad() if not workload.training else torch.enable_grad()):
-        for _ in range(WARMUP_CALLS):
-            for phase in phases:
-                phase()
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
-        for phase in phases:
-            phase()
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
-    return None
 
 
 # -- the launcher: the runner under ncu -------------------------------------------------------------------------

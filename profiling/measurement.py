@@ -513,3 +513,33 @@ def measure_runs(variants: list[Variant], workload: Workload, *, env: Environmen
             s.run.wall_s = wall_s
         progress(1.0, "done")
         return [s.run for s in subjects]
+
+
+# -- the call Nsight Compute reads (profiling/counters.py runs it under ncu) -------------------------------------
+def counted_call(workload: Workload, key: str) -> str | None:
+    """Build `workload`'s inputs and `key`'s call as a session does (`measurement`: the same inputs, the variant's
+    setup and pin, no autograd for a forward), call it WARMUP_CALLS times untimed, then once between
+    `torch.cuda.profiler.start()` and `stop()`: the call ncu reads. None, or why the variant cannot run here."""
+    from attention_variants import VARIANTS
+
+    variant = VARIANTS[key]
+    why = why_not([variant], workload, detect(workload.device))[key]
+    if why:
+        return why
+    workload = variant.runs_on(workload)  # an fp8 twin's: its quantised inputs
+    x = workload.make_inputs()
+    x = x.with_grad() if workload.training else x
+    if variant.setup is not None:
+        variant.setup(x)
+    phases = _phases(variant, x)
+    with variant.pin(), (torch.no_grad() if not workload.training else torch.enable_grad()):
+        for _ in range(WARMUP_CALLS):
+            for phase in phases:
+                phase()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        for phase in phases:
+            phase()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+    return None
