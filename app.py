@@ -54,10 +54,6 @@ LIVE_LABEL = "live on this machine" if ENV.device == "cuda" else "live on this C
 SOURCES = [(LIVE_LABEL, LIVE)] + [(f"recorded: {env.device_name}, torch {env.torch_version.split('+')[0]}", name)
                                   for name, env in RECORDINGS.items()]
 VARIANT_CHOICES = [(f"{v.label}  ({v.key})", v.key) for v in VARIANTS.values()]
-# The menus' help line: what an fp8 twin is (`Variant.twins`), by the keys that have one.
-TWINS = [v for v in VARIANTS.values() if v.twin_of]
-VARIANT_INFO = (f"{', '.join(v.key for v in TWINS)}: fp8 twins, each its kernel given this workload's bf16 values "
-                "quantised to e4m3 on its side alone, to set beside its bf16 self") if TWINS else None
 
 @dataclass(frozen=True)
 class Preset:
@@ -523,10 +519,8 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
     with gr.Row():
         source = gr.Radio(SOURCES, value=DEFAULT_SOURCE, label="Source", scale=2,
                           elem_classes=["not-in-present", "not-in-embed"])
-        a = gr.Dropdown(VARIANT_CHOICES, value="naive", label="Variant A", min_width=240, elem_id="pick-a",
-                        info=VARIANT_INFO)
-        b = gr.Dropdown(VARIANT_CHOICES, value="sdpa_flash", label="Variant B", min_width=240, elem_id="pick-b",
-                        info=VARIANT_INFO)
+        a = gr.Dropdown(VARIANT_CHOICES, value="naive", label="Variant A", min_width=240, elem_id="pick-a")
+        b = gr.Dropdown(VARIANT_CHOICES, value="sdpa_flash", label="Variant B", min_width=240, elem_id="pick-b")
         run_button = gr.Button(RUN_LABEL, variant="primary", elem_id="run", scale=0, min_width=130)
     coverage = gr.Markdown(elem_id="coverage")  # what Run would refuse, flagged as it is typed (Run is off meanwhile)
     with gr.Row(elem_id="fields", elem_classes=["not-in-present", "not-in-embed"]):
