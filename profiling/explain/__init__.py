@@ -108,6 +108,8 @@ def explain(comparison: Comparison) -> Explanation:
 
 def energy_notes(a: Run, b: Run) -> list[Note]:
     """Where the run the verdict ranks faster drew more joules a call than the other."""
+    if a.energy is None or b.energy is None:  # nothing to weigh (and the verdict's decision is not cheap)
+        return []
     v = verdict.decision(a, b)
     if v.kind != "ranked" or a.variant == b.variant:
         return []
