@@ -49,8 +49,9 @@ from serving import TITLES, log, refused  # noqa: E402
 
 ENV = detect()
 RECORDINGS = {name: recorded_runs(name)[0].environment for name in recordings()}
-# With a GPU the page measures live; without one it starts on the first recording's real GPU runs.
-DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else next(iter(RECORDINGS))
+# With a GPU the page measures live; without one it starts on the real GPU runs of the recording that holds the most
+# (a second GPU's recording, begun part by part, opens only when chosen).
+DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else max(RECORDINGS, key=lambda n: len(recorded_runs(n)))
 
 class ResultStore:
     """Results kept on the server by an opaque id the client holds (never by gradio's session, which other
