@@ -235,18 +235,30 @@ def counted_variants(out_dir, workload: Workload, keys=None) -> list[str]:
     return [k for k in dict.fromkeys(held) if k in keys] or keys
 
 
-def record_counters(out_dir, counted=COUNTED, progress=print, read=None) -> list:
+def record_counters(out_dir, counted=COUNTED, progress=print, read=None, deadline: float | None = None) -> list:
     """Read each variant of `counted` under ncu (`counters.read`, or `read`) and write them to out_dir/counters.json.gz
-    in place of those it held of the same workload and variant, beside the rest; written after each variant."""
+    in place of those it held of the same workload and variant, beside the rest; written after each variant. Those
+    it holds read already come last, so a part stopped at its `deadline` (time.monotonic(): no variant begun that the
+    last would not fit before it) goes on where it stopped when recorded again."""
+    import time
+
     from .counters import COUNTERS_FILE, Counters, read as ncu_read
 
     read = read or ncu_read
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     held = [Counters.from_dict(d) for d in read_stored(out_dir / COUNTERS_FILE)]
+    last_s = 0.0
     for workload, keys in counted:
-        for key in counted_variants(out_dir, workload, keys):
+        done = {c.variant for c in held if c.workload.problem() == workload.problem() and not c.refusal}
+        for key in sorted(counted_variants(out_dir, workload, keys), key=lambda k: k in done):
+            if deadline is not None and time.monotonic() + 1.2 * last_s > deadline:
+                progress(f"part counters: stopped at its deadline before {key} on {workload.words()}; recorded "
+                         "again, it goes on with those not read")
+                return held
+            t0 = time.monotonic()
             got = read(workload, key)
+            last_s = time.monotonic() - t0
             held = [c for c in held if (c.workload.problem(), c.variant) != (workload.problem(), key)] + [got]
             write_stored(out_dir / COUNTERS_FILE, held)
             said = got.refusal or (f"{len(got.kernels)} kernels, DRAM read {text.size(got.dram_read_bytes or 0)}, "
@@ -282,7 +294,7 @@ def record_part(out_dir, name: str, progress=print, variants=None, start: int = 
         raise ValueError(f"part={name!r} is not a part of the recording: choose one of {', '.join(PARTS)}")
     if name == "counters":  # no runs or sweeps: counters.json.gz beside them
         t0 = time.perf_counter()
-        held = record_counters(out_dir, progress=progress)
+        held = record_counters(out_dir, progress=progress, deadline=deadline)
         progress(f"part counters: {len(held)} calls read, {time.perf_counter() - t0:.0f} s")
         return [Run.from_dict(d) for d in read_stored(Path(out_dir) / RUNS_FILE)], \
             [Sweep.from_dict(d) for d in read_stored(Path(out_dir) / SWEEPS_FILE)]

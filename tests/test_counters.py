@@ -159,6 +159,29 @@ def test_the_part_stores_each_call_s_counters_or_its_refusal_in_place(tmp_path, 
     assert "counters" in recording.PARTS
 
 
+def test_a_counters_part_stopped_at_its_deadline_goes_on_with_the_variants_it_has_not_read(tmp_path, monkeypatch):
+    """A lent GPU's call is 10 minutes: the part stops between two variants when the next would not fit, and recorded
+    again reads those it has not read first (a refused read counts as not read)."""
+    import time
+
+    monkeypatch.setattr(counters, "ncu_version", lambda ncu="ncu": "Version 2025.3.0.0")
+    keys = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient")
+    read_order = []
+
+    def read(w, k):
+        read_order.append(k)
+        return cudnn_counters() if k == "sdpa_cudnn" else counters.read(w, k, run=_ran([PERM], []))
+
+    clock = iter([0.0, 0.0, 60.0, 60.0, 60.0])  # the first read takes 60 s; 60 + 72 passes the deadline of 100
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock, 1000.0))
+    said = []
+    recording.record_counters(tmp_path, ((BLOG, keys),), progress=said.append, read=read, deadline=100.0)
+    monkeypatch.undo()
+    assert read_order == ["sdpa_cudnn"] and "stopped at its deadline before sdpa_flash" in said[-1]
+    recording.record_counters(tmp_path, ((BLOG, keys),), progress=lambda m: None, read=read)
+    assert read_order == ["sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn"]  # the read one last
+
+
 def test_a_replay_shows_the_counters_of_its_own_workload_and_variant_only(monkeypatch):
     monkeypatch.setattr(replay, "recorded_counters", lambda name: (cudnn_counters(),))
     cold = replay.find_recorded(H200, "sdpa_cudnn", BLOG.replace(timing="cold"))
