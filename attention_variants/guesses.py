@@ -9,7 +9,6 @@ of the inputs' dtype, aten ops instead of kernels on a CPU.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from profiling.scores import active
@@ -73,7 +72,6 @@ MASK = "mask"  # marks the entries that exist only with a causal mask
 
 
 
-@functools.lru_cache(maxsize=4096)  # a frozen answer of two hashable arguments: the explainer asks it often
 def guess_for(key: str, workload: Workload) -> Guess:
     """The guess for variant `key` on `workload`: its kernels as its code reads for this mask, kv heads and pass."""
     from . import VARIANTS

@@ -248,12 +248,3 @@ def assert_refused_by_link_and_command_line(field: str, spelled: str, *more: str
     with pytest.raises(SystemExit):
         parser.parse_args(["naive", "flex", f"--{field.replace('_', '-')}", spelled, *more])
 
-
-@pytest.fixture(autouse=True)
-def fresh_guesses():
-    """guesses.guess_for keeps its answers (the explainer asks for them often): a test that swaps a variant or its
-    guess row under a key (a stand-in, a planted fault) must not be answered from another test's."""
-    yield
-    from attention_variants.guesses import guess_for
-
-    guess_for.cache_clear()
