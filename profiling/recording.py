@@ -215,7 +215,9 @@ PARTS = {
     "counters": ((), ()),                                    # ncu over one call of each of COUNTED (record_counters)
 }
 PART_VARIANTS = {name: PACKERS for name in ("packed", "packed_unequal", "packed_timing", "unequal_timing")}
-PART_VARIANTS["fp8"] = FP8_TAKERS + ("fa4", "cudnn_fe", "sdpa_cudnn", "sdpa_flash")  # FA3 beside FA4 on the long prefill
+# The part records the fp8 takers, their twins and cuDNN's frontend: the kernels it adds. The SDPA and FA4 runs its
+# workloads share with the matrix and decode parts stay those parts' (each workload's runs one session where it can).
+PART_VARIANTS["fp8"] = FP8_TAKERS + ("cudnn_fe",)
 
 
 # -- hardware counters (the part 'counters'): one call of each variant under Nsight Compute -------------------------
