@@ -191,8 +191,8 @@ FP8_PREFILL = (BLOG.replace(batch=1, seq_len=16384, head_dim=128),)
 FP8_MATRIX = (BLOG, *FP8_PREFILL, DECODE)
 FP8_TAKERS = ("fa3", "fa3_fp8", "flashinfer", "flashinfer_fp8")  # (tests check: every taker and its twins)
 FP8_FAMILIES = (
-    (BLOG, ("fa3", "fa3_fp8", "cudnn_fe", "sdpa_cudnn", "sdpa_flash"), DOUBLING[:9], "seq_len"),   # 128 … 32768
-    (DECODE.replace(batch=1), ("flashinfer", "flashinfer_fp8", "fa3", "fa3_fp8", "sdpa_flash"),
+    (BLOG, ("fa3", "fa3_fp8", "cudnn_fe"), DOUBLING[:9], "seq_len"),   # 128 … 32768
+    (DECODE.replace(batch=1), ("flashinfer", "flashinfer_fp8", "fa3", "fa3_fp8"),
      [1024, 4096, 16384, 65536, 131072], "seq_len"),
 )
 
