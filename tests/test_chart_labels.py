@@ -6,6 +6,7 @@ runs through a label."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 from explain_helpers import RUNS
@@ -16,9 +17,37 @@ from test_explain_recorded import PAIRS, SWEEP_PAIRS
 
 from profiling import figures, roofline
 
-# every 300th recorded pair (29 of 8,783: each workload family, forward, backward and step views, CPU-free), and
-# every pair of the default workload, where the page opens
-SAMPLE = PAIRS[::300] + [c for c in PAIRS if c.a.workload == RUNS[0].workload][:6]
+
+
+def spread(items: list, n: int, key=lambda item: None) -> list:
+    """About `n` of `items` evenly spaced, as many from each group of the same `key` (a sweep's family), so the sample
+    keeps its size, and every group its place, as the recording grows."""
+    groups = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    each = math.ceil(n / len(groups))
+    return [group[round(i * len(group) / each)] for group in groups.values()
+            for i in range(min(each, len(group)))]
+
+
+def family(sweep) -> str:
+    return sweep.workload.family(sweep.axis)
+
+
+# 29 recorded pairs spread evenly over the 8,783 (each workload family, forward, backward and step views, CPU-free),
+# and every pair of the default workload, where the page opens
+SAMPLE = spread(PAIRS, 29) + [c for c in PAIRS if c.a.workload == RUNS[0].workload][:6]
+SWEEPS = spread(SWEEP_PAIRS, 24, family)  # each family's pairs, as many of each
+
+
+DRAWN = {}
+
+
+def timing_figure(comparison):
+    """The page's time chart of a sampled pair, drawn once for the two tests that read it."""
+    if id(comparison) not in DRAWN:
+        DRAWN[id(comparison)] = figures.timing_figure(comparison, dark=None)
+    return DRAWN[id(comparison)]
 
 
 def drawn(figure):
@@ -68,12 +97,12 @@ def pair_id(c) -> str:
 
 @pytest.mark.parametrize("comparison", SAMPLE, ids=pair_id)
 def test_the_time_chart_and_the_present_chart_never_overprint(comparison):
-    for figure in (figures.timing_figure(comparison, dark=None), figures.present_figure(comparison)):
+    for figure in (timing_figure(comparison), figures.present_figure(comparison)):
         figures.caption(figure, "Recorded on NVIDIA H200 (torch 2.11) · workload " + comparison.a.workload.words())
         assert not overprints(figure)
 
 
-@pytest.mark.parametrize("sweep", SWEEP_PAIRS[::4], ids=lambda s: f"{s.a}-{s.b}-{s.workload.family(s.axis)}")
+@pytest.mark.parametrize("sweep", SWEEPS, ids=lambda s: f"{s.a}-{s.b}-{family(s)}")
 def test_a_sweeps_charts_never_overprint(sweep):
     assert not overprints(figures.sweep_figure(sweep))
     assert not overprints(figures.present_sweep_figure(sweep))
@@ -96,7 +125,7 @@ def test_a_kernel_too_narrow_for_its_name_is_numbered_and_keyed():
     number on a bar is in the key, with the kernel's name."""
     numbered = 0
     for comparison in SAMPLE:
-        bottom = figures.timing_figure(comparison).axes[1]
+        bottom = timing_figure(comparison).axes[1]
         numbers = {t.get_text() for t in bottom.texts if t.get_text().isdigit()}
         legend = bottom.get_legend()
         keys = {t.get_text().split(":")[0] for t in (legend.get_texts() if legend else ()) if ":" in t.get_text()}
@@ -122,9 +151,8 @@ def test_a_comparisons_roofline_never_overprints(comparison, present):
         assert sizes == {figures.PRESENT_PT}, sizes  # every word at the stage's size
 
 
-@pytest.mark.parametrize("sweep,present", [(s, False) for s in SWEEP_PAIRS[::4]] + [(s, True) for s in SWEEP_PAIRS[2::8]],
-                         ids=lambda x: ("stage" if x else "page") if isinstance(x, bool) else
-                         f"{x.a}-{x.b}-{x.workload.family(x.axis)}")
+@pytest.mark.parametrize("sweep,present", [(s, False) for s in SWEEPS] + [(s, True) for s in SWEEPS[1::2]],
+                         ids=lambda x: ("stage" if x else "page") if isinstance(x, bool) else f"{x.a}-{x.b}-{family(x)}")
 def test_a_sweeps_roofline_never_overprints_and_names_its_lengths(sweep, present):
     figure = figures.roofline_figure(sweep, present=present)
     assert not overprints(figure)
