@@ -187,3 +187,26 @@ def test_a_twin_s_run_is_found_in_a_recording_under_its_quantised_workload(stand
         assert replayed.measured.endswith("· A in fp8 (q, k and v in e4m3, quantised from the same drawn values)")
     finally:
         replay.recorded_runs.cache_clear()
+
+
+def test_the_trace_says_whether_an_fp8_run_s_kernel_was_built_for_an_8_bit_type():
+    """An fp8 run's longest kernel: a name carrying e4m3 (FA3's cutlass::float_e4m3_t) says the fp8 path ran; a name
+    without one (cuDNN's) says the trace does not show it, and why that proves nothing; a 16-bit run gets no note."""
+    from explain_helpers import apply, recorded
+    from profiling.explain.facts import main_kernel
+    from profiling.explain.guess_rules import fp8_kernel
+
+    plain = recorded("sdpa_cudnn")
+    assert apply(fp8_kernel, plain) is None
+    run = dataclasses.replace(plain, workload=plain.workload.quantise("qkv"))
+    unsaid = apply(fp8_kernel, run)
+    main = main_kernel(run, run.phase)
+    assert unsaid.title == f"The trace does not show fp8: `{text.clip(main.short_name, 48)}` names no 8-bit type"
+    assert "q, k and v in e4m3" in unsaid.body and "accuracy against fp64 is the check" in unsaid.body
+    main.name = ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::"
+                 "CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>>, cutlass::float_e4m3_t, float>>>>")
+    said = apply(fp8_kernel, run)
+    assert said.title.endswith("is built for e4m3: the fp8 path ran") and said.kernels == [main.name]
+    assert "took" in said.body and "of the forward" in said.body  # its share, with the total it is of
+    cache = dataclasses.replace(plain, workload=NAMED["decode"].quantise("kv"))
+    assert "an e4m3 KV cache" in apply(fp8_kernel, cache).body

@@ -25,7 +25,7 @@ RULES: tuple[Rule, ...] = (
     guess_rules.hidden_copy, guess_rules.in_place, guess_rules.library_memsets, guess_rules.split_launches,
     guess_rules.fp32_gemms, guess_rules.math_mask, guess_rules.math_guard, guess_rules.math_cast_back,
     guess_rules.softmax_kernel, guess_rules.flex_mask_per_call, guess_rules.occupancy_by_design,
-    guess_rules.occupancy_not_zero, timing_rules.host_bound, timing_rules.loop_waits,
+    guess_rules.occupancy_not_zero, guess_rules.fp8_kernel, timing_rules.host_bound, timing_rules.loop_waits,
     guess_rules.scores_in_memory, timing_rules.first_call, timing_rules.profiled_vs_events,
     # how it was timed: the L2, a CUDA graph, the bytes against the copy ceiling, the clocks
     timing_rules.l2_resident, timing_rules.cold_l2, timing_rules.graph_winner, timing_rules.memory_traffic,

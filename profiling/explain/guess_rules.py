@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from .. import dispatch, text
 from ..results import Note, Run
+from ..workload import QUANTISED
 from .facts import (ARCH, KINETO_SHARED_PER_BLOCK, NEGLIGIBLE, Peers, constant, difference, fused, guess,
-                    host_op, instruction, kernels_in, launch_count, launch_share, launches, measured,
-                    note, of_kernel, of_launch, occupancy, on_gpu, ran, ratio, scores_bytes, share_of, sixteen_bit,
-                    square_scores, total, variant)
+                    host_op, instruction, kernels_in, label, launch_count, launch_share, launches, main_kernel,
+                    measured, note, of_kernel, of_launch, occupancy, on_gpu, ran, ratio, scores_bytes, share_of,
+                    sixteen_bit, square_scores, total, variant)
 
 PYTORCH = "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native"
 
@@ -428,3 +429,31 @@ def scores_in_memory(run: Run, peers: Peers) -> Note | None:
                 "One S×S score matrix is {scores}; the peak is {peak}: " + alive + ". Memory grows with S², which "
                 "limits the sequence length" + (", and the guess expected a fused kernel." if wrong else "."),
                 weight=0.8 if wrong else 0.3, facts=facts)
+
+
+# -- fp8: the element type the kernel was built for ---------------------------------------------------------------
+FP8_TYPES = ("e4m3", "e5m2")  # an 8-bit float as a demangled template spells it: cutlass::float_e4m3_t (FA3),
+                              # __nv_fp8_e4m3 (FlashInfer's cache type)
+
+
+def fp8_kernel(run: Run, peers: Peers) -> Note | None:
+    """An fp8 run (q, k and v, or the KV cache, in e4m3): whether the name of the kernel that took most of its GPU time
+    carries an 8-bit float type. A template's element type says what the kernel was built to read, not which
+    instructions it issues; a name without one (cuDNN's engine names say f16 for bf16 too) proves nothing either way,
+    and the note says so."""
+    if not on_gpu(run) or run.workload.quantised is None or (main := main_kernel(run, run.phase)) is None:
+        return None
+    typed = next((t for t in FP8_TYPES if t in main.name.lower()), None)
+    asked = QUANTISED[run.workload.quantised]
+    facts = {"share": share_of(run, [main], run.phase)}
+    names = {"kernel": text.clip(main.short_name, 48), "who": label(run)}
+    if typed:
+        return note("fp8_kernel", "guess", f"`{{kernel}}` is built for {typed}: the fp8 path ran",
+                    f"{{who}} was given {asked}, and the kernel that took {{share}} names {typed} among its template's "
+                    "types in the trace: it was compiled to read 8-bit floats. The name does not say which "
+                    "instructions it issues.", weight=0.05, facts=facts, names=names, kernels=[main])
+    return note("fp8_kernel", "guess", "The trace does not show fp8: `{kernel}` names no 8-bit type",
+                f"{{who}} was given {asked}, but the name of the kernel that took {{share}} carries neither e4m3 nor "
+                "e5m2. Some libraries' names leave the element type out (cuDNN's say f16 for bf16 too), so this "
+                "does not prove a 16-bit kernel ran; the accuracy against fp64 is the check.",
+                weight=0.2, facts=facts, names=names, kernels=[main])
