@@ -7,7 +7,11 @@ in its cache folder (~/.cache/flashinfer) across processes. An optional dependen
 as unavailable."""
 from __future__ import annotations
 
+import functools
+import importlib.util
+import re
 import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from profiling.environment import Environment
@@ -27,6 +31,26 @@ INT_WORKSPACE_BYTES = 8 * 2**20  # the wrapper's own int workspace (plan info, r
 JIT_S = (16.0, 0.0)             # first plan+run of a decode configuration on H100s: 12.9 s here, 15.8 s in issue 54
 HEAD_DIMS = (64, 128, 256)
 PAGE = 16                       # a contiguous cache is read as pages of this many tokens (vLLM's default block)
+# The query heads per kv head its decode kernels are compiled for: DISPATCH_GQA_GROUP_SIZE in its include/flashinfer/
+# utils.cuh (0.6.18.post1's), read from the installed header where there is one. Any other group fails at its plan
+# ("Unsupported group_size: 32", seen on an H100 at 32 query heads over one kv head).
+GROUP_SIZES = (1, 2, 3, 4, 6, 8)
+
+
+@functools.cache
+def group_sizes() -> tuple[int, ...]:
+    """The group sizes the installed FlashInfer's header dispatches (GROUP_SIZES where it cannot be read), found
+    without importing it (an import takes ~2 s)."""
+    spec = importlib.util.find_spec("flashinfer")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        header = Path(folder) / "data" / "include" / "flashinfer" / "utils.cuh"
+        if header.is_file():
+            body = header.read_text(errors="replace")
+            start = body.find("#define DISPATCH_GQA_GROUP_SIZE")
+            macro = body[start:body.find("#define", start + 1)] if start >= 0 else ""
+            if found := re.findall(r"group_size == (\d+)", macro):
+                return tuple(sorted({int(n) for n in found}))
+    return GROUP_SIZES
 
 
 def unavailable(w: Workload, env: Environment) -> str | None:
@@ -39,7 +63,7 @@ def unavailable(w: Workload, env: Environment) -> str | None:
         return f"FlashInfer needs sm80 or newer ({env.sm})"
     if w.q_len != 1 or w.lengths is not None:
         return ("this variant is FlashInfer's decode kernel: one new query per sequence (q_len 1) over a KV cache; "
-                "its prefill kernels are not wired here")
+                "its prefill kernels are not among these variants")
     if w.training:
         return "FlashInfer's decode kernels have no backward"
     if w.dtype not in ("fp16", "bf16"):  # (dtype fp8 is refused by the declaration: fp8=("kv",))
@@ -53,6 +77,9 @@ def unavailable(w: Workload, env: Environment) -> str | None:
                 f"({w.seq_len})")
     if w.rank == 3:
         return "FlashInfer reads q as [B, H, D] and the cache by kv head: a rank-3 [B·H, S, D] call has no kv heads"
+    if w.groups not in group_sizes():
+        return (f"FlashInfer's decode kernels are compiled for {', '.join(map(str, group_sizes()))} query heads per kv "
+                f"head; this workload has {w.groups} ({w.heads} over {w.kv_head_count})")
     return None
 
 
@@ -126,9 +153,8 @@ FLASHINFER = Variant(
     kernel_patterns={"batchdecodewithpagedkvcache": "fused attention", "mergestates": "fused attention"},
     split_kv=("batchdecodewithpagedkvcache", "mergestates"),
     words={"setup": "its plan",
-           "setup_how": "`plan` laid out on the host, once per workload, which blocks read which pages of which "
-                        "sequence (a configuration's first plan also compiles its kernels, or loads them from its "
-                        "cache folder); later calls reuse it. It may not run inside a CUDA graph.",
+           "setup_how": "`plan` lays out on the host, once per workload, which blocks read which pages; later calls "
+                        "reuse it, and it cannot be captured in a CUDA graph.",
            "split": "FlashInfer's plan (on the host, once) cuts each sequence's keys into chunks so that the "
                     "(sequence, kv head, chunk) blocks fill the GPU, each writing an fp32 partial output and its "
                     "log-sum-exp",

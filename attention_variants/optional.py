@@ -34,6 +34,9 @@ class Library:
         return f"import {self.module} ({self.dist} {version}) failed: {error}" if error else None
 
 
+IMPORTED: set[str] = set()  # the optional libraries this process imported (`imported`)
+
+
 @functools.cache
 def _import_error(module: str) -> str | None:
     """Import `module` once (no CUDA call, no JIT): the error in one line, or None."""
@@ -41,5 +44,11 @@ def _import_error(module: str) -> str | None:
         importlib.import_module(module)
     except Exception as error:  # ImportError, an OSError from a bundled library, a loader's RuntimeError
         return f"{type(error).__name__}: {error}".splitlines()[0]
+    IMPORTED.add(module)
     return None
 
+
+def imported() -> bool:
+    """Whether this process imported an optional library: its teardown at the interpreter's exit is its own (one held
+    a process that had written all it had to for minutes: `profiling.__main__`)."""
+    return bool(IMPORTED)

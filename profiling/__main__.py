@@ -14,6 +14,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from attention_variants import optional
+
 from . import scratch, startup, text
 from .request import LIVE_BUDGET_S
 from .caches import keep_compiles
@@ -50,26 +52,30 @@ def _missing(x) -> bool:
 
 def _source(args, device: str) -> str:
     """Where a comparison or sweep comes from: --source when given; live where there is a GPU or --device is given;
-    on a machine without one, the recording the page opens on when it holds the workload (said in one line), so a
-    line written for a GPU still answers; else live on this CPU."""
+    on a machine without one, the recording the page opens on when it holds the workload, else the first other
+    recording that does (said in one line), so a line written for a GPU still answers; else live on this CPU."""
     from . import session
-    from .replay import recordings
+    from .replay import by_size
 
-    if args.source is not None or args.device or device == "cuda" or not recordings():
+    if args.source is not None or args.device or device == "cuda" or not by_size():
         return LIVE if args.source is None else args.source  # an empty --source is refused as the API refuses it
-    recorded = next(iter(recordings()))
-    try:
-        session.plan(Request.from_args(argparse.Namespace(**{**vars(args), "source": recorded}), device),
-                     sweep=args.func is cmd_sweep)
-    except Refusal as error:  # said as the page says it: what the recording lacks, and what runs instead
-        if error.kind == "unrecorded":
-            live = Request.from_args(argparse.Namespace(**{**vars(args), "source": LIVE}), device).workload
-            print(f"No GPU here, and not recorded: {error} Measuring live on this CPU instead, at {live.words()} "
-                  "(--device cpu to ask for that).", file=sys.stderr)
-        return LIVE
-    print(f"No GPU here: replaying the recorded runs {recorded} (--device cpu measures on this CPU).",
-          file=sys.stderr)
-    return recorded
+    first = None
+    for recorded in by_size():
+        try:
+            session.plan(Request.from_args(argparse.Namespace(**{**vars(args), "source": recorded}), device),
+                         sweep=args.func is cmd_sweep)
+        except Refusal as error:  # said as the page says it: what the recording lacks, and what runs instead
+            if error.kind != "unrecorded":
+                return LIVE
+            first = first or error
+            continue
+        print(f"No GPU here: replaying the recorded runs {recorded} (--device cpu measures on this CPU).",
+              file=sys.stderr)
+        return recorded
+    live = Request.from_args(argparse.Namespace(**{**vars(args), "source": LIVE}), device).workload
+    print(f"No GPU here, and not recorded: {first} Measuring live on this CPU instead, at {live.words()} "
+          "(--device cpu to ask for that).", file=sys.stderr)
+    return LIVE
 
 
 def _live_device(args) -> str:
@@ -420,9 +426,11 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     code = main()
-    if "torch._inductor.async_compile" in sys.modules:
+    if "torch._inductor.async_compile" in sys.modules or optional.imported():
         # torch.compile (flex) started inductor's compile-worker pool, whose teardown at interpreter exit can wait up
         # to 300 s (pytorch/pytorch#162199): seen on the H200, a `record` of 128 s of work held its process to 541 s.
+        # An optional library's teardown held one too: on an H100 a `record --part fp8` (FlashInfer, cuDNN's frontend
+        # and FA3 imported, nothing compiled by torch) wrote its part in 73 s and was still running at its 525 s limit.
         # Everything this command writes is written and closed by now.
         sys.stdout.flush()
         sys.stderr.flush()

@@ -228,10 +228,11 @@ def _phases(variant: Variant, x: Inputs) -> list[Callable[[], None]]:
 
 # -- one variant --------------------------------------------------------------------------------
 def _is_refusal(error: Exception) -> bool:
-    """PyTorch refusing the input (no backend for it, an unsupported feature), not a failure."""
+    """PyTorch or a library refusing the input (no backend for it, an unsupported feature), not a failure."""
     said = str(error)
     return isinstance(error, NotImplementedError) or any(
-        words in said for words in ("No available kernel", "Rejected backends", "does not support", "not supported"))
+        words in said for words in ("No available kernel", "Rejected backends", "does not support", "not supported",
+                                    "Unsupported "))
 
 
 def _first_call(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor | None, list[str], Exception | None]:
@@ -285,7 +286,14 @@ def _prepare(subject: _Subject, reason: str | None, progress: Progress, check: C
     if variant.setup is not None:
         with spent("setup"):
             t0 = time.perf_counter()
-            run.setup_reused = bool(variant.setup(x))
+            try:
+                run.setup_reused = bool(variant.setup(x))
+            except (Stopped, torch.OutOfMemoryError):
+                raise
+            except Exception as error:  # a library refusing the workload at its plan: a result, not a crash
+                run.status = UNSUPPORTED if _is_refusal(error) else ERROR  # (FlashInfer's "Unsupported group_size")
+                run.reason = _refusal_reason([], error)
+                return
             timing.sync(device)
             run.setup_ms = (time.perf_counter() - t0) * 1000.0
     check()

@@ -568,3 +568,18 @@ def test_an_unsupported_run_says_why():
     (failed,) = measure_runs([VARIANTS["sdpa_cudnn"]], w)
     assert failed.status == "unsupported"
     assert "(no CPU kernel)" in _headline_of(failed)
+
+
+@pytest.mark.parametrize("raised, status", [
+    (RuntimeError("Error in function 'operator()' at batch_decode.cu:63: Unsupported group_size: 32"), "unsupported"),
+    (ValueError("a library's own failure"), "error")])
+def test_a_setup_that_raises_is_that_variant_s_result_and_the_session_goes_on(raised, status):
+    """A library failing at its plan (FlashInfer's, on an H100, for a group of heads it was not compiled for) is the
+    variant's result, with the library's words, as a failed first call is; the other variant still runs."""
+    def setup(x):
+        raise raised
+    planned = Variant(key="planned", label="a planned stand-in", forward=VARIANTS["naive"].forward,
+                      scratch_bytes=lambda w, env: 0, setup=setup, call="the stand-in", guess=VARIANTS["naive"].guess)
+    failed, ok = measure_runs([planned, VARIANTS["naive"]], small())
+    assert (failed.status, failed.reason) == (status, str(raised))
+    assert ok.status == "ok" and ok.timing is not None

@@ -25,5 +25,5 @@ for arg in "$@"; do
     > "$OUT/record_$part.log" 2>&1
   echo "$arg: rc=$? after $SECONDS s"; grep -E "^part |stopped|Traceback|Error" "$OUT/record_$part.log" | head -5
 done
-(cd $rec && tar czf "$OUT/rec-$name.tar.gz" $(ls runs.json.gz sweeps.json.gz counters.json.gz traces 2>/dev/null))
+(cd $rec && tar czf "$OUT/rec-$name.tar.gz" $(ls -d runs.json.gz sweeps.json.gz counters.json.gz traces 2>/dev/null))
 ls -la "$OUT"
