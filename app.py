@@ -36,7 +36,7 @@ from profiling import reports, scratch, session, startup, text
 from profiling.budget import compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
-from profiling.recording import DECODE, LONG_DECODE, SPECULATIVE
+from profiling.recording import DECODE, FP8_PREFILL, LONG_DECODE, SPECULATIVE
 from profiling.replay import find_recorded, recorded_sweeps, unrecorded_message
 from profiling.request import KEYS, LIVE, LIVE_BUDGET_S, MAX_LENGTHS, SWEEP_AXES, Request, field_help, field_values
 from profiling.results import Comparison
@@ -51,8 +51,17 @@ os.environ.setdefault("GRADIO_ANALYTICS_MAX_EVENTS", "1000")  # gradio keeps thi
 
 RUN_LABEL = "Run A vs B"
 LIVE_LABEL = "live on this machine" if ENV.device == "cuda" else "live on this CPU"
-SOURCES = [(LIVE_LABEL, LIVE)] + [(f"recorded: {env.device_name}, torch {env.torch_version.split('+')[0]}", name)
-                                  for name, env in RECORDINGS.items()]
+
+
+def recording_label(env) -> str:
+    """A recording's option under Source, short enough for three to share a narrow column: its GPU ("H200 runs"), and
+    its torch where another recording of the same GPU needs telling apart (the full names: the measured line)."""
+    twins = sum(text.machine(other) == text.machine(env) for other in RECORDINGS.values())
+    torch = f", torch {'.'.join(env.torch_version.split('.')[:2])}" if twins > 1 else ""
+    return f"{text.machine(env)} runs{torch}"
+
+
+SOURCES = [(LIVE_LABEL, LIVE)] + [(recording_label(env), name) for name, env in RECORDINGS.items()]
 VARIANT_CHOICES = [(f"{v.label}  ({v.key})", v.key) for v in VARIANTS.values()]
 
 @dataclass(frozen=True)
@@ -96,6 +105,12 @@ PRESETS = {
                                  cpu=("sdpa_math", "sdpa_flash")),
     "paged KV": Preset("flex", "fa4", DECODE_LIVE | {"page_size": 16}, recorded_changes(DECODE.replace(page_size=16)),
                        cpu=("sdpa_flash", "naive")),
+    # the serving engines' kernels and fp8 (GPU-only libraries): recorded where a recording holds them (`holder`)
+    "FlashInfer decode": Preset("sdpa_flash", "flashinfer", DECODE_LIVE, recorded_changes(DECODE),
+                                cpu=("naive", "sdpa_flash")),
+    "FA3 vs FA4 decode": Preset("fa3", "fa4", DECODE_LIVE | {"seq_len": 65536}, recorded_changes(LONG_DECODE)),
+    "FA3 fp8": Preset("fa3_fp8", "fa3", recorded=recorded_changes(FP8_PREFILL[0])),
+    "fp8 KV cache": Preset("flashinfer_fp8", "flashinfer", DECODE_LIVE, recorded_changes(DECODE)),
 }
 def machine_line() -> str:
     line = f"**This machine:** {ENV.summary()}"
@@ -183,13 +198,28 @@ def switch_source(source, a, *fields) -> list:
     return field_values(w, page=True) + [notice]
 
 
+def holds(source: str, preset: Preset) -> bool:
+    """Whether the recording `source` holds both sides of the preset's lesson."""
+    try:
+        w = Request.build(source, preset.a, preset.b, preset.recorded or preset.changes, ENV.device).workload
+    except Refusal:
+        return False
+    return all(find_recorded(source, key, w) is not None for key in (preset.a, preset.b))
+
+
 def apply_preset(name: str, source: str) -> list:
+    """The source, A, B and the fields a preset sets. On a recording that lacks its lesson, the first recording that
+    holds it is shown instead (the serving engines' kernels are recorded on one GPU only, for now): the Source
+    control and the line above the verdict ("Recorded on NVIDIA H100 …") say so, and nothing is added above the
+    verdict to push it down."""
     preset = PRESETS[name]
     source = source if source in (LIVE, *RECORDINGS) else DEFAULT_SOURCE
+    if source != LIVE and not holds(source, preset):
+        source = next((r for r in RECORDINGS if holds(r, preset)), source)
     a, b = preset.cpu if source == LIVE and ENV.device == "cpu" and preset.cpu else (preset.a, preset.b)
     changes = preset.recorded if source != LIVE and preset.recorded else preset.changes
     w = Request.build(source, a, b, changes, ENV.device).workload
-    return [a, b, *field_values(w, page=True)]
+    return [source, a, b, *field_values(w, page=True)]
 
 
 def sweep_plan(source) -> str:
@@ -641,7 +671,8 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
     shows = dict(api_visibility="private", concurrency_id="show", concurrency_limit=REPLAYS_AT_ONCE)
     never = gr.State()  # fires no event of the page: the public endpoints hang on it, for API clients alone
     # the replays' endpoints take a recording only: their source, documented so, is a control the page never shows
-    recorded = gr.Radio(SOURCES[1:], value=next(iter(RECORDINGS), None), label="Source", visible=False)
+    recorded = gr.Radio(SOURCES[1:], label="Source", visible=False,
+                        value=DEFAULT_SOURCE if DEFAULT_SOURCE in RECORDINGS else next(iter(RECORDINGS), None))
     for kind, extra, output in (("compare", [], result), ("sweep", [seqs, axis], sweep_result)):
         for live, group in ((True, gpu), (False, replays)):
             name = kind if live else "replay" if kind == "compare" else "sweep_replay"
@@ -668,7 +699,7 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
                        preprocess=False)
     stop_button.click(stop_sweep, None, None, api_visibility="private", queue=False)
     for button, name in zip(preset_buttons, PRESETS):
-        button.click(lambda source, name=name: apply_preset(name, source), source, [a, b, *fields],
+        button.click(lambda source, name=name: apply_preset(name, source), source, [source, a, b, *fields],
                      api_visibility="private", queue=False, preprocess=False
                      ).success(route, source, [live_started, replay_started], api_visibility="private",
                                preprocess=False

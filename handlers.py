@@ -42,16 +42,16 @@ keep_compiles()  # before anything imports a compiler's cache (flash_attn.cute r
 
 from profiling import capture, phases, scratch, session, warmup  # noqa: E402
 from profiling.environment import detect  # noqa: E402
-from profiling.replay import RECORDED_DIR, recorded_runs, recordings  # noqa: E402
+from profiling.replay import RECORDED_DIR, by_size, recorded_runs  # noqa: E402
 from profiling.request import KEYS, LIVE, LIVE_BUDGET_S, Request  # noqa: E402
 from profiling.workload import Refusal  # noqa: E402
 from serving import TITLES, log, refused  # noqa: E402
 
 ENV = detect()
-RECORDINGS = {name: recorded_runs(name)[0].environment for name in recordings()}
+RECORDINGS = {name: recorded_runs(name)[0].environment for name in by_size()}  # the page opens on the first
 # With a GPU the page measures live; without one it starts on the real GPU runs of the recording that holds the most
 # (a second GPU's recording, begun part by part, opens only when chosen).
-DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else max(RECORDINGS, key=lambda n: len(recorded_runs(n)))
+DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else by_size()[0]
 
 class ResultStore:
     """Results kept on the server by an opaque id the client holds (never by gradio's session, which other

@@ -37,11 +37,13 @@ WORD_TOPICS = {
     "setup_how": "how its setup builds that and what later calls reuse, a sentence",
     "split": "how its decode kernel splits the keys and merges the parts, where `split_kv` names its kernels (a "
              "clause the note ends with what the merge takes)",
+    "host": "what its own host op's time is spent on, a noun phrase: the cause a host-bound note gives where that op "
+            "leads the profiled call's CPU time",
 }
 
 
 # How a twin's label names its quantisation (`Variant.twins`), after its base's label.
-TWIN_WORDS = {"qkv": "fp8 e4m3", "kv": "fp8 KV cache"}
+TWIN_WORDS = {"qkv": "fp8", "kv": "fp8 KV cache"}  # e4m3: the guess and the measured line say so
 
 
 @dataclass(frozen=True)

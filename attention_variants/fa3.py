@@ -148,8 +148,9 @@ FA3 = Variant(
     kernel_patterns={"flashattnfwdcombine": "fused attention", "flashattnfwd": "fused attention",
                      "flash::prepare": "other"},
     split_kv=("flashattnfwdsm90", "flashattnfwdcombine"),
-    words={"split": "called with num_splits=0, FA3 picks the split count itself (the fewest splits within 85% of the "
-                    "best wave efficiency when the tiles fill too few SMs) and writes fp32 partial outputs",
+    words={"split": "called with num_splits=0, FA3 picks its split count (num_splits_heuristic: the fewest splits "
+                    "within 0.85 of the best wave efficiency, where too few tiles fill the SMs) and writes fp32 "
+                    "partial outputs",
            "packed": "flash_attn_varlen_func walks each document's tiles from the cumulative lengths"},
     guess=GuessRow("written for Hopper (wgmma, TMA, warp specialisation): faster than FlashAttention-2 and cuDNN",
         speed_rank=1, host_rank=2,

@@ -30,6 +30,7 @@ PIN = "4.0.0b36"            # seen working on the H200 with nvidia-cutlass-dsl 4
 CUTLASS_PIN = "4.8.1"
 LAST_TWO_VALUE_BETA = 18    # flash-attn-4 4.0.0b3..b18 return (out, lse) from _flash_attn_fwd; b19+ return more
 JIT_S = (3.6, 6.0)          # first forward, first backward of a configuration on the H200 (measured)
+HOST = "flash_attn.cute's Python launch path"  # where its calls' own host time goes (`Variant.words`)
 
 
 def installed_version() -> str | None:
@@ -213,7 +214,8 @@ FA4 = Variant(
     # flash_attn/cute/interface.py: "SplitKV not supported on SM 9.0"
     no_split_kv_on={"sm90": "its interface asserts it"},
     words={"packed": "flash_attn_varlen_func walks each document's tiles from the cumulative lengths",
-           "paged": "FlashAttention-4 reads the table itself (page_table) and loads each page where it lies"},
+           "paged": "FlashAttention-4 reads the table itself (page_table) and loads each page where it lies",
+           "host": HOST},
     guess=GuessRow("written for Hopper and Blackwell: wgmma and TMA, as fast as cuDNN or faster",
         speed_rank=1, host_rank=2,
         on_cpu="GPU-only (CuTe DSL): nothing to run on a CPU",
@@ -227,7 +229,7 @@ SDPA_FA4 = _SdpaFa4(
     forward=_sdpa_route,
     scratch_bytes=_fused_scratch,
     check=sdpa_unavailable,
-    sdpa_backend="FLASH_ATTENTION", fused=True, jit_s=JIT_S, top_left=_sdpa_top_left,
+    sdpa_backend="FLASH_ATTENTION", fused=True, jit_s=JIT_S, top_left=_sdpa_top_left, words={"host": HOST},
     context_parallel=lambda w: ("FA4 through SDPA is untried under context parallel here: its ring handler would call "
                                 "the flash op that activate_flash_attention_impl replaces"), no_fp8=NO_FP8,
     guess=GuessRow("FlashAttention-4 in FlashAttention-2's place: one fused {one}",

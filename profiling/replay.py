@@ -47,6 +47,12 @@ def recorded_runs(name: str) -> tuple[Run, ...]:
     return tuple(load_recorded(recordings()[name]))
 
 
+def by_size() -> list[str]:
+    """The recordings, the one that holds the most runs first: where a machine without a GPU opens (a second GPU's
+    recording, begun part by part, is offered beside it)."""
+    return sorted(recordings(), key=lambda name: -len(recorded_runs(name)))
+
+
 def _problem(workload: Workload) -> Workload:
     """What a recorded run is looked up by: every field a request sets (`workload.FIELDS`: each changes what is
     measured, kv_heads as much as S), the rest (device, seed) at their defaults."""

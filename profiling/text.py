@@ -153,10 +153,12 @@ def quantity(q: "Quantity") -> str:
 
 
 def machine(env) -> str:
-    """The run's own device, short: "H200" for "NVIDIA H200"; "CPU" for any CPU."""
+    """The run's own device, short: "H200" for "NVIDIA H200", "H100" for "NVIDIA H100 80GB HBM3" (its memory and
+    form factor left to the environment's line); "CPU" for any CPU."""
     if env.device != "cuda":
         return "CPU"
-    return re.sub(r"^(NVIDIA\s+)?(Tesla\s+)?", "", env.device_name) or "GPU"
+    name = re.sub(r"^(NVIDIA\s+)?(Tesla\s+)?", "", env.device_name)
+    return re.sub(r"[\s-]+(\d+\s?GB|SXM\d*|PCIe|HBM\w*)\b.*$", "", name, flags=re.IGNORECASE) or "GPU"
 
 
 def device_words(device: str) -> str:
@@ -272,6 +274,13 @@ def as_sentence(clause: str) -> str:
 
 
 # -- names --------------------------------------------------------------------------------------
+def sentence(words: str) -> str:
+    """`words` begun with a capital, unless its first word is a name spelled in mixed case ("cuDNN frontend …" stays
+    as cuDNN spells it)."""
+    first = words.split(" ", 1)[0]
+    return words if not words or any(c.isupper() for c in first[1:]) else words[0].upper() + words[1:]
+
+
 def clip(text: str, width: int, keep_end: int = 0) -> str:
     """The one truncation rule: cut to `width` characters, the cut marked by an ellipsis; with `keep_end`, the
     last `keep_end` characters stay after it (an index or a layout that tells two names apart)."""

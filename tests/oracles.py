@@ -82,10 +82,12 @@ def unconfirmed_gap_said(a: list[float], b: list[float]) -> str:
         mine, their_median = sides[side]
         other = "B" if side == "A" else "A"
         n = sum(x > their_median for x in mine) if side == fast else sum(x < their_median for x in mine)
-        if n:
+        if n and not said:
             said.append(f"{n} of {side}'s {len(mine)} samples {'is' if n == 1 else 'are'} "
                         f"{'slower' if side == fast else 'faster'} than {other}'s median")
-    return "apart; " + (" and ".join(said) or "the tails of their samples overlap") \
+        elif n:  # the second side, briefly
+            said.append(f"{n} of {side}'s {len(mine)} {'slower' if side == fast else 'faster'} than {other}'s")
+    return "apart; " + (", ".join(said) or "the tails of their samples overlap") \
         + ": too spread to rank."
 
 

@@ -456,13 +456,15 @@ def test_a_forged_forwarded_host_never_reaches_a_link(host):
 @pytest.mark.parametrize("name", app.PRESETS)
 @cpu_only
 def test_presets_are_cpu_sized_live_and_recorded_on_replay(name):
-    a, b, *fields = app.apply_preset(name, LIVE)
+    source, a, b, *fields = app.apply_preset(name, LIVE)
+    assert source == LIVE  # live stays live
     live = Request.build(LIVE, a, b, dict(zip(KEYS[3:], fields)), "cpu").workload
     assert "flex" not in (a, b)  # it compiles ~15 s on a CPU
     assert live.flops <= Workload.cpu_default().flops
-    a, b, *fields = app.apply_preset(name, RECORDING)
-    replayed = Request.build(RECORDING, a, b, dict(zip(KEYS[3:], fields)), "cpu")
-    assert session.plan(replayed)  # the recording holds both: a replay, never a refusal
+    source, a, b, *fields = app.apply_preset(name, RECORDING)
+    replayed = Request.build(source, a, b, dict(zip(KEYS[3:], fields)), "cpu")
+    assert session.plan(replayed)  # a recording holds both: a replay, never a refusal
+    assert source == RECORDING or not app.holds(RECORDING, app.PRESETS[name])  # moved only to the one that holds it
 
 
 @cpu_only
@@ -688,7 +690,7 @@ def test_the_kernel_table_on_screen_keeps_the_numbers_and_the_download_every_col
 
 # -- the default: real GPU runs where there is no GPU ------------------------------------------------------------------
 def test_the_page_starts_live_with_a_gpu_and_on_the_h200_recording_without_one():
-    expected = LIVE if app.ENV.device == "cuda" else next(iter(app.RECORDINGS))
+    expected = LIVE if app.ENV.device == "cuda" else "h200-torch2.11"  # the recording that holds the most runs
     assert app.DEFAULT_SOURCE == expected
     controls = app.prefill(fake_request())[:len(KEYS) + 1]
     assert controls == [*Request.build(expected, "naive", "sdpa_flash", {}, app.ENV.device).values(page=True), ""]
@@ -696,8 +698,8 @@ def test_the_page_starts_live_with_a_gpu_and_on_the_h200_recording_without_one()
         assert Request.build(expected, "naive", "sdpa_flash", {}, "cpu").workload == BLOG
         assert "recorded GPU runs" in app.machine_line() and "live on this CPU" in app.LIVE_LABEL
         for name in app.PRESETS:  # every preset replays from the recording
-            a, b, *fields = app.apply_preset(name, expected)
-            assert session.plan(Request.build(expected, a, b, dict(zip(KEYS[3:], fields)), "cpu"))
+            source, a, b, *fields = app.apply_preset(name, expected)
+            assert session.plan(Request.build(source, a, b, dict(zip(KEYS[3:], fields)), "cpu"))
 
 
 def test_every_face_the_theme_declares_holds_every_letter_the_page_writes():
@@ -951,3 +953,18 @@ def test_a_sides_host_ops_table_names_the_call_it_is_of():
             side = app.Side("A")
         host = side.render(c, explain(c), {})[3]
         assert host.label == f"A: host (CPU) ops of one profiled {call}", (passes, host.label)
+
+
+def test_a_preset_the_shown_recording_lacks_moves_to_the_recording_that_holds_it():
+    """The serving engines' kernels are recorded on the H100 only: their presets move Source there, and the next
+    preset of a lesson the H200 holds moves it back; a recording that holds the lesson is never left."""
+    h200, h100 = "h200-torch2.11", "h100-torch2.11"
+    for name in ("FlashInfer decode", "FA3 vs FA4 decode", "FA3 fp8", "fp8 KV cache"):
+        assert not app.holds(h200, app.PRESETS[name]) and app.holds(h100, app.PRESETS[name]), name
+        assert app.apply_preset(name, h200)[0] == h100
+    assert app.apply_preset("hidden copy", h100)[0] == h200
+    assert app.apply_preset("decode step", h100)[0] == h100  # both hold it: the shown one stays
+    source, a, b, *fields = app.apply_preset("FA3 fp8", h200)
+    assert (a, b) == ("fa3_fp8", "fa3")
+    assert Request.build(source, a, b, dict(zip(KEYS[3:], fields)), "cpu").workload.words() == \
+        "B=1, H=16, S=16384, D=128, bf16, causal"

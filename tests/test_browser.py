@@ -94,7 +94,7 @@ def test_the_page_opens_on_the_recorded_h200_runs_and_a_preset_renders_both_side
         return
     page.wait_for_function(HEADLINE_IN_VIEW, arg=["naive", "sdpa_flash"], timeout=30_000)
     print(f"\npage load to headline in view (fresh process): {time.perf_counter() - started:.2f} s")
-    playwright.expect(page.get_by_label("recorded: NVIDIA H200", exact=False)).to_be_checked()
+    playwright.expect(page.get_by_label("H200 runs", exact=False)).to_be_checked()
     assert "live on this CPU" in page.inner_text("body")  # one click away, named as what it is
     expected = answer_to(page.input_value(LINK_BOX)).explanation.headline.title
     assert headline(page) == expected and "on the H200" in expected
@@ -186,7 +186,7 @@ def test_after_a_preset_on_a_phone_the_headline_is_in_view_and_is_the_explainers
         page.set_viewport_size(SIZES[size])
         for name in presets:
             i = list(app.PRESETS).index(name)
-            a, b = app.apply_preset(name, app.DEFAULT_SOURCE)[:2]
+            a, b = app.apply_preset(name, app.DEFAULT_SOURCE)[1:3]
             page.evaluate("window.scrollTo(0, 0)")
             started = time.perf_counter()
             page.click(f"#preset-{i}")
@@ -371,10 +371,9 @@ REFUSED = """(said) => [...document.querySelectorAll('.toast-body')].some(t => t
 
 def preset_refusal(name: str) -> str | None:
     """What the core refuses for a preset on the page's default source (a workload the recording lacks), or None."""
-    a, b, *fields = app.apply_preset(name, app.DEFAULT_SOURCE)
+    source, a, b, *fields = app.apply_preset(name, app.DEFAULT_SOURCE)
     try:
-        session.plan(Request.build(app.DEFAULT_SOURCE, a, b, dict(zip((f.name for f in app.FIELDS), fields)),
-                                   app.ENV.device))
+        session.plan(Request.build(source, a, b, dict(zip((f.name for f in app.FIELDS), fields)), app.ENV.device))
     except Refusal as refusal:
         return str(refusal)
     return None
@@ -411,7 +410,7 @@ def test_the_first_screen_holds_run_the_presets_and_the_headline_and_never_moves
             page.click(f"#preset-{i}")
         for size, i in clicked.items():
             page, name = pages[size], names[i]
-            a, b = app.apply_preset(name, app.DEFAULT_SOURCE)[:2]
+            a, b = app.apply_preset(name, app.DEFAULT_SOURCE)[1:3]
             refused = preset_refusal(name)
             if refused:
                 page.wait_for_function(REFUSED, arg=refused, timeout=120_000)

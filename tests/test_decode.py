@@ -290,7 +290,7 @@ def test_the_bytes_a_decode_call_moves_are_its_tensors_and_the_rate_is_bytes_ove
         past = synthetic("sdpa_flash", SPLIT, w.replace(**changed), ms=ms * moved_ratio(w, w.replace(**changed)))
         body = apply(timing_rules.memory_traffic, past).body
         assert "L2 served" not in body
-        assert ("a copy writes what it reads; this mostly reads" in body) == (per_us > ceiling)
+        assert ("Above it: this call mostly reads" in body) == (per_us > ceiling)
 
 
 def _read(w: Workload) -> int:

@@ -238,9 +238,9 @@ def test_the_faster_run_that_is_not_the_cheaper_is_said_word_for_word():
     assert n.side == "pair"
     assert n.title == ("SDPA · cuDNN is 1.6× faster, SDPA · FlashAttention the cheaper: 30.0 mJ a call against "
                        "44.0 mJ")
-    assert n.body == ("NVML's energy counter (the whole GPU's) read around a loop of a second or more of each call: "
-                      "SDPA · cuDNN drew 704 W, SDPA · FlashAttention 300 W, and SDPA · cuDNN spent 1.5× the energy "
-                      "a call: here the faster kernel is not the one that saves energy.")
+    assert n.body == ("NVML's energy counter (the whole GPU's) over a loop of a second or more of each: "
+                      "SDPA · cuDNN drew 704 W, SDPA · FlashAttention 300 W, so SDPA · cuDNN spent 1.5× the energy "
+                      "a call.")
     assert_numbers_are_the_runs(n, comparison_context(c, n))
     assert n.facts["more"].value == pytest.approx((0.704 / 16) / (0.3 / 10))
 

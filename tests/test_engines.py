@@ -213,4 +213,31 @@ def test_an_fp8_cache_reads_half_the_bytes_and_the_traffic_note_says_what_it_sav
     kv = DECODE.kv_bytes  # K and V in bf16: 2 bytes an element
     assert bf16.facts["moved"].value - fp8.facts["moved"].value == kv // 2
     assert fp8.facts["saved"].value == kv // 2 and "saved" not in bf16.facts
-    assert "K and V are e4m3, a byte an element: 128.0 MiB less to read than in bf16." in fp8.body
+    assert "e4m3 K and V: 128.0 MiB fewer than bf16." in fp8.body
+
+
+def test_flashinfer_refuses_a_group_of_heads_its_header_does_not_dispatch(installed, monkeypatch, tmp_path):
+    """The group sizes come from DISPATCH_GQA_GROUP_SIZE in the installed header: on an H100 a plan at 32 query heads
+    over one kv head failed inside FlashInfer ("Unsupported group_size: 32") and took the recording down with it."""
+    include = tmp_path / "flashinfer" / "data" / "include" / "flashinfer"
+    include.mkdir(parents=True)
+    (include / "utils.cuh").write_text(
+        "#define DISPATCH_HEAD_DIM(head_dim, HEAD_DIM, ...) if (head_dim == 64) {}\n"
+        "#define DISPATCH_GQA_GROUP_SIZE(group_size, GROUP_SIZE, ...) \\\n  if (group_size == 1) { } \\\n"
+        "  else if (group_size == 4) { } else if (group_size == 8) { } else { error(group_size); }\n"
+        "#define DISPATCH_OTHER(group_size) if (group_size == 32) {}\n")
+    spec = dataclasses.make_dataclass("Spec", ["submodule_search_locations"])([str(tmp_path / "flashinfer")])
+    monkeypatch.setattr(flashinfer.importlib.util, "find_spec", lambda name: spec)
+    flashinfer.group_sizes.cache_clear()
+    try:
+        assert flashinfer.group_sizes() == (1, 4, 8)
+        assert VARIANTS["flashinfer"].supports(DECODE, H200) is None  # 32 over 8: a group of 4
+        mqa = DECODE.replace(kv_heads=1)
+        assert VARIANTS["flashinfer"].supports(mqa, H200) == (
+            "FlashInfer's decode kernels are compiled for 1, 4, 8 query heads per kv head; this workload has 32 "
+            "(32 over 1)")
+        monkeypatch.setattr(flashinfer.importlib.util, "find_spec", lambda name: None)
+        flashinfer.group_sizes.cache_clear()
+        assert flashinfer.group_sizes() == flashinfer.GROUP_SIZES  # not installed: the pinned version's
+    finally:
+        flashinfer.group_sizes.cache_clear()

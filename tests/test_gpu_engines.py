@@ -138,4 +138,4 @@ def test_fp8_beside_bf16_of_the_same_engine_states_both_errors_on_the_headline(b
     assert slow.ok and fast.ok, (slow.reason, fast.reason)
     title = headline(fast, slow).title
     print(title)
-    assert "Error against fp64 on the unquantised inputs" in title and "quantisation alone" in title
+    assert "Error against fp64 on the unquantised inputs" in title and "quantising alone" in title

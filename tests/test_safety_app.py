@@ -31,7 +31,7 @@ import handlers
 from conftest import fn_index, queued
 from profiling import reports, scratch, session
 from profiling.replay import find_recorded
-from profiling.request import KEYS, Request
+from profiling.request import KEYS, Request, sources
 from profiling.results import Comparison
 from profiling.workload import Workload
 from handlers import ResultStore
@@ -650,7 +650,7 @@ BAD_VALUES = [  # (field, value, what the message must say)
     ("dtype", "float32", "dtype='float32' is not allowed: choose one of fp32, fp16, bf16"),
     ("dtype", " fp32 ", "dtype=' fp32 ' is not allowed: choose one of fp32, fp16, bf16"),
     ("dtype", None, "dtype was not given: choose one of fp32, fp16, bf16"),
-    ("source", None, "source was not given: choose one of live, h200-torch2.11"),
+    ("source", None, f"source was not given: choose one of {', '.join(sources())}"),
     ("source", "../../etc", "source='../../etc' is not allowed: choose one of live"),
     ("a", {"x": 1}, "a={'x': 1} is not allowed: choose one of naive"),
     # gradio shows an error's message as HTML on the page and as text to an API client: look-alikes, no entities

@@ -96,7 +96,8 @@ def test_the_glossary_finds_whole_terms():
 
 
 @pytest.mark.parametrize("device, name, words", [
-    ("cuda", "NVIDIA H200", "on the H200"), ("cuda", "NVIDIA A100-SXM4-80GB", "on the A100-SXM4-80GB"),
+    ("cuda", "NVIDIA H200", "on the H200"), ("cuda", "NVIDIA A100-SXM4-80GB", "on the A100"),
+    ("cuda", "NVIDIA H100 80GB HBM3", "on the H100"),
     ("cuda", "Tesla T4", "on the T4"), ("cpu", "Intel(R) Xeon(R) Platinum 8480+", "on the CPU"),
 ])
 def test_a_run_is_placed_on_its_own_machine_never_here(device, name, words):

@@ -83,7 +83,7 @@ def fused_backward(run: Run, peers: Peers) -> Note | None:
                                                                        round(k.calls_per_forward, 2) != 1 else "")
                                              for k in others) + "."
     return note("fused_backward", "guess", f"{label(run)}'s backward is {{count}} kernels, not one ({{time}})",
-                body[0].upper() + body[1:], weight=0.3, facts=facts, kernels=bwd,
+                text.sentence(body), weight=0.3, facts=facts, kernels=bwd,
                 evidence=[text.kernel_line(k) for k in bwd])
 
 

@@ -46,7 +46,7 @@ def faster_not_cheaper(fast: Run, slow: Run, path: str, sides: dict[int, str]) -
     facts["more"] = ratio(facts["fast_j"], facts["slow_j"])
     return note("faster_not_cheaper", "verdict",
                 f"{label(fast)} is {{speed}} faster, {label(slow)} the cheaper: {{slow_j}} a call against {{fast_j}}",
-                f"NVML's energy counter (the whole GPU's) read around a loop of a second or more of each call: "
-                f"{label(fast)} drew {{fast_w}}, {label(slow)} {{slow_w}}, and {label(fast)} spent {{more}} the "
-                "energy a call: here the faster kernel is not the one that saves energy.",
+                f"NVML's energy counter (the whole GPU's) over a loop of a second or more of each: "
+                f"{label(fast)} drew {{fast_w}}, {label(slow)} {{slow_w}}, so {label(fast)} spent {{more}} the "
+                "energy a call.",
                 weight=0.3, facts=facts)

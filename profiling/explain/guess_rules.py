@@ -449,11 +449,10 @@ def fp8_kernel(run: Run, peers: Peers) -> Note | None:
     names = {"kernel": text.clip(main.short_name, 48), "who": label(run)}
     if typed:
         return note("fp8_kernel", "guess", f"`{{kernel}}` is built for {typed}: the fp8 path ran",
-                    f"{{who}} was given {asked}, and the kernel that took {{share}} names {typed} among its template's "
-                    "types in the trace: it was compiled to read 8-bit floats. The name does not say which "
-                    "instructions it issues.", weight=0.05, facts=facts, names=names, kernels=[main])
+                    f"{{who}} was given {asked}; its main kernel ({{share}}) names {typed} among its template's types: "
+                    "it was compiled to read 8-bit floats (the name does not say which instructions it issues).",
+                    weight=0.05, facts=facts, names=names, kernels=[main])
     return note("fp8_kernel", "guess", "The trace does not show fp8: `{kernel}` names no 8-bit type",
-                f"{{who}} was given {asked}, but the name of the kernel that took {{share}} carries neither e4m3 nor "
-                "e5m2. Some libraries' names leave the element type out (cuDNN's say f16 for bf16 too), so this "
-                "does not prove a 16-bit kernel ran; the accuracy against fp64 is the check.",
-                weight=0.2, facts=facts, names=names, kernels=[main])
+                f"{{who}} was given {asked}; its main kernel ({{share}}) names neither e4m3 nor e5m2. Some libraries "
+                "leave the element type out of their names, so this proves nothing; the error against fp64 is the "
+                "check.", weight=0.2, facts=facts, names=names, kernels=[main])

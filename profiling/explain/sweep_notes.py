@@ -291,7 +291,7 @@ def _kernels(result: Sweep, f: KernelChange) -> Note:
     changed = [*f.added, *f.removed]
     labels = dict(zip(changed, text.kernel_labels(changed)))  # told apart where an added and a dropped one look alike
     said = "; ".join((["adds {added}"] if f.added else []) + (["drops {removed}"] if f.removed else []))
-    body = f"{said[0].upper()}{said[1:]}." if said else "The same kernels, another backend."
+    body = f"{text.sentence(said)}." if said else "The same kernels, another backend."
     if f.step_exponent is not None:
         facts["step"] = _fit(result, v, [f.s_before, f.s_after], "time")
         body += " Time grows as {step} across the step."

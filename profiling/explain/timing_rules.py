@@ -41,8 +41,8 @@ def _host_cause(run: Run) -> tuple[str, dict, list[str]]:
     if v and v.compiled:  # each of torch.compile's ranges by what it is: its guards are one op of their own
         what = next((words for token, words in _COMPILED_OPS if token in top.name),
                     "the compiled graph's Python around its kernels")
-    elif v and v.jit_s:
-        what = "flash_attn.cute's Python launch path"
+    elif v and "host" in v.words:  # what its own file says its host op does
+        what = v.words["host"]
     elif ran(run) == "cudnn":
         what = "cuDNN's execution-plan lookup and argument packing"
     else:
@@ -279,12 +279,12 @@ def memory_traffic(run: Run, peers: Peers) -> Note | None:
             facts["l2"] = measured(run, "environment.l2_cache_bytes", "bytes")
             over = " Above it: the {l2} L2 served part of its {set}."
         else:  # flushed, or far past the L2: HBM itself, read faster than a copy's even mix of reads and writes
-            over = " Above it: a copy writes what it reads; this mostly reads."
+            over = " Above it: this call mostly reads."
     fp8 = ""
     if run.workload.quantised:  # K and V in e4m3, a byte an element: what the drawn dtype would have moved beside
         drawn = run.workload.drawn
         facts["saved"] = scaled(measured(run, "workload.kv_bytes", "bytes"), DTYPE_BYTES[drawn] - 1, "bytes")
-        fp8 = f" K and V are e4m3, a byte an element: {{saved}} less to read than in {drawn}."
+        fp8 = f" e4m3 K and V: {{saved}} fewer than {drawn}."
     return note("memory_traffic", "guess", f"{_formula(run)} = {{moved}} in {{time}}: {{rate}}, {{share}}",
                 f"The least a {run.phase} moves, each tensor once ({mode}). " + ceiling
                 + warm + over + fp8,

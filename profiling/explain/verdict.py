@@ -116,8 +116,7 @@ def headline(a: Run, b: Run) -> Note:
             clause, more = _fallback(ok[0], "a" if ok[0] is a else "b")
             rest, facts = rest + clause, facts | more
             who = side[id(ok[0])]
-            errors, more = quantised_errors({who: ok[0]}, {who: name[id(ok[0])]}, lambda run, path, unit, w:
-                                            measured(run, path, unit, w))
+            errors, more = quantised_errors({who: ok[0]}, lambda run, path, unit, w: measured(run, path, unit, w))
             rest, facts = rest + errors, facts | more
         return note("verdict", "verdict", refused + rest, "", weight=1.0, facts=facts)
     v = decision(a, b)
@@ -154,13 +153,17 @@ def said(a: Run, b: Run, v: Verdict, names: tuple[str, str], on: str, facts: dic
     sentence, more = _said(a, b, v, names, on, facts, fact)
     if v.kind == "wrong":
         return sentence, more
-    errors, also = quantised_errors({"a": a, "b": b}, {"a": names[0], "b": names[1]}, fact)
+    errors, also = quantised_errors({"a": a, "b": b}, fact)
     return sentence + errors, more | also
 
 
-def quantised_errors(runs: dict, names: dict, fact) -> tuple[str, dict]:
-    """' Error against fp64 on the unquantised inputs: A … (of which the fp8 quantisation alone …), B ….' where a side
-    of `runs` ("a", "b") has quantised inputs; ('', {}) where none has. A speed is never said of fp8 without it."""
+CARD_WORDS = 60  # a note's title and body together, the fp8 error clause aside: what a card holds
+
+
+def quantised_errors(runs: dict, fact) -> tuple[str, dict]:
+    """' Error against fp64 on the unquantised inputs: A … (quantising alone: …); B ….' where a side of `runs`
+    ("a", "b") has quantised inputs; ('', {}) where none has. A speed is never said of fp8 without it. The sides are
+    named by their letters: the sentence before it has named them."""
     if not any(r.workload.quantised for r in runs.values()):
         return "", {}
     said_, facts = [], {}
@@ -168,11 +171,10 @@ def quantised_errors(runs: dict, names: dict, fact) -> tuple[str, dict]:
         if run.accuracy is None:
             continue
         facts[f"{w}_fp64_error"] = fact(run, "accuracy.max_abs_error", "error", w)
-        part = f"{names[w]} {{{w}_fp64_error}}"
+        part = f"{w.upper()} {{{w}_fp64_error}}"
         if run.accuracy.quantisation_max_abs_error is not None:
             facts[f"{w}_quantisation"] = fact(run, "accuracy.quantisation_max_abs_error", "error", w)
-            part += f" (the {run.workload.dtype if run.workload.quantised == 'qkv' else 'fp8 KV cache'} " \
-                    f"quantisation alone: {{{w}_quantisation}})"
+            part += f" (quantising alone: {{{w}_quantisation}})"
         said_.append(part)
     if not said_:
         return "", {}
@@ -221,8 +223,10 @@ def _said(a: Run, b: Run, v: Verdict, names: tuple[str, str], on: str, facts: di
             if counted.value:
                 more[f"{w}_beyond"], more[f"{w}_kept"] = counted, fact(runs[w], f"{v.path}.kept", "count", w)
                 crossing.append(f"{{{w}_beyond}} of {w.upper()}'s {{{w}_kept}} samples "
-                                f"{'is' if counted.value == 1 else 'are'} {beyond} than {other.upper()}'s median")
-        tails = " and ".join(crossing) or "the tails of their samples overlap"
+                                f"{'is' if counted.value == 1 else 'are'} {beyond} than {other.upper()}'s median"
+                                if not crossing else  # the second said as briefly: the card holds 60 words
+                                f"{{{w}_beyond}} of {w.upper()}'s {{{w}_kept}} {beyond} than {other.upper()}'s")
+        tails = ", ".join(crossing) or "the tails of their samples overlap"
         return (f"{name['a']} and {name['b']} are not ranked {on}: {figures}, {{ratio}} apart; {tails}: too spread "
                 "to rank."), more
     return f"{name['a']} and {name['b']} are level within noise {on}: {figures}.", more
@@ -409,18 +413,21 @@ def ranking_notes(a: Run, b: Run) -> list[Note]:
                                 measured(fast, f"{v.path}.median_ms", "ms", side[id(fast)]))}
         reasons, because = _reasons(fast, slow, v.path, side)
         facts |= because
+        contradicts = guess(slow).speed_rank < guess(fast).speed_rank
+        title = (f"Guessed {label(slow)} faster; {label(fast)} is, by {{ratio}}" if contradicts else
+                 f"Why {label(fast)} is {{ratio}} faster")
+        while len(reasons) > 1 and text.word_count(text.fill(f"{title} {'; '.join(reasons)}.", facts, {})) \
+                > CARD_WORDS:
+            reasons.pop()  # the card stays short: the reasons past it are the notes' below (long labels, fp8 twins)
         body = ("; ".join(reasons) + ".") if reasons else \
             ("The traces do not show why: no difference in arithmetic, memory, kernel count, kernel roles or host "
              "cost explains it.")
-        body = body[0].upper() + body[1:]
-        contradicts = guess(slow).speed_rank < guess(fast).speed_rank
+        body = text.sentence(body)
         off = 1 - 1 / facts["ratio"].value
-        errors, more = quantised_errors({"a": a, "b": b}, {"a": label(a), "b": label(b)},  # fp8: its error beside
+        errors, more = quantised_errors({"a": a, "b": b},  # fp8: its error beside
                                         lambda run, path, unit, who: measured(run, path, unit, who))
         facts |= more
-        notes.append(note("speed", "verdict",
-                          (f"Guessed {label(slow)} faster; {label(fast)} is, by {{ratio}}" if contradicts else
-                           f"Why {label(fast)} is {{ratio}} faster") + (f".{errors}" if errors else ""),
+        notes.append(note("speed", "verdict", title + (f".{errors}" if errors else ""),
                           body, weight=min(0.95, off + 0.2) if contradicts else 0.8 * off, facts=facts,
                           evidence=[f"guessed speed rank (1 = fastest): {label(a)} {ga.speed_rank}, "
                                     f"{label(b)} {gb.speed_rank}", f"figure compared: {v.what}"]))
