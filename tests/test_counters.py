@@ -251,3 +251,23 @@ def test_a_refused_or_absent_count_makes_no_note_and_the_card_says_the_refusal()
     run.counters = cudnn_counters()
     assert "DRAM 48.0 MiB read, 9.6 MiB written · L2 hit 41.4% · achieved occupancy 11.9% · tensor pipe 38.5%" \
         in reports.run_card("A", run, "cuDNN")
+
+
+def test_the_h100_recording_s_counters_replay_beside_its_runs_with_the_dram_note():
+    """Counters recorded on the H100 (record --part counters) are read back beside the runs of a replay: cuDNN's
+    frontend at the blog workload read 50,355,200 bytes from DRAM (issue 56 saw 50.36 MB for SDPA's cuDNN kernel on
+    an H100), its inputs once, and the note says so in the figures re-derived from the stored counters."""
+    from profiling import session
+    from profiling.request import Request
+
+    stored = replay.find_counters("h100-torch2.11", "cudnn_fe", Workload.blog())
+    read = sum(k.metrics["dram__bytes_read.sum"][0] for k in stored.kernels)
+    written = sum(k.metrics["dram__bytes_write.sum"][0] for k in stored.kernels)
+    assert read == 50_355_200 and all(k.metrics["dram__bytes_read.sum"][1] == "byte" for k in stored.kernels)
+    answer = session.compare(Request.build("h100-torch2.11", "fa3", "cudnn_fe", {}, "cpu"))
+    note = next(n for n in answer.explanation.notes if (n.side, n.rule) == ("b", "dram_bytes"))
+    w = Workload.blog()
+    must = 4 * w.batch * w.heads * w.seq_len * w.head_dim * 2  # q, K, V read and out written once, in bf16
+    assert note.title == (f"DRAM by the counters: {text.size(read)} read and {text.size(written)} written, against "
+                          f"the {text.size(must)} a forward must move")
+    assert "Its inputs read once, as the model says" in note.body
