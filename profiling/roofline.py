@@ -108,19 +108,27 @@ def roofs(env: Environment, dtype: str) -> Roofs:
                  tuple(r for r, m in ((hbm_sheet, copy), (peak_sheet, matmul)) if r and m))
 
 
+def _matmul_rate(runs: list[Run], dtype: str) -> float | None:
+    """The matmul rate in `dtype` the runs' processes measured (the median of those measured), or None."""
+    rates = sorted({rate for r in runs for rate in [(r.environment.matmul_flops_per_s or {}).get(dtype)] if rate})
+    return rates[len(rates) // 2] if rates else None  # a measured value, not a mean
+
+
 def roofs_of(runs: Iterable[Run]) -> Roofs:
-    """The roofs of `runs` (one GPU, one dtype): a sweep's runs came from several processes, each measured its own
-    copy (or none): the median of those measured."""
+    """The roofs of `runs` (one GPU): a sweep's runs came from several processes, each measured its own copy (or
+    none): the median of those measured. The compute roof is in the first run's dtype; where another run is in
+    another (an fp8 twin beside its base), that dtype's measured matmul is drawn thin beside it."""
     runs = list(runs)
     env = runs[0].environment
     copies = sorted({r.environment.copy_bytes_per_s for r in runs if r.environment.copy_bytes_per_s})
-    rates = sorted({rate for r in runs for rate in [(r.environment.matmul_flops_per_s or {}).get(r.workload.dtype)]
-                    if rate})
-    middle = lambda values: values[len(values) // 2] if values else None  # noqa: E731 (a measured value, not a mean)
-    dtype = runs[0].workload.dtype
-    merged = replace(env, copy_bytes_per_s=middle(copies),
-                     matmul_flops_per_s={dtype: middle(rates)} if rates else None)
-    return roofs(merged, dtype)
+    dtype, *others = dict.fromkeys(r.workload.dtype for r in runs)
+    rate = _matmul_rate(runs, dtype)
+    merged = replace(env, copy_bytes_per_s=copies[len(copies) // 2] if copies else None,
+                     matmul_flops_per_s={dtype: rate} if rate else None)
+    found = roofs(merged, dtype)
+    beside = tuple(Roof("compute", rate, True, f"{other} matmul") for other in others
+                   if (rate := _matmul_rate(runs, other)))
+    return replace(found, beside=found.beside + beside)
 
 
 def runs(result: Comparison | Sweep) -> list[Run]:
@@ -161,7 +169,7 @@ def caption(runs: Iterable[Run]) -> str:
         return "the run’s process" if len(figures) == 1 else \
             f"each of the {len(figures)} processes the runs came from (the median)"
     copies = {run.environment.copy_bytes_per_s for run in runs if run.environment.copy_bytes_per_s}
-    rates = {(run.environment.matmul_flops_per_s or {}).get(run.workload.dtype) for run in runs} - {None}
+    rates = {(run.environment.matmul_flops_per_s or {}).get(runs[0].workload.dtype) for run in runs} - {None}
     pts = [p for run in runs for p in points(run)]
     said = ["x: the pass's FLOPs over the least bytes it must move (each input and output once); y: those FLOPs over "
             "the median GPU time."]
@@ -171,8 +179,12 @@ def caption(runs: Iterable[Run]) -> str:
     if r.compute is not None:
         what = (f"a large {r.compute.what} measured on this GPU in {where(rates)}" if r.compute.measured else
                 "the datasheet’s dense peak (no matmul rate was measured)")
-        thin = "; the datasheet’s peak drawn thin beside it" if any(b.kind == "compute" for b in r.beside) else ""
+        thin = "; the datasheet’s peak drawn thin beside it" if any(b.kind == "compute" and not b.measured
+                                                                     for b in r.beside) else ""
         said.append(f"Compute roof: {what}, {r.compute.value / 1e12:.0f} TFLOP/s in {runs[0].workload.dtype}{thin}.")
+        for b in (b for b in r.beside if b.kind == "compute" and b.measured):  # another side's dtype
+            said.append(f"Thin beside it, the {b.what} measured the same way for the runs in {b.what.split()[0]}: "
+                        f"{b.figure}.")
     if any(p.cold for p in pts):
         said.append("Filled: warm (back to back); hollow: cold (the L2 flushed before every call).")
     above = above_memory_roof(pts, r)

@@ -90,3 +90,25 @@ def test_a_cpu_run_has_no_roofline_and_says_why_in_one_line():
     assert reason.startswith("No roofline: a CPU run") and "\n" not in reason
     assert figures.roofline_figure(Comparison(cpu, cpu)) is None
     assert roofline.refusal([run]) is None and figures.roofline_figure(Comparison(run, run)) is not None
+
+
+def test_an_fp8_twin_beside_its_base_draws_both_dtypes_measured_matmul_roofs():
+    """FA3 in fp8 beside FA3 in bf16 (the H100 recording's 16k prefill): the compute roof is the fp8 matmul the
+    process measured, and the bf16 matmul it measured is drawn thin beside it, so B is read against its own dtype's
+    ceiling (there, within 2% of it); the caption names each and the one process they came from."""
+    from profiling import session
+    from profiling.request import Request
+
+    answer = session.compare(Request.build("h100-torch2.11", "fa3_fp8", "fa3",
+                                           {"batch": 1, "heads": 16, "seq_len": 16384, "head_dim": 128}, "cpu"))
+    a, b = answer.result.a, answer.result.b
+    r = roofline.roofs_of([a, b])
+    rates = a.environment.matmul_flops_per_s
+    assert (r.compute.what, r.compute.value, r.compute.measured) == ("fp8 matmul", rates["fp8"], True)
+    (bf16,) = [x for x in r.beside if x.kind == "compute"]
+    assert (bf16.what, bf16.value, bf16.measured) == ("bf16 matmul", b.environment.matmul_flops_per_s["bf16"], True)
+    (point,) = roofline.points(b)
+    assert 0.95 < point.tflops * 1e12 / bf16.value < 1.0  # FA3's bf16 forward at the bf16 matmul's pace
+    said = roofline.caption([a, b])
+    assert "a large fp8 matmul measured on this GPU in the run’s process" in said
+    assert f"Thin beside it, the bf16 matmul measured the same way for the runs in bf16: {bf16.figure}." in said
