@@ -432,8 +432,8 @@ def scores_in_memory(run: Run, peers: Peers) -> Note | None:
 
 
 # -- fp8: the element type the kernel was built for ---------------------------------------------------------------
-FP8_TYPES = ("e4m3", "e5m2")  # an 8-bit float as a demangled template spells it: cutlass::float_e4m3_t (FA3),
-                              # __nv_fp8_e4m3 (FlashInfer's cache type)
+FP8_TYPES = ("e4m3", "e5m2")  # an 8-bit float as a demangled template spells it: cutlass::float_e4m3_t (FA3's
+                              # kernel, on the H100); FlashInfer's decode kernel names only `Params`, no type
 
 
 def fp8_kernel(run: Run, peers: Peers) -> Note | None:
