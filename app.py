@@ -37,7 +37,7 @@ from profiling.budget import compile_clock
 from profiling.explain import Explanation
 from profiling.measurement import other_work
 from profiling.recording import DECODE, FP8_PREFILL, LONG_DECODE, SPECULATIVE
-from profiling.replay import find_recorded, recorded_sweeps, unrecorded_message
+from profiling.replay import find_recorded, nearest_recorded, recorded_sweeps, unrecorded_message
 from profiling.request import KEYS, LIVE, LIVE_BUDGET_S, MAX_LENGTHS, SWEEP_AXES, Request, field_help, field_values
 from profiling.results import Comparison
 from profiling.timeline import run_timeline
@@ -193,8 +193,13 @@ def switch_source(source, a, *fields) -> list:
         if current is not None and find_recorded(source, a, current.workload) is not None:
             return skip
         w = Request.build(source, "naive", "naive", {}, ENV.device).workload
-        missing = unrecorded_message(source, current.workload) + " " if current is not None else ""
-        notice = f"{missing}Moved to the blog's workload, {w.words()}."
+        where = "the blog's workload"
+        if find_recorded(source, a, w) is None:  # a recording begun part by part lacks A there too: the nearest that
+            near = nearest_recorded(source, current.workload if current is not None else w, (a,), n=1)  # holds it
+            if near and find_recorded(source, a, near[0]) is not None:
+                w, where = near[0], f"the nearest workload recorded with {a}"
+        missing = (unrecorded_message(source, current.workload, (a,)) or "") + " " if current is not None else ""
+        notice = f"{missing.lstrip()}Moved to {where}, {w.words()}."
     return field_values(w, page=True) + [notice]
 
 

@@ -21,7 +21,7 @@ from attention_variants import VARIANTS
 from conftest import fn_index, queued, read_fact
 from profiling import reports, text
 from profiling.environment import Environment
-from profiling.replay import find_recorded_sweep
+from profiling.replay import find_recorded, find_recorded_sweep, nearest_recorded
 from profiling.request import KEYS, LIVE, Request
 from profiling.results import Sweep
 from profiling.workload import Workload
@@ -311,6 +311,19 @@ def test_switching_to_a_recording_moves_an_unrecorded_workload_to_the_blogs_and_
         moved[-1].endswith(f"Moved to the blog's workload, {BLOG.words()}.")
     kept = app.switch_source(RECORDING, "naive", *values(RECORDING)[3:])  # recorded already: nothing moves
     assert all(v == gr.skip() for v in kept)
+
+
+def test_switching_to_a_recording_without_a_at_the_blogs_workload_moves_to_the_nearest_that_holds_a():
+    """The H100 recording (begun part by part) holds FA3 at the blog's workload but no naive run there: switching to
+    it with naive as A moves to the nearest workload it holds naive on, and says so; with FA3 as A, to the blog's."""
+    moved = app.switch_source("h100-torch2.11", "naive", *values(RECORDING)[3:])
+    (w,) = nearest_recorded("h100-torch2.11", BLOG, ("naive",), n=1)
+    assert find_recorded("h100-torch2.11", "naive", w) is not None and w != BLOG
+    assert moved[:-1] == Request("h100-torch2.11", "naive", "naive", w).values(page=True)[3:]
+    assert moved[-1].startswith(f"The H100 recording has no run of naive on {BLOG.words()}.")
+    assert moved[-1].endswith(f"Moved to the nearest workload recorded with naive, {w.words()}.")
+    kept = app.switch_source("h100-torch2.11", "fa3", *values(RECORDING, "fa3")[3:])
+    assert all(v == gr.skip() for v in kept)  # recorded there: nothing moves
 
 
 @cpu_only
