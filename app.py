@@ -105,7 +105,7 @@ PRESETS = {
                                  cpu=("sdpa_math", "sdpa_flash")),
     "paged KV": Preset("flex", "fa4", DECODE_LIVE | {"page_size": 16}, recorded_changes(DECODE.replace(page_size=16)),
                        cpu=("sdpa_flash", "naive")),
-    # the serving engines' kernels and fp8 (GPU-only libraries): recorded where a recording holds them (`holder`)
+    # the serving engines' kernels and fp8 (GPU-only libraries): shown from the recording that holds them (`holds`)
     "FlashInfer decode": Preset("sdpa_flash", "flashinfer", DECODE_LIVE, recorded_changes(DECODE),
                                 cpu=("naive", "sdpa_flash")),
     "FA3 vs FA4 decode": Preset("fa3", "fa4", DECODE_LIVE | {"seq_len": 65536}, recorded_changes(LONG_DECODE)),
@@ -676,8 +676,8 @@ with startup.app_built_at_launch(), gr.Blocks(**BLOCKS) as demo:
     shows = dict(api_visibility="private", concurrency_id="show", concurrency_limit=REPLAYS_AT_ONCE)
     never = gr.State()  # fires no event of the page: the public endpoints hang on it, for API clients alone
     # the replays' endpoints take a recording only: their source, documented so, is a control the page never shows
-    recorded = gr.Radio(SOURCES[1:], label="Source", visible=False,
-                        value=DEFAULT_SOURCE if DEFAULT_SOURCE in RECORDINGS else next(iter(RECORDINGS), None))
+    recorded = gr.Radio(SOURCES[1:], value=next(iter(RECORDINGS), None), label="Source",  # the one holding most
+                        visible=False)
     for kind, extra, output in (("compare", [], result), ("sweep", [seqs, axis], sweep_result)):
         for live, group in ((True, gpu), (False, replays)):
             name = kind if live else "replay" if kind == "compare" else "sweep_replay"
