@@ -51,7 +51,7 @@ ENV = detect()
 RECORDINGS = {name: recorded_runs(name)[0].environment for name in by_size()}  # the page opens on the first
 # With a GPU the page measures live; without one it starts on the real GPU runs of the recording that holds the most
 # (a second GPU's recording, begun part by part, opens only when chosen).
-DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else by_size()[0]
+DEFAULT_SOURCE = LIVE if ENV.device == "cuda" or not RECORDINGS else next(iter(RECORDINGS))
 
 class ResultStore:
     """Results kept on the server by an opaque id the client holds (never by gradio's session, which other

@@ -55,9 +55,9 @@ def _source(args, device: str) -> str:
     on a machine without one, the recording the page opens on when it holds the workload, else the first other
     recording that does (said in one line), so a line written for a GPU still answers; else live on this CPU."""
     from . import session
-    from .replay import by_size
+    from .replay import by_size, recordings
 
-    if args.source is not None or args.device or device == "cuda" or not by_size():
+    if args.source is not None or args.device or device == "cuda" or not recordings():
         return LIVE if args.source is None else args.source  # an empty --source is refused as the API refuses it
     first = None
     for recorded in by_size():

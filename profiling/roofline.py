@@ -108,10 +108,15 @@ def roofs(env: Environment, dtype: str) -> Roofs:
                  tuple(r for r, m in ((hbm_sheet, copy), (peak_sheet, matmul)) if r and m))
 
 
+def _middle(values: set) -> float | None:
+    """The median of measured figures (one of them, not a mean), or None where none was measured."""
+    values = sorted(v for v in values if v)
+    return values[len(values) // 2] if values else None
+
+
 def _matmul_rate(runs: list[Run], dtype: str) -> float | None:
     """The matmul rate in `dtype` the runs' processes measured (the median of those measured), or None."""
-    rates = sorted({rate for r in runs for rate in [(r.environment.matmul_flops_per_s or {}).get(dtype)] if rate})
-    return rates[len(rates) // 2] if rates else None  # a measured value, not a mean
+    return _middle({(r.environment.matmul_flops_per_s or {}).get(dtype) for r in runs})
 
 
 def roofs_of(runs: Iterable[Run]) -> Roofs:
@@ -119,11 +124,9 @@ def roofs_of(runs: Iterable[Run]) -> Roofs:
     none): the median of those measured. The compute roof is in the first run's dtype; where another run is in
     another (an fp8 twin beside its base), that dtype's measured matmul is drawn thin beside it."""
     runs = list(runs)
-    env = runs[0].environment
-    copies = sorted({r.environment.copy_bytes_per_s for r in runs if r.environment.copy_bytes_per_s})
     dtype, *others = dict.fromkeys(r.workload.dtype for r in runs)
     rate = _matmul_rate(runs, dtype)
-    merged = replace(env, copy_bytes_per_s=copies[len(copies) // 2] if copies else None,
+    merged = replace(runs[0].environment, copy_bytes_per_s=_middle({r.environment.copy_bytes_per_s for r in runs}),
                      matmul_flops_per_s={dtype: rate} if rate else None)
     found = roofs(merged, dtype)
     beside = tuple(Roof("compute", rate, True, f"{other} matmul") for other in others
