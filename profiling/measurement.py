@@ -190,7 +190,7 @@ class _Subject:
     inputs: Inputs | None = None
     estimate_s: float = 0.0
     issue_s: float | None = None
-    graph: tuple | None = None    # graph timing: the captured graph and its calls, until the energy loop has run
+    graph: timing.Captured | None = None  # graph timing: the captured graph, its calls and events, until energy
     finished: bool = False
 
     @property

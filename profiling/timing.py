@@ -21,7 +21,7 @@ import time
 from contextlib import AbstractContextManager
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, NamedTuple, Protocol
 
 import torch
 
@@ -98,14 +98,24 @@ MATMUL_REPEATS = 5            # its median of this many, after one untimed produ
 ENERGY_LOOP_S = 1.0           # the energy loop's least wall time: NVML's energy counter moves every 20-100 ms
 
 
+class Captured(NamedTuple):
+    """A graph `time_graph` captured, its calls a replay, and the events recorded inside it (a training step's
+    forward and backward): a CUDA graph holds their handles, not the events, so they live as long as it does (the
+    energy loop replays it after the timing: with them let go, the H100's graph part died in cuGraphLaunch at its
+    first training step)."""
+    graph: "torch.cuda.CUDAGraph"
+    calls: int
+    events: "Marks | None"
+
+
 class Timed(Protocol):
     """A variant ready to time (`measurement._Subject`): its calls, a warm call's length, and the run it fills in."""
     run: Run
     phases: list[Callable[[], None]]  # one call: the forward, or a training step's forward then backward
     estimate_s: float                 # a warm call's wall time, from the warm-up
     issue_s: float | None             # the host's time to issue one call, its events included: `time_gpu` measures it
-    graph: "tuple[torch.cuda.CUDAGraph, int] | None"  # graph timing: the graph `time_graph` captured and its calls,
-                                                      # kept for the energy loop; the measurement lets it go
+    graph: "Captured | None"          # graph timing: what `time_graph` captured, kept for the energy loop; the
+                                      # measurement lets it go
 
     def call(self) -> None: ...
 
@@ -480,7 +490,7 @@ def time_graph(subjects: list[Timed], check: Callable[[], None]) -> None:
             run.forward_timing, run.backward_timing = (Timing.of(list(p), method) for p in zip(*parts))
         run.timing = run.backward_timing if run.workload.passes == "bwd" else Timing.of(whole, method)
         _mark_gaps(run, park.ran_out)
-        s.graph = (graph, calls)
+        s.graph = Captured(graph, calls, inner)
     torch.cuda.synchronize()
 
 
@@ -744,8 +754,8 @@ def _loop_step(s: Timed) -> tuple[Callable[[], None], int, str]:
     """What the energy loop repeats, the calls each makes, and the loop in words: a replay of the graph the timing
     captured (its calls), else one call, back to back."""
     if s.graph is not None:
-        graph, calls = s.graph
-        return graph.replay, calls, f"calls replayed in the timing's CUDA graph ({calls} a replay)"
+        calls = s.graph.calls
+        return s.graph.graph.replay, calls, f"calls replayed in the timing's CUDA graph ({calls} a replay)"
     return s.call, 1, "calls back to back"
 
 

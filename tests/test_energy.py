@@ -6,6 +6,7 @@ bench/h200/energy_check.py's."""
 from __future__ import annotations
 
 import copy
+import gc
 import dataclasses
 import json
 from types import SimpleNamespace
@@ -160,7 +161,7 @@ def test_a_graph_run_s_loop_replays_its_graph_and_counts_its_calls_not_its_repla
     FakeGraphs(gpu, monkeypatch, call_s=1e-4)
     s = warm(subject(gpu, host_s=(1e-4,), timing="graph"), 0.1)
     timing.time_graph([s], lambda: None)
-    graph, calls = s.graph
+    graph, calls = s.graph.graph, s.graph.calls
     assert calls == 2                                              # 0.1 ms calls: two a graph
     replay = graph.replay
     graph.replay = lambda: (gpu.host(5e-5), replay())             # a replay costs the host 50 µs, the GPU 0.2 ms
@@ -169,6 +170,20 @@ def test_a_graph_run_s_loop_replays_its_graph_and_counts_its_calls_not_its_repla
     assert e.seconds == pytest.approx(4 * timing.ENERGY_LOOP_S, rel=0.01)  # the GPU's queue: 4x the host's second
     assert e.joules_per_call == pytest.approx(500.0 * 1e-4, rel=1e-3)   # the power times one call's 0.1 ms
     assert "phase0" not in gpu.log[-10:]                           # replays, no calls made afresh
+
+
+def test_a_training_step_s_graph_keeps_the_events_inside_it_alive_for_the_energy_loop(gpu, nvml, monkeypatch):
+    """Found on the lent H100: the graph part died in cuGraphLaunch (a segfault) at its first training step, the
+    energy loop replaying the graph whose forward/backward events, recorded inside it, the timing had let go (a
+    graph holds their handles only). The forward-only graphs before it hold no events and replayed fine."""
+    FakeGraphs(gpu, monkeypatch, call_s=1e-4)
+    s = warm(subject(gpu, host_s=(1e-4, 3e-4), passes="fwd+bwd", timing="graph"), 0.4)
+    timing.time_graph([s], lambda: None)
+    gc.collect()
+    graph = s.graph.graph
+    assert len(graph.events) == 3 * s.graph.calls  # before the forward, the backward, and after: each captured call
+    e, refused = energy_of(s)
+    assert refused is None and e.loop.startswith("calls replayed in the timing's CUDA graph")
 
 
 def test_a_mig_slice_is_refused_in_one_line_before_any_call(gpu, nvml):

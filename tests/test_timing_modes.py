@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 import statistics
 import time
+import weakref
 from types import SimpleNamespace
 
 import pytest
@@ -43,6 +44,7 @@ class FakeGPU:
         self.log: list[str] = []
         self.always_reached = always_reached
         self.external = True      # this torch has torch.cuda.Event(external=True)
+        self.captured = None      # during a capture: the events recorded inside it
         gpu = self
 
         class Event:
@@ -54,6 +56,8 @@ class FakeGPU:
             def record(self, stream=None):
                 self.at = max(gpu.free_at, gpu.now())
                 gpu.log.append("record")
+                if gpu.captured is not None:  # an event node of the graph being captured: the graph keeps its handle
+                    gpu.captured.append(weakref.ref(self))
 
             def query(self):
                 return gpu.always_reached or gpu.now() >= self.at
@@ -632,7 +636,9 @@ def test_a_cold_or_graph_run_holds_the_flush_or_the_graph_s_pool_beside_a_call_i
 # -- graph: calls captured once, replayed; a refusal in PyTorch's words ---------------------------------------
 class FakeGraphs:
     """torch.cuda's graph API on a CPU: a capture runs the calls once (the subject raises where told to) and counts
-    them; a replay moves the fake GPU's clock on by `call_s` a captured call, so the replay's events time them."""
+    them; a replay moves the fake GPU's clock on by `call_s` a captured call, so the replay's events time them. As
+    CUDA's, a graph holds the handles of the events recorded inside it, not the events: a replay after one was
+    destroyed fails (on the H100 a segfault in cuGraphLaunch)."""
 
     def __init__(self, gpu: FakeGPU, monkeypatch, end_says: str | None = None, always: bool = False,
                  call_s: float = 1e-4):
@@ -643,8 +649,11 @@ class FakeGraphs:
         class CUDAGraph:
             def __init__(self):
                 self.took = 0.0
+                self.events = []
 
             def replay(self):
+                if any(alive() is None for alive in self.events):
+                    raise RuntimeError("replayed a CUDA graph whose event nodes' events were destroyed")
                 gpu.run(self.took)
 
         class Capture:
@@ -653,9 +662,10 @@ class FakeGraphs:
 
             def __enter__(self):
                 graphs.capturing, self.logged = True, len(gpu.log)
+                gpu.captured = self.graph.events
 
             def __exit__(self, *exc):
-                graphs.capturing = False
+                graphs.capturing, gpu.captured = False, None
                 self.graph.took = gpu.log[self.logged:].count("phase0") * call_s
                 if end_says and (always or graphs.invalidated):  # capture_end fails: the capture was invalidated
                     graphs.invalidated = False
