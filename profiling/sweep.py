@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from attention_variants import Variant
+from attention_variants import Variant, reasons as why_not
 
 from . import text
 from .budget import available_bytes, call_bytes, measured_calls, memory_refusal, reference_bytes
@@ -31,10 +31,12 @@ def fitting(variants: list[Variant], workload: Workload, env: Environment, free:
             reasons: dict[str, str | None] | None = None) -> tuple[list[Variant], list[Run]]:
     """The variants whose measurement of `workload` fits in `free` bytes, and for each that does not, a run saying
     so (needed against available, the fp64 check's part) with nothing allocated. One that cannot run at all
-    (`reasons`) is not priced: measurement says why."""
+    (`reasons`, asked here where not given) is not priced: measurement says why, and its memory model may not hold
+    there (a packed way's one sequence of B·S tokens past what a workload may hold)."""
+    reasons = reasons if reasons is not None else why_not(variants, workload, env)
     fit, refused = [], []
     for v in variants:
-        refusal = memory_refusal(v, workload, env, free) if not (reasons or {}).get(v.key) else None
+        refusal = memory_refusal(v, workload, env, free) if not reasons.get(v.key) else None
         if refusal is None:
             fit.append(v)
             continue
@@ -61,7 +63,8 @@ def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: 
         going = [v for v in variants if v.key not in stopped]
         if not going:
             break
-        fit, refused = fitting(going, workload, env, available_bytes(workload.device))
+        reasons = why_not(going, workload, env)
+        fit, refused = fitting(going, workload, env, available_bytes(workload.device), reasons)
         result.runs += refused
         stopped |= {r.variant for r in refused}
         done += len(refused)
@@ -77,7 +80,7 @@ def run_sweep(variants: list[Variant], base: Workload, lengths: list[int], env: 
             result.stopped = f"{stop} after {done} of {total} points"
             break
         if fit:
-            runs = measure_runs(fit, workload, env=env, guard=guard,
+            runs = measure_runs(fit, workload, env=env, guard=guard, reasons=reasons,
                                 progress=lambda f, m: progress((done + f * len(fit)) / total, f"{at} · {m}"))
             for run in runs:
                 result.runs.append(run.light())

@@ -98,6 +98,23 @@ def test_a_variant_that_cannot_run_here_is_unsupported_at_every_length_and_the_h
         "S=64–128.")
 
 
+def test_a_variant_that_cannot_run_a_point_is_not_priced_there_its_memory_model_may_not_hold():
+    """Found on the lent H100 (the blog's sweep of every variant, B=8): at S=32,768 the packed ways' memory model
+    reads the batch as one sequence of B·S = 262,144 tokens, past what a workload may hold, and pricing it raised
+    "seq_len=262144 is not allowed", ending the sweep. The way refuses that point (supports): unpriced, it says so."""
+    base = Workload.blog(device="cpu")
+    w = base.replace(seq_len=32768)
+    varlen = VARIANTS["varlen"]
+    assert "262,144 tokens" in VARIANTS["sdpa_nested"].supports(w.replace(device="cuda"), None)  # the refusal it keeps
+    with pytest.raises(Refusal, match="seq_len=262144"):
+        budget.memory_refusal(varlen, w, CPU, 2**40)  # the model alone: no workload of one such sequence
+    fit, refused = sweep_mod.fitting([varlen], w, CPU, 2**40)  # reasons asked where not given
+    assert (fit, refused) == ([varlen], [])  # left to measurement, which says why it cannot run
+    result = run_sweep([varlen], base, [16384, 32768], CPU)
+    assert [r.status for r in result.of("varlen")] == [UNSUPPORTED, UNSUPPORTED]
+    assert result.of("varlen")[1].reason == varlen.supports(w, CPU)
+
+
 def test_a_point_that_does_not_fit_is_refused_before_allocating_with_the_models_numbers(monkeypatch):
     """At real sizes naive's S×S scores set its memory; at this tiny one the fixed costs do. A naive whose estimate
     grows 256 S×S matrices faster stands in for the real one: the memory rule and the sweep are the real ones."""
