@@ -35,7 +35,7 @@ def unavailable(w: Workload, env: Environment) -> str | None:
         return ("cudnn.sdpa_torch takes no dense mask or bias: causal (top left or bottom right), a band "
                 "(window_left, window_right), sinks or sequence lengths")
     if w.page_size:
-        return "cudnn.sdpa_torch takes no page table (cuDNN's graph API does; not wired here)"
+        return "cudnn.sdpa_torch takes no page table (cuDNN's graph API does, which this variant does not call)"
     if w.head_dim > 256 or w.head_dim % 8:
         return f"cuDNN's fused attention takes head dims up to 256 in steps of 8 (it is {w.head_dim})"
     return None
@@ -43,16 +43,18 @@ def unavailable(w: Workload, env: Environment) -> str | None:
 
 def cudnn_frontend_attention(x: Inputs) -> torch.Tensor:
     """[B, H, S, D] tensors as they are; a causal decode step bottom-right aligned (`causal_bottom_right`), a window
-    of W keys as `window_left=W-1`; packed documents as [T, H, D] with their cumulative lengths. A training pass asks
-    for the log-sum-exp (`return_lse`), which its backward reads."""
+    of W keys (a query and the W-1 before it) as `window_left=W`; packed documents as [T, H, D] with their cumulative
+    lengths. A training pass asks for the log-sum-exp (`return_lse`), which its backward reads."""
     import cudnn
 
     w = x.workload
     kwargs = dict(scale=x.scale, is_causal=w.causal, return_lse=w.training)
     if w.causal and w.queries != w.seq_len:
         kwargs["causal_bottom_right"] = True
-    if w.mask == "window":
-        kwargs.update(is_causal=True, window_left=w.window - 1)
+    if w.mask == "window":  # sdpa_torch passes window_left on as cuDNN's diagonal_band_left_bound, the keys a query
+        # sees counting itself ("masks j <= i-lb, i.e. lb visible tokens including self": cudnn/torch/sdpa_provider.py,
+        # 1.32.0), not FlashAttention's keys before it: W-1 read one key short, an error of 0.39 on the H100
+        kwargs.update(is_causal=True, window_left=w.window)
     if w.lengths is not None:
         p = x.packed()
         kwargs.update(cu_seqlens_q=p.cu_seqlens, cu_seqlens_kv=p.cu_seqlens, max_seqlen_q=p.max_len,
@@ -83,7 +85,7 @@ CUDNN_FRONTEND = Variant(
     scratch_bytes=_scratch,
     check=unavailable, gpu_only=True,
     fused=True, sparse=True, jit_s=JIT_S, jit_measured_on="an H100", packs="packed", call="cudnn.sdpa_torch",
-    no_fp8="cudnn.sdpa_torch runs fp16 and bf16 only (cuDNN's fp8 attention is in its graph API, not wired here)",
+    no_fp8="cudnn.sdpa_torch runs fp16 and bf16 only (cuDNN's fp8 attention is in its graph API, which this variant does not call)",
     words={"packed": "cudnn.sdpa_torch reads the documents packed end to end with their cumulative lengths (THD)"},
     guess=GuessRow("cuDNN without torch's dispatch: the same kernels as SDPA pinned to cuDNN, or a better plan",
         speed_rank=2, host_rank=1,

@@ -241,3 +241,29 @@ def test_flashinfer_refuses_a_group_of_heads_its_header_does_not_dispatch(instal
         assert flashinfer.group_sizes() == flashinfer.GROUP_SIZES  # not installed: the pinned version's
     finally:
         flashinfer.group_sizes.cache_clear()
+
+
+def test_cudnn_frontend_sees_the_window_the_workload_means(monkeypatch):
+    """A window of W is a query and the W-1 keys before it. `cudnn.sdpa_torch` hands `window_left` on as cuDNN's
+    diagonal_band_left_bound: "masks j <= i-lb, i.e. lb visible tokens including self" (its torch/sdpa_provider.py,
+    1.32.0). A stand-in library keeping exactly that contract must give the workload's own masked attention (W-1,
+    FlashAttention's convention, read one key short: an error of 0.39 on the H100's recording)."""
+    import sys
+    import types
+
+    import torch
+
+    def sdpa_torch(q, k, v, *, scale, is_causal=False, window_left=-1, return_lse=False, **_):
+        i, j = torch.arange(q.shape[-2])[:, None], torch.arange(k.shape[-2])[None, :]
+        seen = (j <= i) if is_causal else torch.ones_like(i * j, dtype=torch.bool)
+        if window_left >= 0:
+            seen &= j > i - window_left
+        out = torch.softmax((q @ k.transpose(-1, -2) * scale).masked_fill(~seen, float("-inf")), -1) @ v
+        return (out, None) if return_lse else out
+
+    monkeypatch.setitem(sys.modules, "cudnn", types.SimpleNamespace(sdpa_torch=sdpa_torch))
+    w = Workload.blog(batch=1, heads=2, seq_len=64, head_dim=16, dtype="fp32", mask="window", window=8, device="cpu")
+    x = w.make_inputs()
+    scores = (x.q @ x.k.transpose(-1, -2) * x.scale).masked_fill(~x.allowed, float("-inf"))
+    assert int(x.allowed[-1].sum()) == 8  # the workload's window: the last query sees 8 keys, itself among them
+    torch.testing.assert_close(cudnn_frontend.cudnn_frontend_attention(x), torch.softmax(scores, -1) @ x.v)
