@@ -173,8 +173,8 @@ class Variant:
             from . import VARIANTS
             takers = [v.key for v in VARIANTS.values() if quantised in v.fp8]
             field, instead = ("dtype", "choose dtype bf16") if quantised == "qkv" else ("kv_dtype", "leave it empty")
-            why = self.no_fp8 or f"{self.calls} takes no fp8 inputs here"
-            return (f"{why}; {field}=fp8 ({QUANTISED[quantised]}) runs on {', '.join(takers) or 'none'} here: "
+            why = self.no_fp8 or f"{self.calls} takes no fp8 inputs"
+            return (f"{why}; {field}=fp8 ({QUANTISED[quantised]}) runs on {', '.join(takers) or 'none'} in this tool: "
                     f"{instead}" + (f", or choose {'it' if len(takers) == 1 else 'one of those'}" if takers else ""))
         for mod, _ in scores.active(workload):
             if not self.applies(mod):
@@ -192,7 +192,7 @@ class Variant:
         if workload.quantised:
             field_, said = QUANTISING[workload.quantised]
             return (f"{self.key} quantises a 16-bit workload itself ({name}={value} on its side only), and "
-                    f"{field_}={said} here quantises it already: choose {base.key} on this fp8 workload, or "
+                    f"{field_}={said} quantises it already: choose {base.key} on this fp8 workload, or "
                     f"leave {field_} empty" + (" (dtype bf16)" if field_ == "dtype" else ""))
         try:
             effective = self.effective(workload)

@@ -59,7 +59,7 @@ def unavailable(w: Workload, env: Environment) -> str | None:
         if w.training:
             return "FA3 runs fp8 forward only (its backward takes fp16 and bf16)"
         if w.lengths is not None:
-            return "fp8 over packed documents is not wired here (flash_attn_varlen_func's descales are per document)"
+            return "this variant runs no fp8 over packed documents (flash_attn_varlen_func's descales are per document)"
     allowed = ("bf16",) if _without("FP16") else ("fp16", "bf16")
     if w.dtype not in (*allowed, "fp8"):
         return f"{built} fp16: it runs bf16 (and fp8) only (the inputs are {w.dtype})" if w.dtype == "fp16" else \
@@ -138,7 +138,7 @@ def _scratch(w: Workload, env: Environment) -> int:
 
 FA3 = Variant(
     key="fa3",
-    label="FA3 forward (fa3-fwd build)",
+    label="FA3 (fa3-fwd build)",
     forward=fa3_attention,
     scratch_bytes=_scratch,
     check=unavailable, gpu_only=True,

@@ -67,7 +67,7 @@ def unavailable(w: Workload, env: Environment) -> str | None:
     if w.training:
         return "FlashInfer's decode kernels have no backward"
     if w.dtype not in ("fp16", "bf16"):  # (dtype fp8 is refused by the declaration: fp8=("kv",))
-        return f"FlashInfer's decode runs fp16 and bf16 here (and fp8 caches); the inputs are {w.dtype}"
+        return f"FlashInfer's decode, as this variant calls it, runs fp16 and bf16 (and fp8 caches); the inputs are {w.dtype}"
     if w.mask in ("bool", "bias"):
         return "FlashInfer's decode takes no dense mask or bias: a sliding window (window_left) or none"
     if w.head_dim not in HEAD_DIMS:
@@ -149,7 +149,7 @@ FLASHINFER = Variant(
     check=unavailable, gpu_only=True,
     fused=True, sparse=True, jit_s=JIT_S, jit_measured_on="an H100", score_mods=("softcap",), fp8=("kv",),
     call="FlashInfer's decode",
-    no_fp8="FlashInfer's decode is wired here for an fp8 KV cache beside 16-bit queries, not fp8 queries",
+    no_fp8="this variant calls FlashInfer's decode with an fp8 KV cache beside 16-bit queries, not fp8 queries",
     kernel_patterns={"batchdecodewithpagedkvcache": "fused attention", "mergestates": "fused attention"},
     split_kv=("batchdecodewithpagedkvcache", "mergestates"),
     words={"setup": "its plan",

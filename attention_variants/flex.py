@@ -253,7 +253,7 @@ FLEX = Variant(
     setup=setup,
     setup_bytes=_setup_bytes,
     fused=True, sparse=True, compiled=True, packs="block", score_mods=elementwise, context_parallel=_context_parallel,
-    no_fp8="flex_attention is called here on 16- and 32-bit inputs only (no descales reach its score_mod)",
+    no_fp8="this variant calls flex_attention on 16- and 32-bit inputs only (no descales reach its score_mod)",
     words={"setup": "the block mask",
            "setup_how": "`create_block_mask` evaluated the mask at every query–key pair once and kept which tiles are "
                         "empty, full or partial; later calls with this mask reuse it (a new S or window builds another).",

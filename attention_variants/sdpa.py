@@ -148,7 +148,7 @@ def _cudnn_check(w: Workload, env: Environment) -> str | None:
 # torch.nn.attention.experimental._scaled_dot_product_attention_quantized, which needs torch's FA3 route activated (Dao-
 # AILab's flash_attn_3, not fa3-fwd: see fa3.py) and is not wired here. torchao calls it from torch 2.11.
 NO_FP8 = ("F.scaled_dot_product_attention takes no fp8 inputs or descales (torch's fp8 attention is the experimental, "
-          "private _scaled_dot_product_attention_quantized through its FA3 route, not wired here)")
+          "private _scaled_dot_product_attention_quantized through its FA3 route, which no variant calls)")
 
 MATH = Variant(
     key="sdpa_math",

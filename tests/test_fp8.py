@@ -204,15 +204,15 @@ def test_every_variant_but_fa3_refuses_fp8_inputs_from_its_declaration(key):
     v = VARIANTS[key]
     if v.gpu_only and key in ("cudnn_fe", "flashinfer"):
         assert reason.startswith(v.no_fp8)
-    assert reason is not None and "dtype=fp8 (q, k and v in e4m3) runs on fa3 here" in reason, reason
-    assert reason.startswith(v.no_fp8 or f"{v.calls} takes no fp8 inputs here"), reason
+    assert reason is not None and "dtype=fp8 (q, k and v in e4m3) runs on fa3 in this tool" in reason, reason
+    assert reason.startswith(v.no_fp8 or f"{v.calls} takes no fp8 inputs"), reason
 
 
 @pytest.mark.parametrize("key", [k for k in VARIANTS if k != "flashinfer" and not VARIANTS[k].quantises])
 def test_every_variant_but_flashinfer_refuses_an_fp8_cache_from_its_declaration(key):
     w = Workload.blog(batch=8, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1, kv_dtype="fp8")
     reason = VARIANTS[key].supports(w, H200)
-    assert reason is not None and "kv_dtype=fp8 (an e4m3 KV cache) runs on flashinfer here" in reason, reason
+    assert reason is not None and "kv_dtype=fp8 (an e4m3 KV cache) runs on flashinfer in this tool" in reason, reason
 
 
 def test_the_declared_reasons_are_the_ones_asked_for():
@@ -232,7 +232,7 @@ def test_fa3_takes_fp8_unless_its_build_left_it_out(monkeypatch):
     monkeypatch.setattr(fa3, "build_flags", lambda: FA3_BUILD | {"FLASHATTENTION_DISABLE_FP8": False})
     assert VARIANTS["fa3"].supports(w, H200) is None
     assert VARIANTS["fa3"].supports(w.replace(q_len=1, kv_heads=8, heads=32), H200) is None
-    assert "not wired" in VARIANTS["fa3"].supports(w.replace(lengths=(512, 256)), H200)
+    assert "runs no fp8 over packed documents" in VARIANTS["fa3"].supports(w.replace(lengths=(512, 256)), H200)
     assert "forward only" in VARIANTS["fa3"].supports(w.replace(passes="fwd+bwd"), H200)
     monkeypatch.setattr(fa3, "build_flags", lambda: {})  # a build with its backward: fp8 is still forward only
     assert VARIANTS["fa3"].supports(w.replace(passes="fwd+bwd"), H200) == \

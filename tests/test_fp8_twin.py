@@ -69,16 +69,16 @@ def test_the_twins_are_derived_by_one_rule_for_every_variant_that_takes_fp8():
         for t in twins:
             assert keys.index(t.key) == keys.index(v.key) + 1 and t.twin_of is v and t.fp8 == ()
             assert t.forward is v.forward and t.label.startswith(v.label + ", fp8")
-    assert VARIANTS["fa3_fp8"].label == "FA3 forward (fa3-fwd build), fp8"
+    assert VARIANTS["fa3_fp8"].label == "FA3 (fa3-fwd build), fp8"
     assert VARIANTS["flashinfer_fp8"].label == "FlashInfer decode, fp8 KV cache"
     assert VARIANTS["fa3_fp8"].effective(Workload.blog()) == Workload.blog(dtype="fp8")
     assert VARIANTS["flashinfer_fp8"].effective(NAMED["decode"]) == NAMED["decode"].replace(kv_dtype="fp8")
 
 
 @pytest.mark.parametrize("key, w, said", [
-    ("fa3_fp8", Workload.blog(dtype="fp8"), "dtype=fp8 here quantises it already: choose fa3"),
+    ("fa3_fp8", Workload.blog(dtype="fp8"), "dtype=fp8 quantises it already: choose fa3"),
     ("fa3_fp8", Workload.blog(dtype="fp16"), "not those of dtype=fp16 beside it: choose dtype bf16"),
-    ("flashinfer_fp8", NAMED["decode"].replace(kv_dtype="fp8"), "kv_dtype=fp8 here quantises it already"),
+    ("flashinfer_fp8", NAMED["decode"].replace(kv_dtype="fp8"), "kv_dtype=fp8 quantises it already"),
     ("flashinfer_fp8", Workload.blog(), "kv_dtype=fp8 on its side, which this workload cannot take: an fp8 KV "
                                         "cache is read by a decode step: set q_len"),
     ("flashinfer_fp8", NAMED["decode"].replace(dtype="fp32"), "choose dtype bf16 or fp16"),
