@@ -92,13 +92,14 @@ def _index(name: str) -> dict[tuple[Workload, str], Run]:
 
 def _recorded_as(variant: str, workload: Workload) -> Workload | None:
     """The problem a run of `variant` given `workload` is recorded under: the workload it ran (`Variant.effective`:
-    a twin's quantised), or None where it cannot run it at all (a twin whose quantisation the workload refuses)."""
+    a twin's quantised), or the one given where it cannot run it at all (a twin whose quantisation the workload
+    refuses: its refusal is kept under the workload it refused)."""
     from attention_variants import VARIANTS
 
     try:
         return _problem(VARIANTS[variant].effective(workload) if variant in VARIANTS else workload)
     except Refusal:
-        return None
+        return _problem(workload)
 
 
 def find_recorded(name: str, variant: str, workload: Workload) -> Run | None:

@@ -313,17 +313,36 @@ def test_switching_to_a_recording_moves_an_unrecorded_workload_to_the_blogs_and_
     assert all(v == gr.skip() for v in kept)
 
 
-def test_switching_to_a_recording_without_a_at_the_blogs_workload_moves_to_the_nearest_that_holds_a():
-    """The H100 recording (begun part by part) holds FA3 at the blog's workload but no naive run there: switching to
-    it with naive as A moves to the nearest workload it holds naive on, and says so; with FA3 as A, to the blog's."""
+def test_switching_to_a_recording_without_a_at_the_blogs_workload_moves_to_the_nearest_that_holds_a(monkeypatch):
+    """A recording begun part by part may lack A at the blog's workload: switching to it moves to the nearest
+    workload it holds A on, and says so; where it holds A there, nothing moves. (The H100 recording held no naive run
+    at the blog's workload until its matrix part came: that is planted here by hiding the run.)"""
+    hidden = find_recorded("h100-torch2.11", "naive", BLOG)
+    assert hidden is not None
+    real = app.find_recorded
+    monkeypatch.setattr(app, "find_recorded", lambda source, a, w: None if (source, a, w.problem()) == (
+        "h100-torch2.11", "naive", BLOG.problem()) else real(source, a, w))
+    monkeypatch.setattr(app, "nearest_recorded", lambda source, w, keys, n=3: [
+        x for x in nearest_recorded(source, w, keys, n=n + 1) if x.problem() != BLOG.problem()][:n])
+    monkeypatch.setattr(app, "unrecorded_message", lambda source, w, keys: f"No run of naive on {w.words()}.")
     moved = app.switch_source("h100-torch2.11", "naive", *values(RECORDING)[3:])
-    (w,) = nearest_recorded("h100-torch2.11", BLOG, ("naive",), n=1)
+    (w,) = app.nearest_recorded("h100-torch2.11", BLOG, ("naive",), n=1)
     assert find_recorded("h100-torch2.11", "naive", w) is not None and w != BLOG
     assert moved[:-1] == Request("h100-torch2.11", "naive", "naive", w).values(page=True)[3:]
-    assert moved[-1].startswith(f"The H100 recording has no run of naive on {BLOG.words()}.")
-    assert moved[-1].endswith(f"Moved to the nearest workload recorded with naive, {w.words()}.")
+    assert moved[-1] == f"No run of naive on {BLOG.words()}. Moved to the nearest workload recorded with naive, " \
+                        f"{w.words()}."
     kept = app.switch_source("h100-torch2.11", "fa3", *values(RECORDING, "fa3")[3:])
     assert all(v == gr.skip() for v in kept)  # recorded there: nothing moves
+
+
+def test_a_twin_the_workload_refuses_is_found_as_its_recorded_refusal_not_as_missing():
+    """FlashInfer's fp8-cache twin cannot quantise the blog's prefill (kv_dtype=fp8 is a decode step's): the
+    recording keeps that refusal under the workload it refused. It is found there, so switching to the recording
+    with it as A moves nowhere (it said "no run", then "moved" to the very workload it was on)."""
+    run = find_recorded("h100-torch2.11", "flashinfer_fp8", BLOG)
+    assert run is not None and run.status == "unsupported" and run.workload.problem() == BLOG.problem()
+    kept = app.switch_source("h100-torch2.11", "flashinfer_fp8", *values(RECORDING, "flashinfer_fp8")[3:])
+    assert all(v == gr.skip() for v in kept)
 
 
 @cpu_only
