@@ -822,7 +822,7 @@ def roofline_figure(result: Comparison | Sweep, dark: bool | None = None, presen
         axes.tick_params(labelsize=PRESENT_PT, which="both")
         for handle in handles:
             handle.set_label(textwrap.fill(handle.get_label(), int(size[0] * 72 / (PRESENT_PT * 0.6)) - 6))
-    _legend(axes, handles, colours, loc="upper center", bbox_to_anchor=(0.5, -0.17 if present else -0.2),
+    _legend(axes, handles, colours, loc="upper center", bbox_to_anchor=(0.5, -0.2),
             ncol=1 if present else 2, fontsize=small)
     if labels:
         _unclutter(labels, _laid_out(figure), remove=True)

@@ -19,8 +19,9 @@ def _blog_fused(key: str) -> bool:
 
 def _unlike_blog(run: Run) -> str:
     differences = BLOG.differences(run.workload)
-    if len(differences) > 3:  # the first two in full, the others by name: every difference is named
-        differences = differences[:2] + ["also " + ", ".join(d.split(" ")[0] for d in differences[2:])]
+    if len(differences) > 3:  # every difference named, by its field alone (a card holds 60 words)
+        names = [d.split(" ")[0] for d in differences]
+        return f" (This workload differs from the blog's in {', '.join(names[:-1])} and {names[-1]}.)"
     return f" (This workload differs from the blog's: {', '.join(differences)}.)" if differences else ""
 
 

@@ -46,7 +46,6 @@ def faster_not_cheaper(fast: Run, slow: Run, path: str, sides: dict[int, str]) -
     facts["more"] = ratio(facts["fast_j"], facts["slow_j"])
     return note("faster_not_cheaper", "verdict",
                 f"{label(fast)} is {{speed}} faster, {label(slow)} the cheaper: {{slow_j}} a call against {{fast_j}}",
-                f"NVML's energy counter (the whole GPU's) over a loop of a second or more of each: "
-                f"{label(fast)} drew {{fast_w}}, {label(slow)} {{slow_w}}, so {label(fast)} spent {{more}} the "
-                "energy a call.",
+                f"NVML's energy counter (the whole GPU's) over a loop of a second or more of each: the faster drew "
+                f"{{fast_w}}, the slower {{slow_w}}, so the faster spent {{more}} the energy a call.",
                 weight=0.3, facts=facts)

@@ -193,9 +193,9 @@ def cold_l2(run: Run, peers: Peers) -> Note | None:
     else:
         buffer = "tritonbench's size: this GPU does not report its L2"
         warm = "may partly stay in the L2 from call to call"
-    hbm = ": the call read its inputs from HBM" if abs(change) >= COLD_CHANGE else ""  # said where it mattered
+    hbm = ": inputs came from HBM" if abs(change) >= COLD_CHANGE else ""  # said where it mattered
     return note("cold_l2", "guess", title,
-                f"A {{flush}} buffer ({buffer}) was written before each call, outside the events{hbm}. Its {{set}} "
+                f"Before each call, untimed, a {{flush}} buffer ({buffer}) was written{hbm}. Its {{set}} "
                 f"working set {warm}.",
                 weight=0.15 + min(0.5, 2 * abs(change)), facts=facts)
 
