@@ -136,21 +136,38 @@ def bare() -> None:
 
 
 # -- the serving engines' kernels (FA3's forward, cuDNN's frontend, FlashInfer), called bare as their users call them
+def e4m3(t):
+    """`t` quantised per tensor to e4m3 as a deployment does (amax to 448), and its fp32 descale."""
+    scale = t.abs().amax().float().clamp(min=1e-12) / 448.0
+    return (t.float() / scale).to(torch.float8_e4m3fn), scale
+
+
 def engine_call(key: str, w: dict, q, k, v):
-    """q [B, H, Lq, D], k and v [B, Hkv, S, D] (bf16), causal bottom-right where Lq < S."""
+    """q [B, H, Lq, D], k and v [B, Hkv, S, D] (bf16), causal bottom-right where Lq < S; the fp8 twins quantise
+    here, outside the timed call (q, k, v in e4m3 with descales; FlashInfer's cache in e4m3 with k/v scales)."""
     decode = q.shape[2] != k.shape[2]
-    if key == "fa3":
+    if key in ("fa3", "fa3_fp8"):
         import fa3_fwd_interface as fa3
+        extra = {}
+        if key == "fa3_fp8":
+            (q, sq), (k, sk), (v, sv) = e4m3(q), e4m3(k), e4m3(v)
+            rows, heads = q.shape[0], k.shape[1]
+            extra = {f"{n}_descale": s.reshape(1, 1).expand(rows, heads).contiguous()
+                     for n, s in (("q", sq), ("k", sk), ("v", sv))}
         qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
         if decode:
-            return lambda: fa3.flash_attn_with_kvcache(qt, kt, vt, causal=True, num_splits=0)
-        return lambda: fa3.flash_attn_func(qt, kt, vt, causal=True)
+            return lambda: fa3.flash_attn_with_kvcache(qt, kt, vt, causal=True, num_splits=0, **extra)
+        return lambda: fa3.flash_attn_func(qt, kt, vt, causal=True, **extra)
     if key == "cudnn_fe":
         import cudnn
         extra = {"causal_bottom_right": True} if decode else {}
         return lambda: cudnn.sdpa_torch(q, k, v, is_causal=True, **extra)
-    if key == "flashinfer":
+    if key in ("flashinfer", "flashinfer_fp8"):
         import flashinfer
+        scaled = {}
+        if key == "flashinfer_fp8":
+            (k, sk), (v, sv) = e4m3(k), e4m3(v)
+            scaled = {"k_scale": sk.item(), "v_scale": sv.item()}
         b, h, _, d = q.shape
         hkv, s = k.shape[1], k.shape[2]
         ws = torch.empty(128 * 2**20, dtype=torch.uint8, device="cuda")
@@ -158,13 +175,13 @@ def engine_call(key: str, w: dict, q, k, v):
         page = w.get("page_size")
         if page:
             pages = torch.randperm(b * s // page, device="cuda")
-            kp = torch.empty(b * s // page, page, hkv, d, device="cuda", dtype=q.dtype)
+            kp = torch.empty(b * s // page, page, hkv, d, device="cuda", dtype=k.dtype)
             vp = torch.empty_like(kp)
             kp[pages] = k.transpose(1, 2).reshape(-1, page, hkv, d)
             vp[pages] = v.transpose(1, 2).reshape(-1, page, hkv, d)
             wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD")
             wrapper.plan(i * (s // page), pages.to(torch.int32), torch.full((b,), page, device="cuda", dtype=torch.int32),
-                         h, hkv, d, page, q_data_type=q.dtype)
+                         h, hkv, d, page, q_data_type=q.dtype, kv_data_type=k.dtype)
             cache = (kp, vp)
         else:  # the contiguous cache as HND pages of 16 tokens, in place: page j of row b at b·Hkv·S/16 + j
             per = s // 16
@@ -172,10 +189,10 @@ def engine_call(key: str, w: dict, q, k, v):
             wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "HND")
             pages = (torch.arange(b, device="cuda")[:, None] * hkv * per + torch.arange(per, device="cuda")).flatten()
             wrapper.plan(i * per, pages.to(torch.int32), torch.full((b,), 16, device="cuda", dtype=torch.int32), h,
-                         hkv, d, 16, q_data_type=q.dtype)
+                         hkv, d, 16, q_data_type=q.dtype, kv_data_type=k.dtype)
             cache = tuple(view)
         q3 = q[:, :, 0]
-        return lambda: wrapper.run(q3, cache)
+        return lambda: wrapper.run(q3, cache, **scaled)
     if decode:
         from torch.nn.attention.bias import causal_lower_right
         mask = causal_lower_right(q.shape[2], k.shape[2])
@@ -209,6 +226,11 @@ ENGINE_CASES = (
      ("fa3", "flashinfer", "cudnn_fe")),
     ("decode paged 16", dict(batch=8, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1, page_size=16),
      ("flashinfer",)),
+    # the fp8 twins (issue 55), each beside its bf16 self: the app quantises the same way, outside the timed call
+    ("fp8, blog", BLOG, ("fa3", "fa3_fp8")),
+    ("fp8, 1x16x16384x128", dict(batch=1, heads=16, seq_len=16384, head_dim=128), ("fa3", "fa3_fp8")),
+    ("fp8, decode 8x32/8 S=8192", dict(batch=8, heads=32, kv_heads=8, seq_len=8192, head_dim=128, q_len=1),
+     ("fa3", "fa3_fp8", "flashinfer", "flashinfer_fp8")),
 )
 
 
