@@ -85,7 +85,8 @@ CUDNN_FRONTEND = Variant(
     scratch_bytes=_scratch,
     check=unavailable, gpu_only=True,
     fused=True, sparse=True, jit_s=JIT_S, jit_measured_on="an H100", packs="packed", call="cudnn.sdpa_torch",
-    no_fp8="cudnn.sdpa_torch runs fp16 and bf16 only (cuDNN's fp8 attention is in its graph API, which this variant does not call)",
+    no_fp8=("cudnn.sdpa_torch runs fp16 and bf16 only (cuDNN's fp8 attention is in its graph API, which this variant "
+            "does not call)"),
     words={"packed": "cudnn.sdpa_torch reads the documents packed end to end with their cumulative lengths (THD)"},
     guess=GuessRow("cuDNN without torch's dispatch: the same kernels as SDPA pinned to cuDNN, or a better plan",
         speed_rank=2, host_rank=1,

@@ -67,7 +67,8 @@ def unavailable(w: Workload, env: Environment) -> str | None:
     if w.training:
         return "FlashInfer's decode kernels have no backward"
     if w.dtype not in ("fp16", "bf16"):  # (dtype fp8 is refused by the declaration: fp8=("kv",))
-        return f"FlashInfer's decode, as this variant calls it, runs fp16 and bf16 (and fp8 caches); the inputs are {w.dtype}"
+        return (f"FlashInfer's decode, as this variant calls it, runs fp16 and bf16 (and fp8 caches); the inputs are "
+                f"{w.dtype}")
     if w.mask in ("bool", "bias"):
         return "FlashInfer's decode takes no dense mask or bias: a sliding window (window_left) or none"
     if w.head_dim not in HEAD_DIMS:

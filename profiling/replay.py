@@ -90,7 +90,7 @@ def _index(name: str) -> dict[tuple[Workload, str], Run]:
     return _indexes(name)[0]
 
 
-def _recorded_as(variant: str, workload: Workload) -> Workload | None:
+def _recorded_as(variant: str, workload: Workload) -> Workload:
     """The problem a run of `variant` given `workload` is recorded under: the workload it ran (`Variant.effective`:
     a twin's quantised), or the one given where it cannot run it at all (a twin whose quantisation the workload
     refuses: its refusal is kept under the workload it refused)."""

@@ -205,7 +205,7 @@ def contradictions(words: str, run: Run) -> list[str]:
     """Fixed text that cannot be true of `run`."""
     w, found = run.workload, []
     words = re.sub(r"\(This workload differs from the blog's[^)]*\)", "", words)  # says how, by design
-    words = re.sub(r"[^.]*\(the inputs are fp32\)", "", words)  # a refusal naming what it runs, beside the inputs' dtype
+    words = re.sub(r"[^.]*\(the inputs are fp32\)", "", words)  # a refusal: what it runs, beside the inputs' dtype
     if w.dtype == "fp32" and (re.search(r"\b(bf16|fp16)\b", words.replace("fp16 and bf16", ""))
                               or re.search(r"cast.* (up|back)", words)):
         found.append("16-bit casts on fp32 inputs")
