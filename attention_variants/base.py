@@ -39,6 +39,8 @@ WORD_TOPICS = {
              "clause the note ends with what the merge takes)",
     "host": "what its own host op's time is spent on, a noun phrase: the cause a host-bound note gives where that op "
             "leads the profiled call's CPU time",
+    "first_call": "what its first call of a configuration makes, a verb phrase after its label (default: 'JIT-compiled "
+                  "its kernels'), for a variant whose `jit_s` says it has such a cost",
 }
 
 

@@ -87,7 +87,9 @@ CUDNN_FRONTEND = Variant(
     fused=True, sparse=True, jit_s=JIT_S, jit_measured_on="an H100", packs="packed", call="cudnn.sdpa_torch",
     no_fp8=("cudnn.sdpa_torch runs fp16 and bf16 only (cuDNN's fp8 attention is in its graph API, which this variant "
             "does not call)"),
-    words={"packed": "cudnn.sdpa_torch reads the documents packed end to end with their cumulative lengths (THD)"},
+    words={"packed": "cudnn.sdpa_torch reads the documents packed end to end with their cumulative lengths (THD)",
+           # sdpa_torch's _build_graph: build_operation_graph, create_execution_plans, build_plans, cached per key
+           "first_call": "built its cuDNN graph and execution plans"},
     guess=GuessRow("cuDNN without torch's dispatch: the same kernels as SDPA pinned to cuDNN, or a better plan",
         speed_rank=2, host_rank=1,
         on_cpu="a GPU library: nothing to run on a CPU",

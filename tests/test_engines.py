@@ -267,3 +267,19 @@ def test_cudnn_frontend_sees_the_window_the_workload_means(monkeypatch):
     scores = (x.q @ x.k.transpose(-1, -2) * x.scale).masked_fill(~x.allowed, float("-inf"))
     assert int(x.allowed[-1].sum()) == 8  # the workload's window: the last query sees 8 keys, itself among them
     torch.testing.assert_close(cudnn_frontend.cudnn_frontend_attention(x), torch.softmax(scores, -1) @ x.v)
+
+
+def test_a_first_call_is_said_in_the_variants_own_words():
+    """cuDNN's frontend compiles nothing of its own on its first call: sdpa_torch builds a cuDNN graph and its
+    execution plans (its _build_graph: build_operation_graph, create_execution_plans, build_plans), cached per
+    configuration. The note says that; a JIT library (FA4 on the same recording) is said to compile."""
+    from profiling.explain import explain
+    from profiling.replay import find_recorded
+    from profiling.results import Comparison
+
+    runs = [find_recorded("h100-torch2.11", k, Workload.blog()) for k in ("cudnn_fe", "fa4")]
+    notes = {n.side: n for n in explain(Comparison(*runs)).notes if n.rule == "first_call"}
+    assert notes["a"].body.startswith("cuDNN frontend (sdpa_torch) built its cuDNN graph and execution plans for the "
+                                      "forward of this configuration on the first call"), notes["a"].body
+    assert "compiled" not in notes["a"].body
+    assert notes["b"].body.startswith("FlashAttention-4 JIT-compiled its kernels for the forward"), notes["b"].body

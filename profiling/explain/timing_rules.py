@@ -103,8 +103,9 @@ def first_call(run: Run, peers: Peers) -> Note | None:
         cause = (f"torch.compile traced {what} and generated {made} on the first call; later calls reuse them "
                  "while shape and dtype match.")
     elif v and v.jit_s:
-        cause = (f"{v.label} JIT-compiled its kernels for {what} of this configuration on the first call; later "
-                 "calls with the same shapes reuse them.")
+        made = v.words.get("first_call", "JIT-compiled its kernels")
+        cause = (f"{v.label} {made} for {what} of this configuration on the first call; later calls with the same "
+                 "shapes reuse them.")
     elif ran(run) == "cudnn":
         cause = "cuDNN built an execution plan for this shape on the first call; later calls find it cached."
     else:
